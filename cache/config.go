@@ -1,0 +1,36 @@
+package cache
+
+import "time"
+
+// Config configures the response cache. DefaultConfig returns the defaults;
+// YAML decoding overlays them.
+type Config struct {
+	// MaxBytes bounds the memory of the local tier; entries cost their body
+	// sizes (default 256 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// StaleWhileRevalidate is how long after FreshUntil an entry is served at
+	// once while one background refresh runs (default 1h).
+	StaleWhileRevalidate time.Duration `yaml:"stale_while_revalidate"`
+	// MaxStale is how long after FreshUntil an entry may still be served when
+	// the upstream fails (stale-if-error; default 24h).
+	MaxStale time.Duration `yaml:"max_stale"`
+	// FetchTimeout bounds one coalesced fetch, detached from any client
+	// (default 20s).
+	FetchTimeout time.Duration `yaml:"fetch_timeout"`
+	// TTL holds the freshness lifetimes per endpoint.
+	TTL TTLConfig `yaml:"ttl"`
+}
+
+// TTLConfig holds freshness lifetimes.
+type TTLConfig struct {
+	List    time.Duration `yaml:"list"`    // topics list (default 10m)
+	Whatsup time.Duration `yaml:"whatsup"` // whatsup summaries (default 1h)
+	// SeriesHourMax caps hourly series that reach now; they are otherwise
+	// fresh until the next hour boundary plus Settle (default 10m).
+	SeriesHourMax time.Duration `yaml:"series_hour_max"`
+	Settle        time.Duration `yaml:"settle"`        // default 2m
+	SeriesDay     time.Duration `yaml:"series_day"`    // daily series (default 1h)
+	SeriesClosed  time.Duration `yaml:"series_closed"` // windows that ended over 2h ago (default 24h)
+	TSV           time.Duration `yaml:"tsv"`           // TSV downloads (default 15m)
+	Negative      time.Duration `yaml:"negative"`      // unknown topics (default 60s)
+}

@@ -1,0 +1,134 @@
+package config
+
+import (
+	"time"
+
+	"trendgate/cache"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// Config is the whole trendgate configuration file.
+type Config struct {
+	Server   Server          `yaml:"server"`
+	TLS      TLS             `yaml:"tls"`
+	Admin    Admin           `yaml:"admin"`
+	Log      Log             `yaml:"log"`
+	Upstream upstream.Config `yaml:"upstream"`
+	Cache    cache.Config    `yaml:"cache"`
+	Limits   limits.Config   `yaml:"limits"`
+	Redis    Redis           `yaml:"redis"`
+	// Plans maps a plan name to its definition.
+	Plans map[string]Plan `yaml:"plans"`
+	// Keys are the issued API keys (only their digests).
+	Keys []Key `yaml:"keys"`
+}
+
+// Server configures the public listener.
+type Server struct {
+	Listen            string        `yaml:"listen"`              // default 127.0.0.1:8080
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // default 5s
+	ReadTimeout       time.Duration `yaml:"read_timeout"`        // default 10s
+	WriteTimeout      time.Duration `yaml:"write_timeout"`       // default 60s
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // default 120s
+	MaxHeaderBytes    int           `yaml:"max_header_bytes"`    // default 32768
+	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // default 20s
+	// TrustedProxies are CIDRs whose X-Forwarded-For is believed when
+	// finding the client IP. Empty trusts no one.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+// TLS configures HTTPS on the public listener. Mode "" or "off" serves
+// plain HTTP on Server.Listen.
+type TLS struct {
+	Mode     string `yaml:"mode"`      // off | acme | files
+	CertFile string `yaml:"cert_file"` // mode files
+	KeyFile  string `yaml:"key_file"`  // mode files
+	// HTTPListen is the plain-HTTP listener used with TLS on: it answers
+	// ACME HTTP-01 challenges and refuses API paths with 403 (default :80).
+	HTTPListen string `yaml:"http_listen"`
+	// HSTSMaxAge is sent as Strict-Transport-Security (default 1 year; 0 off).
+	HSTSMaxAge time.Duration `yaml:"hsts_max_age"`
+	ACME       ACME          `yaml:"acme"`
+}
+
+// ACME configures certmagic's certificate management.
+type ACME struct {
+	DirectoryURL string   `yaml:"directory_url"` // default Let's Encrypt production
+	Email        string   `yaml:"email"`
+	Domains      []string `yaml:"domains"`
+	Storage      string   `yaml:"storage"` // file storage path (unless redis is on)
+	// CARoot is a PEM file trusted for the ACME directory (private ACME
+	// servers such as Pebble); empty uses the system roots.
+	CARoot string `yaml:"ca_root"`
+	// DisableHTTPChallenge / DisableTLSALPNChallenge turn one challenge off.
+	DisableHTTPChallenge    bool `yaml:"disable_http_challenge"`
+	DisableTLSALPNChallenge bool `yaml:"disable_tlsalpn_challenge"`
+}
+
+// Admin configures the admin listener (health, readiness, metrics, purge).
+type Admin struct {
+	Listen string `yaml:"listen"` // default 127.0.0.1:9090; "off" disables
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// every admin route except /healthz.
+	Token string `yaml:"token"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level string `yaml:"level"` // debug | info | warn | error (default info)
+	// Access turns the per-request access log on (default true).
+	Access *bool `yaml:"access"`
+}
+
+// Redis turns on cluster mode when URL is set.
+type Redis struct {
+	// URL is the Redis for counters (limits, quotas, budget, leases,
+	// certificates), e.g. redis://127.0.0.1:6379/0.
+	URL string `yaml:"url"`
+	// CacheURL is the Redis for the shared cache tier; default: URL with
+	// the database number plus one, so eviction never touches counters.
+	CacheURL string `yaml:"cache_url"`
+	// Prefix starts every key trendgate writes (default "tg:").
+	Prefix string `yaml:"prefix"`
+	// Timeout bounds each Redis command (default 50ms).
+	Timeout time.Duration `yaml:"timeout"`
+	// LocalShare is the share (0..1] of each key's limits an instance
+	// enforces on its own while Redis is unreachable (default 1/3).
+	LocalShare float64 `yaml:"local_share"`
+}
+
+// Plan is a named bundle of limits, allowed endpoints and data projection.
+type Plan struct {
+	limits.Policy `yaml:",inline"`
+	// Endpoints the plan may call: list, whatsup, series, tsv.
+	Endpoints []string `yaml:"endpoints"`
+	// DataMode is "full" (everything passes) or "limited" (Fields applies).
+	DataMode string `yaml:"data_mode"`
+	// Fields is the allowlist per endpoint for DataMode limited: fields of
+	// list items, of series rows, top-level whatsup fields, and TSV metrics.
+	Fields Fields `yaml:"fields"`
+}
+
+// Fields is a per-endpoint allowlist of field names.
+type Fields struct {
+	List    []string `yaml:"list"`
+	Whatsup []string `yaml:"whatsup"`
+	Series  []string `yaml:"series"`
+	TSV     []string `yaml:"tsv"`
+}
+
+// Key is one issued API key. Only the SHA-256 digest of the secret is kept.
+type Key struct {
+	ID     string `yaml:"id"`
+	SHA256 string `yaml:"sha256"` // lower-case hex digest of the secret
+	Plan   string `yaml:"plan"`
+	// Expires, when set, is the instant after which the key is refused.
+	Expires  *time.Time `yaml:"expires"`
+	Disabled bool       `yaml:"disabled"`
+	// Overrides of the plan's numbers; nil keeps the plan's value.
+	PerSecond *float64 `yaml:"per_second"`
+	Burst     *int     `yaml:"burst"`
+	Daily     *int64   `yaml:"daily"`
+	Monthly   *int64   `yaml:"monthly"`
+}

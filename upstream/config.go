@@ -1,0 +1,53 @@
+package upstream
+
+import "time"
+
+// Config configures the upstream client. DefaultConfig returns the defaults;
+// YAML decoding overlays them.
+type Config struct {
+	// BaseURL is the upstream's scheme and host, e.g. https://lunarcrush.com.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is the gateway's own upstream credential, sent as
+	// "Authorization: Bearer <APIKey>". Usually "${TRENDGATE_UPSTREAM_KEY}".
+	// Empty sends no Authorization header.
+	APIKey string `yaml:"api_key"`
+	// DialTimeout bounds connection setup (default 2s).
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// ResponseHeaderTimeout bounds the wait for response headers (default 10s).
+	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
+	// Timeout bounds one whole fetch, retries included (default 15s).
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxBodyBytes caps a response body; larger bodies fail (default 8 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxConns caps concurrent connections to the upstream (default 16).
+	MaxConns int `yaml:"max_conns"`
+	// Retries is how many times a connection error is retried (0 or 1; default 1).
+	Retries int `yaml:"retries"`
+	// Budget is the account-wide outbound budget.
+	Budget BudgetConfig `yaml:"budget"`
+	// Breaker configures the circuit breaker.
+	Breaker BreakerConfig `yaml:"breaker"`
+}
+
+// BudgetConfig is the upstream account's request budget.
+type BudgetConfig struct {
+	// Plan names a preset (hobby, individual, builder, scale) that fills
+	// PerMinute and PerDay when they are zero. Empty means no preset.
+	Plan string `yaml:"plan"`
+	// PerMinute and PerDay are the account-wide token buckets; 0 means unlimited.
+	PerMinute int `yaml:"per_minute"`
+	PerDay    int `yaml:"per_day"`
+	// RefreshReserve is the share (0..1) of each bucket kept for cold misses:
+	// background refreshes may not dip into it (default 0.25).
+	RefreshReserve float64 `yaml:"refresh_reserve"`
+}
+
+// BreakerConfig configures the circuit breaker.
+type BreakerConfig struct {
+	// Failures is how many consecutive failures open the breaker (default 5).
+	Failures int `yaml:"failures"`
+	// Backoff is the first open period before a probe (default 5s); it
+	// doubles on each failed probe up to MaxBackoff (default 2m).
+	Backoff    time.Duration `yaml:"backoff"`
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+}
