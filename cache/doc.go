@@ -1,0 +1,2 @@
+// Package cache is trendgate's response cache.
+package cache

@@ -1,0 +1,2 @@
+// Package config decodes and validates trendgate's YAML configuration.
+package config

@@ -1,0 +1,2 @@
+// Package limits holds per-key rate limits and quotas.
+package limits

@@ -1,0 +1,2 @@
+// Package upstream is trendgate's client for the analytics upstream.
+package upstream
