@@ -284,3 +284,11 @@ func TestReasonOf(t *testing.T) {
 		})
 	}
 }
+
+func BenchmarkCheckFormat(b *testing.B) {
+	valid := fixedKey(8)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = CheckFormat(valid)
+	}
+}
