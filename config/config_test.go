@@ -1,0 +1,452 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"trendgate/limits"
+)
+
+// testEnv is the environment the file-based tests see.
+func testEnv(name string) (string, bool) {
+	v, ok := map[string]string{
+		"TRENDGATE_UPSTREAM_KEY": "upstream-secret",
+		"TG_TEST_LISTEN":         "127.0.0.1:8181",
+	}[name]
+	return v, ok
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Default().Validate() = %v; want nil", err)
+	}
+	if got := len(c.Keys); got != 0 {
+		t.Errorf("len(Default().Keys) = %d; want 0", got)
+	}
+	for _, name := range []string{PlanFull, PlanLimited} {
+		if _, ok := c.Plans[name]; !ok {
+			t.Errorf("Default().Plans has no %q", name)
+		}
+	}
+	if c.ClusterMode() {
+		t.Errorf("Default().ClusterMode() = true; want false")
+	}
+	// Each call is independent: changing one must not change the next.
+	c.Plans[PlanFull] = Plan{}
+	c.Plans[PlanLimited].Fields.List[0] = "changed"
+	if d := Default(); d.Plans[PlanFull].PerSecond != 20 || d.Plans[PlanLimited].Fields.List[0] != "topic" {
+		t.Errorf("Default() shares state between calls")
+	}
+}
+
+func TestDefaultLimitedPlan(t *testing.T) {
+	p := Default().Plans[PlanLimited]
+	if got, want := p.Policy, (limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000}); got != want {
+		t.Errorf("limited policy = %+v; want %+v", got, want)
+	}
+	for _, f := range p.Fields.List {
+		if f == "interactions_24h" {
+			t.Errorf("limited list fields include interactions_24h")
+		}
+	}
+	if got, want := len(p.Fields.List), len(KnownFields["list"])-1; got != want {
+		t.Errorf("len(limited list fields) = %d; want %d", got, want)
+	}
+	if got, want := p.Fields.Whatsup, []string{"summary"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("limited whatsup fields = %v; want %v", got, want)
+	}
+	if got, want := p.Fields.TSV, KnownFields["tsv"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("limited tsv fields = %v; want %v", got, want)
+	}
+	for _, f := range []string{"close", "market_cap", "galaxy_score", "alt_rank"} {
+		for _, g := range p.Fields.Series {
+			if f == g {
+				t.Errorf("limited series fields include market field %q", f)
+			}
+		}
+	}
+}
+
+func TestExampleFile(t *testing.T) {
+	data, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(data, testEnv)
+	if err != nil {
+		t.Fatalf("Parse(config.example.yaml) = %v", err)
+	}
+
+	// Spot checks of what the comments promise.
+	if got.Upstream.APIKey != "upstream-secret" {
+		t.Errorf("upstream.api_key = %q; want the value of TRENDGATE_UPSTREAM_KEY", got.Upstream.APIKey)
+	}
+	if got.ClusterMode() {
+		t.Errorf("ClusterMode() = true; want false (redis.url is commented out)")
+	}
+	if got.TLS.Mode != TLSModeOff || got.TLS.HSTSMaxAge != 8760*time.Hour {
+		t.Errorf("tls mode, hsts = %q, %v; want off, 8760h", got.TLS.Mode, got.TLS.HSTSMaxAge)
+	}
+	if len(got.Keys) != 1 || got.Keys[0].Plan != PlanLimited || got.Keys[0].PerSecond != nil {
+		t.Fatalf("keys = %+v; want one placeholder key on plan limited without overrides", got.Keys)
+	}
+
+	// Everything else equals the defaults: the comments say so.
+	want := Default()
+	want.Upstream.APIKey = "upstream-secret"
+	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
+	want.TLS.ACME.Domains = []string{}
+	want.Keys = []Key{{
+		ID:     "example-team",
+		SHA256: strings.Repeat("0", 63) + "1",
+		Plan:   PlanLimited,
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("config.example.yaml differs from the defaults:\ngot  %+v\nwant %+v", got, want)
+	}
+}
+
+// TestInvalidFiles loads each testdata/invalid/*.yaml and requires every
+// line of the matching .err file to appear in the one error it returns.
+func TestInvalidFiles(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 12 {
+		t.Fatalf("found %d invalid cases; want at least 12", len(files))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantText, err := os.ReadFile(strings.TrimSuffix(file, ".yaml") + ".err")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Parse(data, testEnv)
+			if err == nil {
+				t.Fatalf("Parse succeeded; want an error")
+			}
+			if cfg != nil {
+				t.Errorf("Parse returned a config with its error")
+			}
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("error %T is not *config.Error", err)
+			}
+			for _, want := range strings.Split(strings.TrimSpace(string(wantText)), "\n") {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q; got:\n%v", want, err)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "upstream-secret") {
+				t.Errorf("error echoes a secret:\n%v", err)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Setenv("TRENDGATE_UPSTREAM_KEY", "from-env")
+	c, err := Load("../config.example.yaml")
+	if err != nil {
+		t.Fatalf("Load = %v", err)
+	}
+	if c.Upstream.APIKey != "from-env" {
+		t.Errorf("api_key = %q; want from-env", c.Upstream.APIKey)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("log:\n  level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(bad)
+	var cerr *Error
+	if !errors.As(err, &cerr) || cerr.File != bad || !strings.Contains(err.Error(), bad+": log.level") {
+		t.Errorf("Load(bad) = %v; want an *Error naming %s", err, bad)
+	}
+
+	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v; want os.ErrNotExist", err)
+	}
+}
+
+func TestEmptyFileIsDefault(t *testing.T) {
+	for _, text := range []string{"", "# only a comment\n", "---\n"} {
+		c, err := Parse([]byte(text), nil)
+		if err != nil {
+			t.Fatalf("Parse(%q) = %v", text, err)
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("Parse(%q) differs from Default()", text)
+		}
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := func(name string) (string, bool) {
+		v, ok := map[string]string{"A": "alpha", "B_2": "beta", "EMPTY": "", "NL": "x\ny", "DOLLAR": "$B_2"}[name]
+		return v, ok
+	}
+	tests := []struct {
+		name, in, want string
+		problems       []string
+	}{
+		{name: "none", in: "a: b\n", want: "a: b\n"},
+		{name: "one", in: "k: ${A}\n", want: "k: alpha\n"},
+		{name: "two on a line", in: "k: ${A}-${B_2}\n", want: "k: alpha-beta\n"},
+		{name: "empty value", in: "k: '${EMPTY}'\n", want: "k: ''\n"},
+		{name: "literal", in: "k: $${A}\n", want: "k: ${A}\n"},
+		{name: "literal then var", in: "k: $${A}${A}\n", want: "k: ${A}alpha\n"},
+		{name: "lone dollars", in: "k: $5 $$ a$b $\n", want: "k: $5 $$ a$b $\n"},
+		{name: "value not re-expanded", in: "k: ${DOLLAR}\n", want: "k: $B_2\n"},
+		{name: "comment line kept", in: "  # ${UNSET}\nk: ${A}\n", want: "  # ${UNSET}\nk: alpha\n"},
+		{name: "no final newline", in: "k: ${A}", want: "k: alpha"},
+		{name: "unset", in: "a: 1\nk: ${UNSET}\n", want: "a: 1\nk: \n",
+			problems: []string{"line 2: environment variable UNSET is not set"}},
+		{name: "unterminated", in: "k: ${A\n", want: "k: ${A\n",
+			problems: []string{`line 1: unterminated "${"`}},
+		{name: "bad name", in: "k: ${1A}\n", want: "k: \n",
+			problems: []string{`line 1: invalid variable name "1A"`}},
+		{name: "line break in value", in: "\n\nk: ${NL}\n", want: "\n\nk: \n",
+			problems: []string{"line 3: environment variable NL holds a line break"}},
+		{name: "several problems", in: "a: ${X}\nb: ${Y}\n", want: "a: \nb: \n",
+			problems: []string{"line 1: environment variable X is not set", "line 2: environment variable Y is not set"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, problems := expand([]byte(tc.in), env)
+			if string(got) != tc.want {
+				t.Errorf("expand(%q) = %q; want %q", tc.in, got, tc.want)
+			}
+			if len(problems) != len(tc.problems) {
+				t.Fatalf("problems = %q; want %d like %q", problems, len(tc.problems), tc.problems)
+			}
+			for i, p := range problems {
+				if !strings.HasPrefix(p, tc.problems[i]) {
+					t.Errorf("problem %d = %q; want prefix %q", i, p, tc.problems[i])
+				}
+				if strings.Contains(p, "x\ny") || strings.Contains(p, "alpha") {
+					t.Errorf("problem %q echoes a value", p)
+				}
+			}
+		})
+	}
+	t.Run("nil lookup", func(t *testing.T) {
+		_, problems := expand([]byte("k: ${A}\n"), nil)
+		if len(problems) != 1 {
+			t.Errorf("problems = %q; want one", problems)
+		}
+	})
+}
+
+func TestParseExpandsBeforeDecoding(t *testing.T) {
+	c, err := Parse([]byte("server:\n  listen: ${TG_TEST_LISTEN}\nadmin:\n  token: \"$${literal}\"\n"), testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Listen != "127.0.0.1:8181" {
+		t.Errorf("server.listen = %q; want 127.0.0.1:8181", c.Server.Listen)
+	}
+	if c.Admin.Token != "${literal}" {
+		t.Errorf("admin.token = %q; want ${literal}", c.Admin.Token)
+	}
+}
+
+func TestPlanReplacement(t *testing.T) {
+	text := `
+plans:
+  full:
+    per_second: 1
+    burst: 2
+    endpoints: [list]
+    data_mode: full
+  gold:
+    per_second: 100
+    burst: 200
+    endpoints: [series, tsv]
+    data_mode: limited
+    fields:
+      series: [time, close]
+`
+	c, err := Parse([]byte(text), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		want Plan
+	}{
+		// Replaced entirely: daily and monthly are 0, not the built-in's.
+		{PlanFull, Plan{Policy: limits.Policy{PerSecond: 1, Burst: 2}, Endpoints: []string{"list"}, DataMode: DataModeFull}},
+		// Not named in the file: the built-in stays.
+		{PlanLimited, Default().Plans[PlanLimited]},
+		// A new plan is added.
+		{"gold", Plan{Policy: limits.Policy{PerSecond: 100, Burst: 200}, Endpoints: []string{"series", "tsv"},
+			DataMode: DataModeLimited, Fields: Fields{Series: []string{"time", "close"}}}},
+	}
+	if got := len(c.Plans); got != len(tests) {
+		t.Errorf("len(plans) = %d; want %d", got, len(tests))
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := c.Plans[tc.name]; !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("plans[%s] = %+v; want %+v", tc.name, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLimitedPlanWithoutFieldsIsValid(t *testing.T) {
+	// Fail closed: a limited plan that lists no fields keeps no fields.
+	c, err := Parse([]byte("plans:\n  limited:\n    endpoints: [list, tsv]\n    data_mode: limited\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Plans[PlanLimited]
+	if len(p.Fields.For("list")) != 0 || len(p.Fields.For("tsv")) != 0 {
+		t.Errorf("fields = %+v; want none", p.Fields)
+	}
+}
+
+func TestResolvedKeys(t *testing.T) {
+	text := `
+keys:
+  - id: plain
+    sha256: "1111111111111111111111111111111111111111111111111111111111111111"
+    plan: limited
+  - id: custom
+    sha256: "2222222222222222222222222222222222222222222222222222222222222222"
+    plan: full
+    per_second: 2.5
+    daily: 0
+    monthly: 7
+  - id: off
+    sha256: "3333333333333333333333333333333333333333333333333333333333333333"
+    plan: full
+    disabled: true
+    expires: 2027-01-02T03:04:05Z
+    burst: 1
+`
+	c, err := Parse([]byte(text), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ResolvedKeys()
+	want := []struct {
+		id, plan string
+		policy   limits.Policy
+	}{
+		{"plain", PlanLimited, limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000}},
+		{"custom", PlanFull, limits.Policy{PerSecond: 2.5, Burst: 40, Daily: 0, Monthly: 7}},
+		{"off", PlanFull, limits.Policy{PerSecond: 20, Burst: 1, Daily: 100000, Monthly: 2000000}},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("len(ResolvedKeys()) = %d; want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].Key.ID != w.id || got[i].Plan != w.plan || got[i].Policy != w.policy {
+			t.Errorf("ResolvedKeys()[%d] = {%s %s %+v}; want {%s %s %+v}", i, got[i].Key.ID, got[i].Plan, got[i].Policy, w.id, w.plan, w.policy)
+		}
+	}
+	off := got[2].Key
+	if !off.Disabled || off.Expires == nil || !off.Expires.Equal(time.Date(2027, 1, 2, 3, 4, 5, 0, time.UTC)) {
+		t.Errorf("key off = %+v; want disabled, expiring 2027-01-02T03:04:05Z", off)
+	}
+
+	// A key on a missing plan (only in an invalid config) is left out.
+	c.Keys = append(c.Keys, Key{ID: "orphan", Plan: "gone"})
+	if got := len(c.ResolvedKeys()); got != len(want) {
+		t.Errorf("len(ResolvedKeys()) with an orphan key = %d; want %d", got, len(want))
+	}
+}
+
+func TestCacheTierURL(t *testing.T) {
+	tests := []struct {
+		name string
+		r    Redis
+		want string
+	}{
+		{"no redis", Redis{}, ""},
+		{"explicit", Redis{URL: "redis://h:6379/0", CacheURL: "redis://c:6379/5"}, "redis://c:6379/5"},
+		{"db plus one", Redis{URL: "redis://h:6379/2"}, "redis://h:6379/3"},
+		{"no db", Redis{URL: "rediss://u:p@h:6380"}, "rediss://u:p@h:6380/1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.r.CacheTierURL(); got != tc.want {
+				t.Errorf("CacheTierURL() = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestClusterMode(t *testing.T) {
+	c, err := Parse([]byte("redis:\n  url: redis://127.0.0.1:6379/0\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ClusterMode() {
+		t.Errorf("ClusterMode() = false; want true with redis.url set")
+	}
+	// With Redis, ACME needs no storage directory.
+	c.TLS.Mode = TLSModeACME
+	c.TLS.ACME.Domains = []string{"api.example.com"}
+	if err := c.Validate(); err != nil {
+		t.Errorf("acme with redis and no storage: Validate() = %v; want nil", err)
+	}
+}
+
+func TestDomainSectionsPrefixed(t *testing.T) {
+	var p problems
+	p.addSection("cache.", errors.Join(errors.New("ttl.list: must be > 0"), fmt.Errorf("max_bytes: too small")))
+	p.addSection("limits.", nil)
+	want := problems{"cache.ttl.list: must be > 0", "cache.max_bytes: too small"}
+	if !reflect.DeepEqual(p, want) {
+		t.Errorf("problems = %q; want %q", p, want)
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	tests := []struct {
+		err  *Error
+		want string
+	}{
+		{&Error{Problems: []string{"log.level: bad"}}, "config: log.level: bad"},
+		{&Error{File: "f.yaml", Problems: []string{"a: x", "b: y"}}, "config: f.yaml: 2 problems:\n\ta: x\n\tb: y"},
+	}
+	for _, tc := range tests {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q; want %q", got, tc.want)
+		}
+	}
+	var nilCfg *Config
+	if nilCfg.Validate() == nil {
+		t.Errorf("(*Config)(nil).Validate() = nil; want an error")
+	}
+}
+
+func BenchmarkParseExample(b *testing.B) {
+	data, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(data, testEnv); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"time"
+
+	"trendgate/cache"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// The data modes a plan can have.
+const (
+	// DataModeFull passes every field of the upstream's representation.
+	DataModeFull = "full"
+	// DataModeLimited keeps only the fields a plan's Fields allowlist names.
+	DataModeLimited = "limited"
+)
+
+// The built-in plan names. Default always contains both; a plan of the same
+// name in the file replaces the built-in one entirely.
+const (
+	PlanFull    = "full"
+	PlanLimited = "limited"
+)
+
+// Endpoints are the endpoint names a plan's Endpoints may list, in the order
+// of the API spec.
+var Endpoints = []string{"list", "whatsup", "series", "tsv"}
+
+// KnownFields maps each endpoint to the field names the API documents
+// (spec/analytics-api.md), which are the only names a limited plan's Fields
+// may list: the fields of a topic list item, the top-level fields of a
+// whatsup response, the fields of a time-series row, and the TSV metrics.
+// The whatsup "config" object is not listed: it is metadata, not data, and
+// carries the response's data_mode. Callers must not modify it.
+var KnownFields = map[string][]string{
+	"list": {
+		"topic", "title", "topic_rank", "topic_rank_1h_previous",
+		"topic_rank_24h_previous", "num_contributors", "num_posts",
+		"interactions_24h",
+	},
+	"whatsup": {"summary", "supportive", "critical"},
+	"series": {
+		"time", "contributors_active", "contributors_created", "interactions",
+		"posts_active", "posts_created", "sentiment", "spam", "alt_rank",
+		"circulating_supply", "close", "galaxy_score", "high", "low",
+		"market_cap", "market_dominance", "open", "social_dominance",
+		"volume_24h",
+	},
+	"tsv": {"interactions", "posts_active", "contributors_active", "sentiment"},
+}
+
+// Default returns a configuration with every default filled in, including
+// the built-in plans "full" and "limited", and no keys. It is valid. Each
+// call returns a fresh value that the caller may modify.
+func Default() *Config {
+	access := true
+	return &Config{
+		Server: Server{
+			Listen:            "127.0.0.1:8080",
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      60 * time.Second,
+			IdleTimeout:       120 * time.Second,
+			MaxHeaderBytes:    32 << 10,
+			ShutdownTimeout:   20 * time.Second,
+		},
+		TLS: TLS{
+			Mode:       TLSModeOff,
+			HTTPListen: ":80",
+			HSTSMaxAge: 365 * 24 * time.Hour,
+			ACME:       ACME{DirectoryURL: LetsEncryptProduction},
+		},
+		Admin:    Admin{Listen: "127.0.0.1:9090"},
+		Log:      Log{Level: "info", Access: &access},
+		Upstream: upstream.DefaultConfig(),
+		Cache:    cache.DefaultConfig(),
+		Limits:   limits.DefaultConfig(),
+		Redis: Redis{
+			Prefix:     "tg:",
+			Timeout:    50 * time.Millisecond,
+			LocalShare: 1.0 / 3,
+		},
+		Plans: map[string]Plan{
+			PlanFull:    defaultFullPlan(),
+			PlanLimited: defaultLimitedPlan(),
+		},
+	}
+}
+
+// LetsEncryptProduction is the default ACME directory.
+const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
+
+// The TLS modes.
+const (
+	TLSModeOff   = "off"
+	TLSModeACME  = "acme"
+	TLSModeFiles = "files"
+)
+
+func defaultFullPlan() Plan {
+	return Plan{
+		Policy:    limits.Policy{PerSecond: 20, Burst: 40, Daily: 100000, Monthly: 2000000},
+		Endpoints: clone(Endpoints),
+		DataMode:  DataModeFull,
+	}
+}
+
+func defaultLimitedPlan() Plan {
+	return Plan{
+		Policy:    limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000},
+		Endpoints: clone(Endpoints),
+		DataMode:  DataModeLimited,
+		Fields: Fields{
+			List:    without(KnownFields["list"], "interactions_24h"),
+			Whatsup: []string{"summary"},
+			Series: []string{
+				"time", "contributors_active", "contributors_created",
+				"posts_active", "posts_created", "interactions", "sentiment", "spam",
+			},
+			TSV: clone(KnownFields["tsv"]),
+		},
+	}
+}
+
+func clone(s []string) []string { return append([]string(nil), s...) }
+
+// without returns a copy of s without the element drop.
+func without(s []string, drop string) []string {
+	var out []string
+	for _, v := range s {
+		if v != drop {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Error reports every problem found in a configuration at once. Each
+// problem starts with the YAML path it is about ("keys[2].plan: unknown
+// plan \"gold\"") or, for problems found before decoding, the line
+// ("line 7: environment variable X is not set").
+type Error struct {
+	// File is the file the configuration came from; empty for Parse.
+	File string
+	// Problems lists the problems in the order they were found.
+	Problems []string
+}
+
+// Error lists the problems, one per line after the first.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("config: ")
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	switch len(e.Problems) {
+	case 0:
+		b.WriteString("invalid")
+	case 1:
+		b.WriteString(e.Problems[0])
+	default:
+		fmt.Fprintf(&b, "%d problems:", len(e.Problems))
+		for _, p := range e.Problems {
+			b.WriteString("\n\t")
+			b.WriteString(p)
+		}
+	}
+	return b.String()
+}
+
+// Load reads the file at path and parses it with the process environment
+// (see Parse). A parse problem is returned as an *Error naming the file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return parseFile(path, data)
+}
+
+// parseFile parses data read from path with the process environment and
+// names the file in its *Error.
+func parseFile(path string, data []byte) (*Config, error) {
+	cfg, err := Parse(data, os.LookupEnv)
+	var cerr *Error
+	if errors.As(err, &cerr) {
+		cerr.File = path
+	}
+	return cfg, err
+}
+
+// Parse builds a configuration from YAML text. It first replaces each
+// ${NAME} with lookupEnv(NAME) ($${ is a literal ${; comment lines are left
+// alone; a nil lookupEnv has no variables), then decodes the text strictly
+// (unknown fields are errors) over Default(), so every setting the text
+// leaves out keeps its default, and finally validates the result.
+//
+// Maps merge with the defaults key by key: a plan named in the text
+// replaces the built-in plan of that name entirely (fields it leaves out
+// are zero, not the built-in's values), and plans it does not name keep
+// the built-ins. Lists replace the default list.
+//
+// On failure it returns a nil *Config and an *Error listing every problem:
+// unset variables, syntax or type errors and unknown fields with their
+// lines, and validation problems with their paths. Validation is skipped
+// when the text could not be expanded or parsed, since it would then
+// report the same mistake again in other words.
+func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
+	expanded, problems := expand(data, lookupEnv)
+	cfg := Default()
+	decodeProblems, fatal := decodeStrict(expanded, cfg)
+	problems = append(problems, decodeProblems...)
+	if len(problems) == 0 || !fatal && len(problems) == len(decodeProblems) {
+		var verr *Error
+		if errors.As(cfg.Validate(), &verr) {
+			problems = append(problems, verr.Problems...)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	return cfg, nil
+}
+
+// decodeStrict decodes one YAML document from data into cfg with unknown
+// fields refused. It returns every type error and unknown field, and
+// whether decoding stopped early (a syntax error or several documents), in
+// which case cfg is only partly filled.
+func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	err := dec.Decode(cfg)
+	var terr *yaml.TypeError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		// An empty document keeps every default.
+	case errors.As(err, &terr):
+		problems = append(problems, terr.Errors...)
+	default:
+		return []string{strings.TrimPrefix(err.Error(), "yaml: ")}, true
+	}
+	if err == nil {
+		var extra yaml.Node
+		if dec.Decode(&extra) != io.EOF {
+			return append(problems, "the file must hold exactly one YAML document"), true
+		}
+	}
+	return problems, false
+}

@@ -1,0 +1,96 @@
+package config
+
+import (
+	"net/url"
+	"strconv"
+
+	"trendgate/limits"
+)
+
+// ResolvedKey is one configured key with its effective limits.
+type ResolvedKey struct {
+	// Key is the key as configured.
+	Key Key
+	// Policy is the key's plan's Policy with the key's overrides applied.
+	Policy limits.Policy
+	// Plan is the name of the key's plan (Key.Plan).
+	Plan string
+}
+
+// ResolvedKeys returns every configured key, in file order, with its plan's
+// Policy and the key's own overrides applied. Disabled and expired keys are
+// included (the caller refuses them); a key whose plan does not exist is
+// left out, which only happens in a configuration that fails Validate.
+func (c *Config) ResolvedKeys() []ResolvedKey {
+	out := make([]ResolvedKey, 0, len(c.Keys))
+	for _, k := range c.Keys {
+		plan, ok := c.Plans[k.Plan]
+		if !ok {
+			continue
+		}
+		out = append(out, ResolvedKey{Key: k, Policy: k.apply(plan.Policy), Plan: k.Plan})
+	}
+	return out
+}
+
+// apply returns p with k's overrides in place of the plan's numbers.
+func (k Key) apply(p limits.Policy) limits.Policy {
+	if k.PerSecond != nil {
+		p.PerSecond = *k.PerSecond
+	}
+	if k.Burst != nil {
+		p.Burst = *k.Burst
+	}
+	if k.Daily != nil {
+		p.Daily = *k.Daily
+	}
+	if k.Monthly != nil {
+		p.Monthly = *k.Monthly
+	}
+	return p
+}
+
+// ClusterMode reports whether Redis is configured (Redis.URL is set), which
+// makes instances share limits, quotas, the cache tier and certificates.
+func (c *Config) ClusterMode() bool { return c.Redis.URL != "" }
+
+// CacheTierURL returns the Redis URL for the shared cache tier: CacheURL
+// when set, otherwise URL with its database number plus one, so that cache
+// eviction never touches counters. It returns "" when URL is empty, and URL
+// itself when it cannot be parsed (Validate reports that).
+func (r Redis) CacheTierURL() string {
+	if r.CacheURL != "" || r.URL == "" {
+		return r.CacheURL
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return r.URL
+	}
+	db, err := redisDB(u)
+	if err != nil {
+		return r.URL
+	}
+	u.Path = "/" + strconv.Itoa(db+1)
+	u.RawPath = ""
+	return u.String()
+}
+
+// For returns the allowlist for endpoint ep (one of Endpoints); nil for an
+// unknown endpoint. In a limited plan an empty allowlist means no fields.
+func (f Fields) For(ep string) []string {
+	switch ep {
+	case "list":
+		return f.List
+	case "whatsup":
+		return f.Whatsup
+	case "series":
+		return f.Series
+	case "tsv":
+		return f.TSV
+	}
+	return nil
+}
+
+func (f Fields) empty() bool {
+	return len(f.List) == 0 && len(f.Whatsup) == 0 && len(f.Series) == 0 && len(f.TSV) == 0
+}

@@ -1,0 +1,403 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/mail"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits on server.max_header_bytes.
+const (
+	MinHeaderBytes = 4 << 10
+	MaxHeaderBytes = 1 << 20
+)
+
+var (
+	// idPattern is what key ids and plan names must match: they appear in
+	// logs and metrics labels.
+	idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	// digestPattern is a lower-case hex SHA-256 digest.
+	digestPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// problems collects validation problems, each "path: problem".
+type problems []string
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, path+": "+fmt.Sprintf(format, args...))
+}
+
+// addSection adds each line of a domain section's Validate error with the
+// section's path in front.
+func (p *problems) addSection(prefix string, err error) {
+	if err == nil {
+		return
+	}
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			*p = append(*p, prefix+line)
+		}
+	}
+}
+
+// Validate reports every problem in c at once as an *Error whose problems
+// each start with the YAML path they are about, e.g.
+// `keys[2].plan: unknown plan "gold"`. It returns nil when c is valid.
+// Values that may be secret (keys, tokens, Redis URLs) never appear in it.
+func (c *Config) Validate() error {
+	if c == nil {
+		return &Error{Problems: []string{"no configuration"}}
+	}
+	var p problems
+	c.validateServer(&p)
+	c.validateTLS(&p)
+	c.validateAdminLog(&p)
+	c.validateRedis(&p)
+	c.validatePlans(&p)
+	c.validateKeys(&p)
+	p.addSection("upstream.", c.Upstream.Validate())
+	p.addSection("cache.", c.Cache.Validate())
+	p.addSection("limits.", c.Limits.Validate())
+	if len(p) == 0 {
+		return nil
+	}
+	return &Error{Problems: p}
+}
+
+func (c *Config) validateServer(p *problems) {
+	s := c.Server
+	checkHostPort(p, "server.listen", s.Listen)
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{
+		{"server.read_header_timeout", s.ReadHeaderTimeout},
+		{"server.read_timeout", s.ReadTimeout},
+		{"server.write_timeout", s.WriteTimeout},
+		{"server.idle_timeout", s.IdleTimeout},
+		{"server.shutdown_timeout", s.ShutdownTimeout},
+	} {
+		checkPositive(p, d.path, d.v)
+	}
+	if s.MaxHeaderBytes < MinHeaderBytes || s.MaxHeaderBytes > MaxHeaderBytes {
+		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
+	}
+	for i, cidr := range s.TrustedProxies {
+		path := fmt.Sprintf("server.trusted_proxies[%d]", i)
+		prefix, err := netip.ParsePrefix(cidr)
+		switch {
+		case err != nil:
+			p.add(path, "%q is not a CIDR such as 10.0.0.0/8 or 192.0.2.7/32", cidr)
+		case prefix != prefix.Masked():
+			p.add(path, "%q has bits set after the prefix length; did you mean %s?", cidr, prefix.Masked())
+		}
+	}
+}
+
+func (c *Config) validateTLS(p *problems) {
+	t := c.TLS
+	switch t.Mode {
+	case "", TLSModeOff:
+	case TLSModeFiles:
+		if t.CertFile == "" {
+			p.add("tls.cert_file", "required when tls.mode is files")
+		}
+		if t.KeyFile == "" {
+			p.add("tls.key_file", "required when tls.mode is files")
+		}
+	case TLSModeACME:
+		c.validateACME(p)
+	default:
+		p.add("tls.mode", "must be off, acme or files, got %q", t.Mode)
+	}
+	checkHostPort(p, "tls.http_listen", t.HTTPListen)
+	if t.HSTSMaxAge < 0 {
+		p.add("tls.hsts_max_age", "must not be negative (0 turns HSTS off)")
+	}
+}
+
+func (c *Config) validateACME(p *problems) {
+	a := c.TLS.ACME
+	if u, err := url.Parse(a.DirectoryURL); err != nil || u.Scheme != "https" || u.Host == "" {
+		p.add("tls.acme.directory_url", "must be an https:// URL")
+	}
+	if a.Email != "" {
+		if addr, err := mail.ParseAddress(a.Email); err != nil || addr.Address != a.Email {
+			p.add("tls.acme.email", "%q is not a plain e-mail address", a.Email)
+		}
+	}
+	if len(a.Domains) == 0 {
+		p.add("tls.acme.domains", "at least one domain is required when tls.mode is acme")
+	}
+	seen := make(map[string]bool)
+	for i, d := range a.Domains {
+		path := fmt.Sprintf("tls.acme.domains[%d]", i)
+		lower := strings.ToLower(d)
+		switch {
+		case !validHostname(d) || isIP(d):
+			p.add(path, "%q is not a valid host name (wildcards and IP addresses are not supported)", d)
+		case seen[lower]:
+			p.add(path, "%q is listed twice", d)
+		}
+		seen[lower] = true
+	}
+	if a.Storage == "" && c.Redis.URL == "" {
+		p.add("tls.acme.storage", "required when tls.mode is acme and redis.url is not set")
+	}
+	if a.DisableHTTPChallenge && a.DisableTLSALPNChallenge {
+		p.add("tls.acme", "disable_http_challenge and disable_tlsalpn_challenge cannot both be true (no challenge would remain)")
+	}
+}
+
+func (c *Config) validateAdminLog(p *problems) {
+	if c.Admin.Listen != "off" {
+		checkHostPort(p, "admin.listen", c.Admin.Listen)
+		if c.Admin.Listen == c.Server.Listen {
+			p.add("admin.listen", "must differ from server.listen")
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+}
+
+func (c *Config) validateRedis(p *problems) {
+	r := c.Redis
+	if r.URL != "" {
+		checkRedisURL(p, "redis.url", r.URL)
+	}
+	if r.CacheURL != "" {
+		if r.URL == "" {
+			p.add("redis.cache_url", "set without redis.url")
+		}
+		checkRedisURL(p, "redis.cache_url", r.CacheURL)
+	}
+	if r.Prefix == "" {
+		p.add("redis.prefix", "must not be empty")
+	}
+	checkPositive(p, "redis.timeout", r.Timeout)
+	if !(r.LocalShare > 0 && r.LocalShare <= 1) {
+		p.add("redis.local_share", "must be greater than 0 and at most 1")
+	}
+}
+
+func (c *Config) validatePlans(p *problems) {
+	if len(c.Plans) == 0 {
+		p.add("plans", "at least one plan is required")
+		return
+	}
+	names := make([]string, 0, len(c.Plans))
+	for name := range c.Plans {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := "plans." + name
+		if !idPattern.MatchString(name) {
+			p.add(path, "plan name must match %s", idPattern)
+		}
+		validatePlan(p, path, c.Plans[name])
+	}
+}
+
+func validatePlan(p *problems, path string, pl Plan) {
+	checkRate(p, path, pl.PerSecond, pl.Burst)
+	if pl.Daily < 0 {
+		p.add(path+".daily", "must not be negative (0 means no daily quota)")
+	}
+	if pl.Monthly < 0 {
+		p.add(path+".monthly", "must not be negative (0 means no monthly quota)")
+	}
+	if len(pl.Endpoints) == 0 {
+		p.add(path+".endpoints", "must list at least one of %s", strings.Join(Endpoints, ", "))
+	}
+	for i, e := range pl.Endpoints {
+		ep := fmt.Sprintf("%s.endpoints[%d]", path, i)
+		switch {
+		case !slices.Contains(Endpoints, e):
+			p.add(ep, "unknown endpoint %q (known: %s)", e, strings.Join(Endpoints, ", "))
+		case slices.Index(pl.Endpoints, e) < i:
+			p.add(ep, "endpoint %q is listed twice", e)
+		}
+	}
+	switch pl.DataMode {
+	case DataModeFull:
+		if !pl.Fields.empty() {
+			p.add(path+".fields", "must not be set when data_mode is full (full passes every field)")
+		}
+	case DataModeLimited:
+		for _, ep := range Endpoints {
+			known := KnownFields[ep]
+			for i, f := range pl.Fields.For(ep) {
+				fp := fmt.Sprintf("%s.fields.%s[%d]", path, ep, i)
+				if !slices.Contains(known, f) {
+					p.add(fp, "unknown field %q (known: %s)", f, strings.Join(known, ", "))
+				}
+			}
+		}
+	default:
+		p.add(path+".data_mode", "must be full or limited, got %q", pl.DataMode)
+	}
+}
+
+func (c *Config) validateKeys(p *problems) {
+	ids := make(map[string]int)
+	digests := make(map[string]int)
+	for i, k := range c.Keys {
+		path := fmt.Sprintf("keys[%d]", i)
+		switch {
+		case !idPattern.MatchString(k.ID):
+			p.add(path+".id", "must match %s", idPattern)
+		default:
+			if j, dup := ids[k.ID]; dup {
+				p.add(path+".id", "%q is already used by keys[%d]", k.ID, j)
+			} else {
+				ids[k.ID] = i
+			}
+		}
+		switch {
+		case !digestPattern.MatchString(k.SHA256):
+			p.add(path+".sha256", "must be 64 lower-case hex digits (the SHA-256 of the key)")
+		default:
+			if j, dup := digests[k.SHA256]; dup {
+				p.add(path+".sha256", "same digest as keys[%d]", j)
+			} else {
+				digests[k.SHA256] = i
+			}
+		}
+		plan, ok := c.Plans[k.Plan]
+		if !ok {
+			p.add(path+".plan", "unknown plan %q", k.Plan)
+		}
+		if k.PerSecond != nil && (*k.PerSecond < 0 || math.IsNaN(*k.PerSecond) || math.IsInf(*k.PerSecond, 0)) {
+			p.add(path+".per_second", "must be a finite number >= 0")
+		}
+		if k.Burst != nil && *k.Burst < 0 {
+			p.add(path+".burst", "must not be negative")
+		}
+		if k.Daily != nil && *k.Daily < 0 {
+			p.add(path+".daily", "must not be negative")
+		}
+		if k.Monthly != nil && *k.Monthly < 0 {
+			p.add(path+".monthly", "must not be negative")
+		}
+		if ok && (k.PerSecond != nil || k.Burst != nil) {
+			pol := k.apply(plan.Policy)
+			if pol.PerSecond > 0 && pol.Burst == 0 {
+				p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
+			}
+		}
+	}
+}
+
+// checkRate checks a plan's per_second and burst.
+func checkRate(p *problems, path string, perSecond float64, burst int) {
+	if perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0) {
+		p.add(path+".per_second", "must be a finite number >= 0 (0 means no rate limit)")
+	}
+	switch {
+	case burst < 0:
+		p.add(path+".burst", "must not be negative")
+	case perSecond > 0 && burst < 1:
+		p.add(path+".burst", "must be at least 1 when per_second is above 0")
+	}
+}
+
+func checkPositive(p *problems, path string, d time.Duration) {
+	if d <= 0 {
+		p.add(path, "must be a duration above 0, such as 5s")
+	}
+}
+
+// checkHostPort checks a listen address: an optional host (IP or name)
+// and a numeric port.
+func checkHostPort(p *problems, path, addr string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.add(path, "%q is not host:port, such as 127.0.0.1:8080 or :8080", addr)
+		return
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || port != strconv.FormatUint(n, 10) {
+		p.add(path, "%q: port must be a number from 0 to 65535", addr)
+	}
+	if host != "" && !isIP(host) && !validHostname(host) {
+		p.add(path, "%q: host must be an IP address or a host name", addr)
+	}
+}
+
+// checkRedisURL checks a redis:// or rediss:// URL without ever echoing it
+// (it may hold a password).
+func checkRedisURL(p *problems, path, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.add(path, "is not a valid URL")
+		return
+	}
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		p.add(path, "must start with redis:// or rediss://")
+		return
+	}
+	if u.Hostname() == "" {
+		p.add(path, "must name a host, such as redis://127.0.0.1:6379/0")
+	}
+	if port := u.Port(); port != "" {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			p.add(path, "port must be a number from 0 to 65535")
+		}
+	}
+	if _, err := redisDB(u); err != nil {
+		p.add(path, "%v", err)
+	}
+}
+
+// redisDB returns the database number in a Redis URL's path (0 when
+// there is none).
+func redisDB(u *url.URL) (int, error) {
+	db := strings.TrimPrefix(u.Path, "/")
+	if db == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(db)
+	if err != nil || n < 0 || n > 1<<20 {
+		return 0, fmt.Errorf("path must be empty or a database number, such as /0")
+	}
+	return n, nil
+}
+
+// validHostname reports whether s is a DNS host name: dot-separated labels
+// of 1 to 63 letters, digits and hyphens, not starting or ending with a
+// hyphen, at most 253 characters in all.
+func validHostname(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isIP(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
+}
