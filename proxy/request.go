@@ -1,6 +1,17 @@
 package proxy
 
-// Endpoint names one of the four API operations.
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"trendgate/internal/httperr"
+)
+
+// Endpoint names one of the four API operations. The zero value names no
+// operation; ParseRequest never returns it.
 type Endpoint uint8
 
 // The endpoints, in the order of the spec.
@@ -27,7 +38,10 @@ func (e Endpoint) String() string {
 }
 
 // Request is a canonical API request: everything the gateway needs to key
-// the cache and to build the upstream request, and nothing else.
+// the cache and to build the upstream request, and nothing else. Two client
+// requests that select the same data parse to equal Requests; different
+// data, different Requests. The zero value is not a valid request (its Key
+// is ""); only ParseRequest makes valid ones.
 type Request struct {
 	Endpoint Endpoint
 	// Topic is decoded and lower-cased ("#ai", "ai agents", "$capitalism").
@@ -39,8 +53,649 @@ type Request struct {
 	// absolute window (Start, End) is used.
 	Interval string
 	// Start and End are the aligned absolute window in unix seconds (series
-	// only); both zero when Interval is used.
+	// only); both zero when Interval is used. Both are bucket boundaries and
+	// the window selects the buckets that begin at Start through End,
+	// inclusive, so Start == End is a one-bucket window.
 	Start, End int64
 	// Metric is the TSV metric (tsv only).
 	Metric string
+}
+
+// AllowedMethods is the value of the Allow header that goes with
+// ErrMethodNotAllowed.
+const AllowedMethods = "GET, HEAD"
+
+// keyVersion prefixes every cache key; bump it when the key layout or the
+// meaning of a field changes, so old entries can never be read as new ones.
+const keyVersion = "v1|"
+
+// The routes, compared byte for byte with the escaped path.
+const (
+	listPath         = "/api4/public/topics/list/v1"
+	apiTopicPrefix   = "/api4/public/topic/"
+	whatsupTail      = "/whatsup/v1"
+	seriesTail       = "/time-series/v1"
+	tsvPrefix        = "/topic/"
+	tsvMiddle        = "/time-series/"
+	tsvSuffix        = ".tsv"
+	maxTopicLen      = 64
+	hourSeconds      = 3600
+	daySeconds       = 86400
+	onlyEndSpan      = 7 * daySeconds
+	maxUnixDigits    = 10
+	defaultBucket    = "hour"
+	defaultInterval  = "1w"
+	seriesParamsText = "bucket, interval, start and end"
+)
+
+// ErrNotFound is what ParseRequest returns for a path that is not one of the
+// API's routes: 404, code "not_found". It is returned itself, never wrapped
+// or copied, so callers can use errors.Is (for example to answer 401 instead
+// under /api4/ when no key was presented). Callers must not modify it.
+var ErrNotFound = httperr.New(http.StatusNotFound, "not_found",
+	"no such route; the API serves /api4/public/topics/list/v1, /api4/public/topic/<topic>/whatsup/v1, "+
+		"/api4/public/topic/<topic>/time-series/v1 and /topic/<topic>/time-series/<metric>.tsv")
+
+// ErrMethodNotAllowed is what ParseRequest returns for any method other than
+// GET and HEAD: 405, code "method_not_allowed". The caller adds the header
+// Allow: AllowedMethods. Like ErrNotFound it is returned itself and must not
+// be modified.
+var ErrMethodNotAllowed = httperr.New(http.StatusMethodNotAllowed, "method_not_allowed",
+	"method not allowed; the API accepts GET and HEAD")
+
+// The fixed 400s. They are shared values: ParseRequest returns them as is,
+// and nobody may modify them. None of them echoes client input, so none can
+// echo an API key.
+var (
+	errBody = bad("body_not_allowed",
+		"requests must not have a body; the API accepts GET and HEAD without a body")
+	errTarget = bad("invalid_path",
+		"the request-target contains a raw '#', space or control character; percent-encode # as %23 and space as %20")
+	errTopicEscape = bad("invalid_topic",
+		"the topic contains an invalid percent-escape; a topic is percent-encoded once (# as %23, $ as %24, space as %20 or +)")
+	errTopicLong = bad("invalid_topic",
+		"the topic is longer than 64 bytes")
+	errTopicChars = bad("invalid_topic",
+		"the topic may contain only letters, digits, spaces, # and $ (no leading, trailing or double spaces; no encoded /, + or %)")
+	errMetric = bad("invalid_metric",
+		"unknown TSV metric; accepted: interactions, posts_active, contributors_active, sentiment")
+	errQuery = bad("invalid_query",
+		"the query string is malformed; separate parameters with & (not ;) and percent-encode them validly")
+	errKeyInQuery = bad("key_in_query",
+		"API keys are not accepted in the query string; send the header Authorization: Bearer <key>")
+	errNoParams = bad("unknown_parameter",
+		"this endpoint accepts no query parameters")
+	errBucket = bad("invalid_bucket",
+		"bucket must be hour or day (aliases: hours, days); the default is hour")
+	errInterval = bad("invalid_interval",
+		"interval must be one of 1d, 1w, 1m, 3m, 6m, 1y, all; the default is 1w")
+	errStart = bad("invalid_start",
+		"start must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
+	errEnd = bad("invalid_end",
+		"end must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
+	errStartFuture = bad("invalid_start",
+		"start is in the future")
+	errEndFuture = bad("invalid_end",
+		"end is beyond the current bucket")
+	errEndEarly = bad("invalid_end",
+		"end is too early: without start the window begins 7 days before end, which must be after unix time 0")
+	errWindow = bad("invalid_window",
+		"start must be before end")
+	errEmptyWindow = bad("empty_window",
+		"the window holds no whole bucket: start is rounded up and end down to bucket boundaries")
+)
+
+func bad(code, message string) *httperr.Error {
+	return httperr.New(http.StatusBadRequest, code, message)
+}
+
+// emptyParam returns the 400 for a series parameter given without a value.
+// Its code is the parameter's own invalid_ code.
+func emptyParam(name string) *httperr.Error {
+	return bad("invalid_"+name, name+" is empty; omit it to get the default or give a value")
+}
+
+// ParseRequest turns r into a canonical Request, rejecting anything it does
+// not understand instead of guessing: only GET and HEAD without a body, only
+// the four routes matched byte for byte on r.URL.EscapedPath(), only valid
+// topics and only the endpoint's own query parameters, each at most once.
+// now decides which bucket is current for windows given by start and end.
+//
+// The error is always an *httperr.Error: ErrMethodNotAllowed (405),
+// ErrNotFound (404), or a 400 whose code names the problem (body_not_allowed,
+// invalid_path, invalid_topic, invalid_metric, invalid_query, key_in_query,
+// unknown_parameter, duplicate_parameter, invalid_bucket, invalid_interval,
+// invalid_start, invalid_end, invalid_window, empty_window). Its message says
+// what was wrong and what is accepted and never contains a query value, so it
+// cannot echo an API key.
+//
+// Decided edge cases: unix time 0 (and any number with a leading zero) is
+// rejected, as no data is that old; an interval given together with start or
+// end must still be valid but is otherwise ignored; a start in the future is
+// invalid_start; with only end the window starts 7 days before the end's
+// bucket; with only start it ends at now's bucket.
+func ParseRequest(r *http.Request, now time.Time) (Request, error) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return Request{}, ErrMethodNotAllowed
+	}
+	// ContentLength is -1 when a body of unknown length is coming (HTTP/2
+	// without Content-Length), so anything but 0 is a body.
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		return Request{}, errBody
+	}
+	// A raw '#' or space never reaches the path as such: url.ParseRequestURI
+	// keeps it and EscapedPath re-escapes it to %23 or %20, which would make
+	// "/topic/#ai" look like "/topic/%23ai". Only the raw target shows it.
+	if !validTarget(r.RequestURI) {
+		return Request{}, errTarget
+	}
+	if r.URL == nil {
+		return Request{}, ErrNotFound
+	}
+	var q Request
+	if e := q.route(r.URL.EscapedPath()); e != nil {
+		return Request{}, e
+	}
+	if e := q.parseQuery(r.URL.RawQuery, now); e != nil {
+		return Request{}, e
+	}
+	return q, nil
+}
+
+// validTarget reports whether the raw request-target is free of bytes that
+// the URL parser would silently re-escape into topic characters. An empty
+// target (a request built in a client or test) has nothing to check.
+func validTarget(target string) bool {
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c == '#' || c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// route matches the escaped path against the four routes and fills
+// Endpoint, Topic and Metric.
+func (q *Request) route(path string) *httperr.Error {
+	var seg, metric string
+	switch {
+	case path == listPath:
+		q.Endpoint = EndpointList
+		return nil
+	case strings.HasPrefix(path, apiTopicPrefix):
+		var tail string
+		seg, tail = cutSegment(path[len(apiTopicPrefix):])
+		switch tail {
+		case whatsupTail:
+			q.Endpoint = EndpointWhatsup
+		case seriesTail:
+			q.Endpoint = EndpointSeries
+		default:
+			return ErrNotFound
+		}
+	case strings.HasPrefix(path, tsvPrefix):
+		var tail string
+		seg, tail = cutSegment(path[len(tsvPrefix):])
+		file, ok := strings.CutPrefix(tail, tsvMiddle)
+		if !ok || strings.IndexByte(file, '/') >= 0 {
+			return ErrNotFound
+		}
+		if metric, ok = strings.CutSuffix(file, tsvSuffix); !ok {
+			return ErrNotFound
+		}
+		q.Endpoint = EndpointTSV
+	default:
+		return ErrNotFound
+	}
+	// "//" and dot segments are path shapes, not topics; a client that
+	// sends them has a broken URL builder, and nothing is cleaned for it.
+	if seg == "" || seg == "." || seg == ".." {
+		return ErrNotFound
+	}
+	topic, e := decodeTopic(seg)
+	if e != nil {
+		return e
+	}
+	q.Topic = topic
+	if q.Endpoint == EndpointTSV {
+		switch metric {
+		case "interactions", "posts_active", "contributors_active", "sentiment":
+			q.Metric = metric
+		default:
+			return errMetric
+		}
+	}
+	return nil
+}
+
+// cutSegment splits p at its first '/': the segment before it and the rest
+// starting with the '/'. Without a '/', rest is "".
+func cutSegment(p string) (seg, rest string) {
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+// decodeTopic turns an escaped path segment into a canonical topic: '+' is
+// a space, %XX is decoded exactly once, A-Z is folded to a-z, and the result
+// must be 1 to 64 bytes of [a-z0-9 #$] that neither starts nor ends with a
+// space and holds no double space. It allocates only when the segment is not
+// already canonical.
+func decodeTopic(seg string) (string, *httperr.Error) {
+	var buf [maxTopicLen]byte
+	n := 0
+	same := true // the decoded bytes so far equal seg's bytes
+	for i := 0; i < len(seg); i++ {
+		c := seg[i]
+		switch {
+		case c == '+':
+			c, same = ' ', false
+		case c == '%':
+			if i+2 >= len(seg) {
+				return "", errTopicEscape
+			}
+			hi, ok1 := unhex(seg[i+1])
+			lo, ok2 := unhex(seg[i+2])
+			if !ok1 || !ok2 {
+				return "", errTopicEscape
+			}
+			c, same = hi<<4|lo, false
+			i += 2
+		case 'A' <= c && c <= 'Z':
+			same = false
+		}
+		if n == maxTopicLen {
+			return "", errTopicLong
+		}
+		if !topicByte(c) {
+			return "", errTopicChars
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A' // a decoded %41..%5A folds like a raw letter
+		}
+		buf[n] = c
+		n++
+	}
+	t := buf[:n]
+	if n == 0 || t[0] == ' ' || t[n-1] == ' ' {
+		return "", errTopicChars
+	}
+	for i := 1; i < n; i++ {
+		if t[i] == ' ' && t[i-1] == ' ' {
+			return "", errTopicChars
+		}
+	}
+	if same {
+		return seg, nil
+	}
+	return string(t), nil
+}
+
+// topicByte reports whether c may appear in a topic once upper case has
+// been folded: a-z, 0-9, space, '#', '$' (and A-Z, folded by the caller).
+func topicByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || 'A' <= c && c <= 'Z' ||
+		c == ' ' || c == '#' || c == '$'
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// keyParam reports whether a query parameter name is one clients use to
+// pass API keys, compared case-insensitively.
+func keyParam(name string) bool {
+	for _, k := range [...]string{"key", "api_key", "apikey", "token", "access_token"} {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// seriesParam reports whether name is a time-series query parameter.
+func seriesParam(name string) bool {
+	return name == "bucket" || name == "interval" || name == "start" || name == "end"
+}
+
+// parseQuery validates the raw query for q.Endpoint and, for the time
+// series, resolves bucket, interval and window. Problems are reported in a
+// fixed order (key in query, unknown, duplicate, then bucket, interval,
+// start, end) so the answer never depends on map iteration order.
+func (q *Request) parseQuery(raw string, now time.Time) *httperr.Error {
+	var vals url.Values
+	if raw != "" {
+		var err error
+		if vals, err = url.ParseQuery(raw); err != nil {
+			return errQuery
+		}
+	}
+	unknown, found := "", false
+	for name := range vals {
+		if keyParam(name) {
+			return errKeyInQuery
+		}
+		if q.Endpoint == EndpointSeries && seriesParam(name) {
+			continue
+		}
+		if !found || name < unknown {
+			unknown, found = name, true
+		}
+	}
+	if found {
+		return unknownParam(unknown, q.Endpoint)
+	}
+	if q.Endpoint != EndpointSeries {
+		return nil
+	}
+	for _, name := range [...]string{"bucket", "interval", "start", "end"} {
+		if len(vals[name]) > 1 {
+			return bad("duplicate_parameter", name+" is given more than once; give each parameter at most once")
+		}
+	}
+	return q.resolveSeries(vals, now)
+}
+
+// unknownParam builds the 400 for an unknown query parameter. The name is
+// quoted only when it is short and plain, so a key pasted as a parameter
+// name is never echoed.
+func unknownParam(name string, e Endpoint) *httperr.Error {
+	if e != EndpointSeries {
+		return errNoParams
+	}
+	msg := "unknown query parameter; the time-series endpoint accepts " + seriesParamsText
+	if plainName(name) {
+		msg = "unknown query parameter " + strconv.Quote(name) + "; the time-series endpoint accepts " + seriesParamsText
+	}
+	return bad("unknown_parameter", msg)
+}
+
+// plainName reports whether a parameter name is safe to echo: 1 to 20
+// bytes of [a-z0-9_], far shorter than any API key.
+func plainName(name string) bool {
+	if name == "" || len(name) > 20 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// param returns the single value of name and whether it was given; the
+// caller has already rejected duplicates.
+func param(vals url.Values, name string) (string, bool) {
+	v, ok := vals[name]
+	if !ok {
+		return "", false
+	}
+	return v[0], true
+}
+
+// resolveSeries fills Bucket and either Interval or the aligned window.
+func (q *Request) resolveSeries(vals url.Values, now time.Time) *httperr.Error {
+	q.Bucket = defaultBucket
+	if v, ok := param(vals, "bucket"); ok {
+		switch v {
+		case "hour", "hours":
+			q.Bucket = "hour"
+		case "day", "days":
+			q.Bucket = "day"
+		case "":
+			return emptyParam("bucket")
+		default:
+			return errBucket
+		}
+	}
+	interval := defaultInterval
+	if v, ok := param(vals, "interval"); ok {
+		switch v {
+		case "1d", "1w", "1m", "3m", "6m", "1y", "all":
+			interval = v
+		case "":
+			return emptyParam("interval")
+		default:
+			return errInterval
+		}
+	}
+	startRaw, hasStart := param(vals, "start")
+	endRaw, hasEnd := param(vals, "end")
+	if !hasStart && !hasEnd {
+		q.Interval = interval
+		return nil
+	}
+	var start, end int64
+	var ok bool
+	if hasStart {
+		if startRaw == "" {
+			return emptyParam("start")
+		}
+		if start, ok = parseUnix(startRaw); !ok {
+			return errStart
+		}
+	}
+	if hasEnd {
+		if endRaw == "" {
+			return emptyParam("end")
+		}
+		if end, ok = parseUnix(endRaw); !ok {
+			return errEnd
+		}
+	}
+	size := bucketSeconds(q.Bucket)
+	current := floorTo(now.Unix(), size) // the bucket that holds now
+	if hasStart && hasEnd && start >= end {
+		return errWindow
+	}
+	if hasEnd && floorTo(end, size) > current {
+		return errEndFuture
+	}
+	if hasStart && start > now.Unix() {
+		return errStartFuture
+	}
+	if hasEnd {
+		end = floorTo(end, size)
+	} else {
+		end = current
+	}
+	if !hasStart {
+		// Keyed by the end's bucket, so every end inside one bucket
+		// selects the same week.
+		if start = end - onlyEndSpan; start < 1 {
+			return errEndEarly
+		}
+	}
+	start = ceilTo(start, size)
+	if start > end {
+		return errEmptyWindow
+	}
+	q.Start, q.End = start, end
+	return nil
+}
+
+// parseUnix parses unix seconds written strictly: 1 to 10 decimal digits,
+// the first not '0' (so no leading zeros and no 0 itself), nothing else.
+func parseUnix(s string) (int64, bool) {
+	if s == "" || len(s) > maxUnixDigits || s[0] == '0' {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// bucketSeconds is the length of a bucket: an hour, or a UTC day. It is 0
+// for anything else (a zero Request).
+func bucketSeconds(bucket string) int64 {
+	switch bucket {
+	case "hour":
+		return hourSeconds
+	case "day":
+		return daySeconds
+	}
+	return 0
+}
+
+// floorTo rounds t down to a multiple of size, also for negative t.
+func floorTo(t, size int64) int64 {
+	r := t % size
+	if r < 0 {
+		r += size
+	}
+	return t - r
+}
+
+// ceilTo rounds t up to a multiple of size.
+func ceilTo(t, size int64) int64 {
+	f := floorTo(t, size)
+	if f < t {
+		f += size
+	}
+	return f
+}
+
+// Key returns the versioned canonical cache key, for example
+// "v1|series|bitcoin|hour|1w||", "v1|series|#ai|hour||1759968000|1760652000",
+// "v1|list", "v1|whatsup|ai agents" or "v1|tsv|bitcoin|interactions". Fields
+// are separated by '|', which no field can contain, so distinct Requests
+// have distinct keys. A zero Request has the key "".
+func (q Request) Key() string {
+	var buf [128]byte
+	b := append(buf[:0], keyVersion...)
+	switch q.Endpoint {
+	case EndpointList:
+		b = append(b, "list"...)
+	case EndpointWhatsup:
+		b = append(b, "whatsup|"...)
+		b = append(b, q.Topic...)
+	case EndpointSeries:
+		b = append(b, "series|"...)
+		b = append(b, q.Topic...)
+		b = append(b, '|')
+		b = append(b, q.Bucket...)
+		b = append(b, '|')
+		b = append(b, q.Interval...)
+		b = append(b, '|')
+		if q.Start != 0 {
+			b = strconv.AppendInt(b, q.Start, 10)
+		}
+		b = append(b, '|')
+		if q.End != 0 {
+			b = strconv.AppendInt(b, q.End, 10)
+		}
+	case EndpointTSV:
+		b = append(b, "tsv|"...)
+		b = append(b, q.Topic...)
+		b = append(b, '|')
+		b = append(b, q.Metric...)
+	default:
+		return ""
+	}
+	return string(b)
+}
+
+// UpstreamPath returns the escaped upstream path, with the topic encoded by
+// EncodeTopic: "/api4/public/topics/list/v1",
+// "/api4/public/topic/%23ai/time-series/v1",
+// "/topic/ai%20agents/time-series/sentiment.tsv". A zero Request has the
+// path "".
+func (q Request) UpstreamPath() string {
+	switch q.Endpoint {
+	case EndpointList:
+		return listPath
+	case EndpointWhatsup:
+		return apiTopicPrefix + EncodeTopic(q.Topic) + whatsupTail
+	case EndpointSeries:
+		return apiTopicPrefix + EncodeTopic(q.Topic) + seriesTail
+	case EndpointTSV:
+		return tsvPrefix + EncodeTopic(q.Topic) + tsvMiddle + q.Metric + tsvSuffix
+	}
+	return ""
+}
+
+// UpstreamQuery returns the upstream query string in a fixed order:
+// "bucket=hour&interval=1w", or for an absolute window
+// "bucket=day&start=<Start>&end=<last second of the End bucket>". The end
+// sent is End plus one bucket minus one second, so the upstream selects the
+// same buckets whether it reads end as inclusive or exclusive, and a
+// one-bucket window (Start == End) still has start < end. It is "" for the
+// other endpoints and for a zero Request.
+func (q Request) UpstreamQuery() string {
+	if q.Endpoint != EndpointSeries {
+		return ""
+	}
+	if q.Start == 0 && q.End == 0 {
+		return "bucket=" + q.Bucket + "&interval=" + q.Interval
+	}
+	var buf [64]byte
+	b := append(buf[:0], "bucket="...)
+	b = append(b, q.Bucket...)
+	b = append(b, "&start="...)
+	b = strconv.AppendInt(b, q.Start, 10)
+	b = append(b, "&end="...)
+	b = strconv.AppendInt(b, q.End+bucketSeconds(q.Bucket)-1, 10)
+	return string(b)
+}
+
+// WindowEnd tells freshness when the data selected by q stops changing. It
+// is the zero time when the window reaches now (an interval, and every
+// endpoint other than the series); for an absolute window it is the moment
+// the End bucket closes, End plus one bucket, because the End bucket itself
+// is still filling until then.
+func (q Request) WindowEnd() time.Time {
+	if q.Endpoint != EndpointSeries || (q.Start == 0 && q.End == 0) {
+		return time.Time{}
+	}
+	return time.Unix(q.End+bucketSeconds(q.Bucket), 0)
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// EncodeTopic is the one fixed encoder for topics in upstream paths: a-z and
+// 0-9 as they are, space as %20, '#' as %23, '$' as %24. Any other byte
+// (never present in a canonical topic) is percent-encoded as %XX too, so the
+// result is always a safe path segment. It allocates only when something
+// needs encoding.
+func EncodeTopic(topic string) string {
+	n := 0
+	for i := 0; i < len(topic); i++ {
+		if !plainTopicByte(topic[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return topic
+	}
+	b := make([]byte, 0, len(topic)+2*n)
+	for i := 0; i < len(topic); i++ {
+		c := topic[i]
+		if plainTopicByte(c) {
+			b = append(b, c)
+			continue
+		}
+		b = append(b, '%', upperHex[c>>4], upperHex[c&15])
+	}
+	return string(b)
+}
+
+func plainTopicByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
 }
