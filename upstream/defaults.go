@@ -1,6 +1,13 @@
 package upstream
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
 
 // DefaultConfig returns the upstream defaults from DESIGN.md.
 func DefaultConfig() Config {
@@ -17,6 +24,127 @@ func DefaultConfig() Config {
 	}
 }
 
+// planLimits is one upstream plan's budget preset.
+type planLimits struct{ perMinute, perDay int }
+
+// planPresets hold about 90% of each real plan's limits
+// (research/upstream-facts.md §2.2 and (b)), so interactive calls keep
+// headroom against the upstream's own counters.
+var planPresets = map[string]planLimits{
+	"hobby":      {perMinute: 3, perDay: 90},      // real: 4/min, 100/day
+	"individual": {perMinute: 9, perDay: 1800},    // real: 10/min, 2,000/day
+	"builder":    {perMinute: 90, perDay: 18000},  // real: 100/min, 20,000/day
+	"scale":      {perMinute: 450, perDay: 90000}, // real: 500/min, 100,000/day
+}
+
+// planNames lists the preset names in a stable order for messages.
+func planNames() string {
+	names := make([]string, 0, len(planPresets))
+	for n := range planPresets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Resolved returns b with its Plan preset applied: PerMinute and PerDay
+// that are zero take the preset's numbers. An empty or unknown Plan (the
+// latter is reported by Validate) leaves b unchanged.
+func (b BudgetConfig) Resolved() BudgetConfig {
+	p, ok := planPresets[b.Plan]
+	if !ok {
+		return b
+	}
+	if b.PerMinute == 0 {
+		b.PerMinute = p.perMinute
+	}
+	if b.PerDay == 0 {
+		b.PerDay = p.perDay
+	}
+	return b
+}
+
 // Validate reports every problem in c. Each error text starts with the
 // field's YAML path relative to the upstream section.
-func (c Config) Validate() error { return nil } // TODO(upstream helper): implement
+func (c Config) Validate() error {
+	var errs []error
+	add := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
+	}
+
+	if msg := checkBaseURL(c.BaseURL); msg != "" {
+		add("base_url", "%s", msg)
+	}
+	if strings.ContainsFunc(c.APIKey, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		add("api_key", "must not contain whitespace or control characters")
+	}
+	if c.DialTimeout <= 0 {
+		add("dial_timeout", "must be > 0")
+	}
+	if c.ResponseHeaderTimeout <= 0 {
+		add("response_header_timeout", "must be > 0")
+	}
+	if c.Timeout <= 0 {
+		add("timeout", "must be > 0")
+	}
+	if c.MaxBodyBytes <= 0 {
+		add("max_body_bytes", "must be > 0")
+	}
+	if c.MaxConns <= 0 {
+		add("max_conns", "must be > 0")
+	}
+	if c.Retries < 0 || c.Retries > 1 {
+		add("retries", "must be 0 or 1")
+	}
+
+	b := c.Budget
+	if _, ok := planPresets[b.Plan]; b.Plan != "" && !ok {
+		add("budget.plan", "unknown plan %q (want one of %s)", b.Plan, planNames())
+	}
+	if b.PerMinute < 0 {
+		add("budget.per_minute", "must be >= 0")
+	}
+	if b.PerDay < 0 {
+		add("budget.per_day", "must be >= 0")
+	}
+	if !(b.RefreshReserve >= 0 && b.RefreshReserve <= 1) { // also rejects NaN
+		add("budget.refresh_reserve", "must be between 0 and 1")
+	}
+
+	k := c.Breaker
+	if k.Failures < 1 {
+		add("breaker.failures", "must be >= 1")
+	}
+	if k.Backoff <= 0 {
+		add("breaker.backoff", "must be > 0")
+	}
+	if k.MaxBackoff < k.Backoff {
+		add("breaker.max_backoff", "must be >= breaker.backoff")
+	}
+	return errors.Join(errs...)
+}
+
+// checkBaseURL returns why raw is not an absolute http(s) URL without
+// credentials, query or fragment, or "" when it is fine.
+func checkBaseURL(raw string) string {
+	if raw == "" {
+		return "must be set"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "must be a valid URL"
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "must be an absolute http or https URL"
+	case u.Host == "" || u.Opaque != "":
+		return "must be an absolute http or https URL"
+	case u.User != nil:
+		return "must not contain credentials (use api_key)"
+	case u.RawQuery != "" || u.ForceQuery:
+		return "must not contain a query"
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		return "must not contain a fragment"
+	}
+	return ""
+}

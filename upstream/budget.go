@@ -1,0 +1,263 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"trendgate/internal/clock"
+)
+
+// Budget is the account-wide outbound request budget. Implementations are
+// safe for concurrent use.
+type Budget interface {
+	// Take spends one token for an upstream attempt. ok is false when the
+	// budget refuses; retryAfter then says when a token frees up. A
+	// background take (a refresh nobody waits for) also fails when it would
+	// dip into the refresh reserve. err reports a broken budget backend.
+	Take(ctx context.Context, background bool) (ok bool, retryAfter time.Duration, err error)
+	// Observe reconciles the budget with an upstream answer's
+	// x-rate-limit-{minute,day}-{remaining,reset} headers: tokens are lowered
+	// to the upstream's remaining count when that is lower, and after a 429
+	// (or a remaining count of 0) every Take fails until the reset.
+	Observe(ctx context.Context, h http.Header, status int)
+}
+
+// tokenReporter is implemented by budgets that can tell their tokens left
+// for the metrics gauges; -1 means unlimited.
+type tokenReporter interface {
+	tokens() (minute, day int64)
+}
+
+// Upstream rate-limit headers (research/upstream-facts.md §2.1).
+const (
+	hdrMinuteRemaining = "X-Rate-Limit-Minute-Remaining"
+	hdrMinuteReset     = "X-Rate-Limit-Minute-Reset"
+	hdrDayRemaining    = "X-Rate-Limit-Day-Remaining"
+	hdrDayReset        = "X-Rate-Limit-Day-Reset"
+)
+
+// maxBlock caps how long an upstream reset header can block the budget, so
+// a garbled header cannot stop the gateway for longer than a day.
+const maxBlock = 25 * time.Hour
+
+// rateHeaders are the parsed x-rate-limit-* headers; -1 or the zero time
+// means the header was absent or malformed.
+type rateHeaders struct {
+	minuteRemaining, dayRemaining int64
+	minuteReset, dayReset         time.Time
+}
+
+// parseRateHeaders reads the x-rate-limit-* headers of h.
+func parseRateHeaders(h http.Header) rateHeaders {
+	return rateHeaders{
+		minuteRemaining: headerInt(h, hdrMinuteRemaining),
+		dayRemaining:    headerInt(h, hdrDayRemaining),
+		minuteReset:     headerUnix(h, hdrMinuteReset),
+		dayReset:        headerUnix(h, hdrDayReset),
+	}
+}
+
+// headerInt parses a non-negative decimal header, -1 when absent or bad.
+func headerInt(h http.Header, name string) int64 {
+	v, err := strconv.ParseInt(h.Get(name), 10, 64)
+	if err != nil || v < 0 {
+		return -1
+	}
+	return v
+}
+
+// headerUnix parses a unix-seconds header, the zero time when absent or bad.
+func headerUnix(h http.Header, name string) time.Time {
+	v := headerInt(h, name)
+	if v <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(v, 0)
+}
+
+// minuteStart and dayStart return the start of the fixed UTC window holding
+// now. The upstream's minute windows are aligned to the calendar minute and
+// its days are believed to reset at midnight UTC.
+func minuteStart(now time.Time) time.Time { return now.Truncate(time.Minute) }
+func dayStart(now time.Time) time.Time    { return now.UTC().Truncate(24 * time.Hour) }
+
+// blockUntil returns until when an answer with headers rh and status,
+// observed at now, stops all upstream calls, or the zero time. A 429 or a
+// minute-remaining of 0 blocks until x-rate-limit-minute-reset (the next
+// minute boundary when that is absent or past); a day-remaining of 0 blocks
+// until x-rate-limit-day-reset (else the next UTC midnight). Capped at
+// maxBlock.
+func blockUntil(rh rateHeaders, status int, now time.Time) time.Time {
+	var until time.Time
+	if status == http.StatusTooManyRequests || rh.minuteRemaining == 0 {
+		until = rh.minuteReset
+		if !until.After(now) {
+			until = minuteStart(now).Add(time.Minute)
+		}
+	}
+	if rh.dayRemaining == 0 {
+		dayEnd := rh.dayReset
+		if !dayEnd.After(now) {
+			dayEnd = dayStart(now).Add(24 * time.Hour)
+		}
+		if dayEnd.After(until) {
+			until = dayEnd
+		}
+	}
+	if until.IsZero() {
+		return until
+	}
+	return capBlock(until, now)
+}
+
+func capBlock(until, now time.Time) time.Time {
+	if until.Sub(now) > maxBlock {
+		return now.Add(maxBlock)
+	}
+	return until
+}
+
+// window is one fixed-window counter. A zero limit means unlimited.
+type window struct {
+	limit int64
+	start time.Time // start of the window that used counts
+	used  int64
+}
+
+// roll starts a new window when now has left the current one.
+func (w *window) roll(start time.Time) {
+	if !w.start.Equal(start) {
+		w.start, w.used = start, 0
+	}
+}
+
+func (w *window) remaining() int64 {
+	if w.limit == 0 {
+		return -1
+	}
+	return max(w.limit-w.used, 0)
+}
+
+// allows reports whether one more token may be spent; a background take
+// must leave at least reserve×limit tokens behind.
+func (w *window) allows(background bool, reserve float64) bool {
+	if w.limit == 0 {
+		return true
+	}
+	left := w.limit - w.used - 1
+	if left < 0 {
+		return false
+	}
+	return !background || float64(left) >= reserve*float64(w.limit)
+}
+
+// lower reconciles the window with the upstream's remaining count.
+func (w *window) lower(upstreamRemaining int64) {
+	if w.limit == 0 || upstreamRemaining < 0 {
+		return
+	}
+	w.used = max(w.used, w.limit-upstreamRemaining)
+}
+
+// LocalBudget is an in-process Budget: fixed per-minute and per-day windows
+// aligned to UTC, plus the upstream's 429 back-off. Build it with
+// NewLocalBudget; the zero value is not usable.
+type LocalBudget struct {
+	clk     clock.Clock
+	reserve float64
+
+	mu           sync.Mutex // guards minute, day and blockedUntil
+	minute, day  window
+	blockedUntil time.Time
+}
+
+var (
+	_ Budget        = (*LocalBudget)(nil)
+	_ tokenReporter = (*LocalBudget)(nil)
+)
+
+// NewLocalBudget returns a LocalBudget for cfg (its Plan preset applied);
+// clk nil means the wall clock.
+func NewLocalBudget(cfg BudgetConfig, clk clock.Clock) (*LocalBudget, error) {
+	if err := validateBudget(cfg); err != nil {
+		return nil, err
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	cfg = cfg.Resolved()
+	return &LocalBudget{
+		clk:     clk,
+		reserve: cfg.RefreshReserve,
+		minute:  window{limit: int64(cfg.PerMinute)},
+		day:     window{limit: int64(cfg.PerDay)},
+	}, nil
+}
+
+// validateBudget checks the budget part of a Config.
+func validateBudget(cfg BudgetConfig) error {
+	c := DefaultConfig()
+	c.Budget = cfg
+	if err := c.Validate(); err != nil {
+		return errors.Join(errors.New("upstream: invalid budget"), err)
+	}
+	return nil
+}
+
+// Take implements Budget; it never returns an error.
+func (b *LocalBudget) Take(_ context.Context, background bool) (bool, time.Duration, error) {
+	now := b.clk.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Before(b.blockedUntil) {
+		return false, b.blockedUntil.Sub(now), nil
+	}
+	ms, ds := minuteStart(now), dayStart(now)
+	b.minute.roll(ms)
+	b.day.roll(ds)
+	var wait time.Duration
+	if !b.minute.allows(background, b.reserve) {
+		wait = ms.Add(time.Minute).Sub(now)
+	}
+	if !b.day.allows(background, b.reserve) {
+		wait = ds.Add(24 * time.Hour).Sub(now)
+	}
+	if wait > 0 {
+		return false, wait, nil
+	}
+	b.minute.used++
+	b.day.used++
+	return true, 0, nil
+}
+
+// Observe implements Budget.
+func (b *LocalBudget) Observe(_ context.Context, h http.Header, status int) {
+	now := b.clk.Now()
+	rh := parseRateHeaders(h)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ms, ds := minuteStart(now), dayStart(now)
+	b.minute.roll(ms)
+	b.day.roll(ds)
+	b.minute.lower(rh.minuteRemaining)
+	b.day.lower(rh.dayRemaining)
+
+	until := blockUntil(rh, status, now)
+	if until.After(b.blockedUntil) {
+		b.blockedUntil = until
+	}
+}
+
+// tokens reports the tokens left in the current windows.
+func (b *LocalBudget) tokens() (minute, day int64) {
+	now := b.clk.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.minute.roll(minuteStart(now))
+	b.day.roll(dayStart(now))
+	return b.minute.remaining(), b.day.remaining()
+}

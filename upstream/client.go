@@ -1,0 +1,505 @@
+package upstream
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"trendgate/internal/clock"
+)
+
+// Request is one upstream call, built by the gateway from its canonical
+// request. The zero value is not a valid request (Path is required).
+type Request struct {
+	// Shape is the expected body shape.
+	Shape Shape
+	// Path is the already escaped path, e.g.
+	// "/api4/public/topic/%23ai/time-series/v1". It must start with "/" and
+	// contain no query or fragment.
+	Path string
+	// RawQuery is the query in fixed order, e.g. "bucket=hour&interval=1w";
+	// "" sends none.
+	RawQuery string
+	// Background marks a refresh nobody waits for: it may not use the
+	// budget's refresh reserve.
+	Background bool
+}
+
+// Response is a validated upstream answer.
+type Response struct {
+	// Status is 200, or 404 for an unknown topic (cache it negatively).
+	Status int
+	// ContentType is the upstream's Content-Type, or the shape's default
+	// when it sent none.
+	ContentType string
+	// Body is the decompressed body, validated for the Shape; nil for 404.
+	Body []byte
+	// Generated is config.generated, else x-lunar-generated, else 0.
+	Generated int64
+	// Empty marks a 200 whose data is empty (unknown topic): cache it
+	// negatively.
+	Empty bool
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithBudget makes the client spend b, e.g. a shared RedisBudget. Without
+// it the client builds a LocalBudget from cfg.Budget; nil is ignored.
+func WithBudget(b Budget) Option {
+	return func(c *Client) {
+		if b != nil {
+			c.budget = b
+		}
+	}
+}
+
+// WithTransport makes the client send through rt instead of its own
+// transport (tests); nil is ignored.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(c *Client) {
+		if rt != nil {
+			c.rt = rt
+		}
+	}
+}
+
+// Client calls the upstream with the gateway's own credential, spending
+// the outbound budget and honouring the circuit breaker. Build it with New;
+// the zero value is not usable. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	base    string // cfg.BaseURL without a trailing slash
+	clk     clock.Clock
+	log     *zap.Logger
+	metrics *Metrics
+	budget  Budget
+	breaker *breaker
+	rt      http.RoundTripper
+	http    *http.Client
+}
+
+// errFetchTimeout is the cause of the whole-fetch deadline set by Do.
+var errFetchTimeout = errors.New("upstream: fetch timeout")
+
+// maxJitter bounds the random wait before a retry.
+const maxJitter = 200 * time.Millisecond
+
+// New returns a Client for cfg, which must pass Validate. clk nil means the
+// wall clock, log nil discards logs and m nil uses unregistered metrics.
+func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Option) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, errors.Join(errors.New("upstream: invalid config"), err)
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	c := &Client{
+		cfg:     cfg,
+		base:    strings.TrimRight(cfg.BaseURL, "/"),
+		clk:     clk,
+		log:     log.Named("upstream"),
+		metrics: m,
+		breaker: newBreaker(cfg.Breaker),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.budget == nil {
+		b, err := NewLocalBudget(cfg.Budget, clk)
+		if err != nil {
+			return nil, err
+		}
+		c.budget = b
+	}
+	if c.rt == nil {
+		c.rt = newTransport(cfg)
+	}
+	c.http = &http.Client{
+		Transport: c.rt,
+		// Redirects are never followed; a 3xx is a bad response.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	c.metrics.BreakerState.Set(0)
+	c.reportTokens()
+	return c, nil
+}
+
+// newTransport builds the pooled transport for cfg. Compression is handled
+// by the client itself so the size cap applies to decompressed bytes.
+func newTransport(cfg Config) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   cfg.DialTimeout + 3*time.Second,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		MaxConnsPerHost:       cfg.MaxConns,
+		MaxIdleConns:          cfg.MaxConns,
+		MaxIdleConnsPerHost:   cfg.MaxConns,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// Close releases idle connections (and their goroutines). The client stays
+// usable; new calls open new connections.
+func (c *Client) Close() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
+// State returns the circuit breaker's state, for readiness and metrics.
+func (c *Client) State() BreakerState { return c.breaker.current() }
+
+// Do fetches req from the upstream. It returns a Response for a valid 200
+// or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
+// ErrRateLimited, ErrBreakerOpen (these three carry RetryAfter),
+// ErrTimeout, ErrUnavailable or ErrBadResponse, or ctx's error when the
+// caller gave up. No request is made while the breaker is open or the
+// budget refuses.
+func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
+	if !req.Shape.valid() || !strings.HasPrefix(req.Path, "/") ||
+		strings.ContainsAny(req.Path, "?#") || strings.Contains(req.RawQuery, "#") {
+		return nil, errors.New("upstream: invalid request")
+	}
+	resp, err := c.do(ctx, req)
+	result := resultOf(resp, err)
+	c.metrics.Requests.WithLabelValues(req.Shape.String(), result).Inc()
+	if err != nil {
+		c.metrics.Errors.WithLabelValues(result).Inc()
+	}
+	c.reportTokens()
+	c.metrics.BreakerState.Set(float64(c.breaker.current()))
+	return resp, err
+}
+
+// resultOf names the outcome of Do for metrics.
+func resultOf(resp *Response, err error) string {
+	switch {
+	case err == nil && resp.Status == http.StatusNotFound:
+		return "not_found"
+	case err == nil && resp.Empty:
+		return "empty"
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrBudgetExhausted):
+		return "budget"
+	case errors.Is(err, ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, ErrBreakerOpen):
+		return "breaker_open"
+	case errors.Is(err, ErrTimeout):
+		return "timeout"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, ErrBadResponse):
+		return "bad_response"
+	}
+	return "canceled"
+}
+
+// attemptResult is the outcome of one HTTP attempt.
+type attemptResult struct {
+	resp      *Response
+	err       error
+	outcome   outcome
+	retryable bool // a connection error before any response
+}
+
+func (c *Client) do(parent context.Context, req Request) (*Response, error) {
+	probe, wait, ok := c.breaker.allow(c.clk.Now())
+	if !ok {
+		return nil, withWait(ErrBreakerOpen, wait)
+	}
+	ctx, cancel := context.WithTimeoutCause(parent, c.cfg.Timeout, errFetchTimeout)
+	defer cancel()
+
+	var last attemptResult
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := jitter(ctx); err != nil {
+				break // out of time: report the connection error we had
+			}
+		}
+		took, retryAfter, err := c.budget.Take(ctx, req.Background)
+		if err != nil || !took {
+			if attempt > 0 {
+				break
+			}
+			c.breaker.record(outcomeNeutral, probe, c.clk.Now())
+			if err != nil {
+				return nil, fmt.Errorf("%w: budget: %w", ErrUnavailable, err)
+			}
+			return nil, withWait(ErrBudgetExhausted, retryAfter)
+		}
+		if attempt > 0 {
+			c.metrics.Retries.Inc()
+		}
+		last = c.attempt(ctx, parent, req)
+		if !last.retryable || attempt >= c.cfg.Retries || parent.Err() != nil {
+			break
+		}
+	}
+	c.breaker.record(last.outcome, probe, c.clk.Now())
+	return last.resp, last.err
+}
+
+// jitter waits a small random time (at most maxJitter) or until ctx ends.
+func jitter(ctx context.Context) error {
+	t := time.NewTimer(maxJitter/4 + rand.N(maxJitter*3/4))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// attempt makes one HTTP request. ctx carries the whole-fetch deadline;
+// parent is the caller's context.
+func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult {
+	u := c.base + req.Path
+	if req.RawQuery != "" {
+		u += "?" + req.RawQuery
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return attemptResult{err: errors.New("upstream: invalid request"), outcome: outcomeNeutral}
+	}
+	hreq.Header = http.Header{
+		"Accept":          {req.Shape.accept()},
+		"Accept-Encoding": {"gzip"},
+		"User-Agent":      {"trendgate"},
+	}
+	if c.cfg.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+
+	start := c.clk.Now()
+	hres, err := c.http.Do(hreq)
+	defer func() {
+		c.metrics.Latency.WithLabelValues(req.Shape.String()).Observe(c.clk.Now().Sub(start).Seconds())
+	}()
+	if err != nil {
+		return c.transportError(ctx, parent, err)
+	}
+	defer func() {
+		// Drain a little so the connection can be reused, then close.
+		_, _ = io.Copy(io.Discard, io.LimitReader(hres.Body, 4<<10))
+		hres.Body.Close()
+	}()
+	// Record the upstream's counters even if the caller is gone.
+	c.budget.Observe(context.WithoutCancel(ctx), hres.Header, hres.StatusCode)
+
+	switch status := hres.StatusCode; {
+	case status == http.StatusOK:
+		return c.readOK(ctx, parent, req, hres)
+	case status == http.StatusNotFound:
+		c.logStatus(req, hres)
+		return attemptResult{
+			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Shape, hres.Header)},
+			outcome: outcomeSuccess,
+		}
+	case status == http.StatusTooManyRequests:
+		c.metrics.RateLimited.Inc()
+		c.logStatus(req, hres)
+		now := c.clk.Now()
+		wait := blockUntil(parseRateHeaders(hres.Header), hres.StatusCode, now).Sub(now)
+		return attemptResult{err: withWait(ErrRateLimited, wait), outcome: outcomeNeutral}
+	case status >= 500, status >= 300 && status < 400:
+		c.logStatus(req, hres)
+		return attemptResult{
+			err:     fmt.Errorf("%w: status %d", ErrBadResponse, status),
+			outcome: outcomeFailure,
+		}
+	default:
+		// 401/402/403 and other statuses: a configuration or plan problem,
+		// not an unhealthy upstream, so the breaker is left alone (a 402 for
+		// one endpoint must not block the others).
+		c.logStatus(req, hres)
+		return attemptResult{
+			err:     fmt.Errorf("%w: status %d", ErrBadResponse, status),
+			outcome: outcomeNeutral,
+		}
+	}
+}
+
+// transportError maps an error from sending the request.
+func (c *Client) transportError(ctx, parent context.Context, err error) attemptResult {
+	if perr := parent.Err(); perr != nil {
+		// The caller gave up or its own deadline passed: no verdict on the
+		// upstream's health.
+		if errors.Is(perr, context.DeadlineExceeded) {
+			return attemptResult{err: fmt.Errorf("%w: caller deadline", ErrTimeout), outcome: outcomeNeutral}
+		}
+		return attemptResult{err: fmt.Errorf("upstream: %w", perr), outcome: outcomeNeutral}
+	}
+	if context.Cause(ctx) == errFetchTimeout {
+		return attemptResult{err: fmt.Errorf("%w: fetch took longer than %s", ErrTimeout, c.cfg.Timeout), outcome: outcomeFailure}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return attemptResult{err: fmt.Errorf("%w: %s", ErrTimeout, netErrorKind(err)), outcome: outcomeFailure}
+	}
+	return attemptResult{
+		err:       fmt.Errorf("%w: %s", ErrUnavailable, netErrorKind(err)),
+		outcome:   outcomeFailure,
+		retryable: true,
+	}
+}
+
+// netErrorKind describes a transport error without quoting URLs (which
+// carry the path) or anything the upstream sent.
+func netErrorKind(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op + " failed"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "no response in time"
+	}
+	return "connection failed"
+}
+
+// readOK reads, decompresses, caps and validates a 200 body.
+func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Response) attemptResult {
+	bad := func(format string, args ...any) attemptResult {
+		c.log.Warn("invalid upstream body", zap.String("path", req.Path),
+			zap.String("shape", req.Shape.String()), zap.String("problem", fmt.Sprintf(format, args...)))
+		return attemptResult{
+			err:     fmt.Errorf("%w: "+format, append([]any{ErrBadResponse}, args...)...),
+			outcome: outcomeFailure,
+		}
+	}
+	limit := c.cfg.MaxBodyBytes
+	if hres.ContentLength > limit {
+		return bad("body of %d bytes exceeds %d", hres.ContentLength, limit)
+	}
+	var r io.Reader = io.LimitReader(hres.Body, limit+1)
+	switch enc := strings.ToLower(strings.TrimSpace(hres.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return c.bodyError(ctx, parent, err, bad)
+		}
+		defer zr.Close()
+		r = io.LimitReader(zr, limit+1)
+	default:
+		return bad("unsupported content encoding")
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return c.bodyError(ctx, parent, err, bad)
+	}
+	if int64(len(body)) > limit {
+		return bad("body exceeds %d bytes", limit)
+	}
+	chk, err := checkBody(req.Shape, body)
+	if err != nil {
+		return bad("%v", err)
+	}
+	gen := chk.generated
+	if gen == 0 {
+		if v, err := strconv.ParseInt(hres.Header.Get("X-Lunar-Generated"), 10, 64); err == nil && v > 0 {
+			gen = v
+		}
+	}
+	return attemptResult{
+		resp: &Response{
+			Status:      http.StatusOK,
+			ContentType: contentType(req.Shape, hres.Header),
+			Body:        body,
+			Generated:   gen,
+			Empty:       chk.empty,
+		},
+		outcome: outcomeSuccess,
+	}
+}
+
+// bodyError maps an error while reading a 200 body: a deadline is a
+// timeout, a broken gzip stream a bad response, anything else a broken
+// connection (not retried: the upstream already answered).
+func (c *Client) bodyError(ctx, parent context.Context, err error, bad func(string, ...any) attemptResult) attemptResult {
+	if ctx.Err() != nil {
+		r := c.transportError(ctx, parent, err)
+		r.retryable = false
+		return r
+	}
+	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return bad("corrupt gzip body")
+	}
+	return attemptResult{err: fmt.Errorf("%w: connection broke while reading the body", ErrUnavailable), outcome: outcomeFailure}
+}
+
+// contentType returns the upstream's Content-Type or the shape's default.
+func contentType(s Shape, h http.Header) string {
+	if ct := h.Get("Content-Type"); ct != "" {
+		return ct
+	}
+	return s.contentType()
+}
+
+// logStatus logs a non-200 answer with the upstream's status and message.
+// The message is logged, never returned.
+func (c *Client) logStatus(req Request, hres *http.Response) {
+	level := zap.WarnLevel
+	if hres.StatusCode == http.StatusNotFound {
+		level = zap.DebugLevel
+	}
+	ce := c.log.Check(level, "upstream answered an error status")
+	if ce == nil {
+		return
+	}
+	ce.Write(zap.Int("status", hres.StatusCode), zap.String("path", req.Path),
+		zap.String("shape", req.Shape.String()), zap.String("message", upstreamMessage(hres.Body)))
+}
+
+// upstreamMessage extracts the "error" text of an upstream error body,
+// reading at most 4 KiB and returning at most 200 bytes.
+func upstreamMessage(body io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(body, 4<<10))
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := string(b)
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error
+	}
+	msg = strings.ToValidUTF8(msg, "?")
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
+}
+
+// reportTokens updates the budget gauges when the budget can tell.
+func (c *Client) reportTokens() {
+	if tr, ok := c.budget.(tokenReporter); ok {
+		m, d := tr.tokens()
+		c.metrics.BudgetTokens.WithLabelValues("minute").Set(float64(m))
+		c.metrics.BudgetTokens.WithLabelValues("day").Set(float64(d))
+	}
+}

@@ -1,0 +1,99 @@
+package upstream
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the upstream client's Prometheus collectors. A nil *Metrics
+// passed to a constructor is replaced by an unregistered set.
+type Metrics struct {
+	// Requests counts Do calls by shape and result (ok, empty, not_found,
+	// budget, rate_limited, breaker_open, timeout, unavailable,
+	// bad_response, canceled).
+	Requests *prometheus.CounterVec
+	// Latency observes the duration of upstream HTTP attempts by shape.
+	Latency *prometheus.HistogramVec
+	// Errors counts failed Do calls by error kind.
+	Errors *prometheus.CounterVec
+	// BudgetTokens is the outbound budget's tokens left by window (minute,
+	// day); -1 means unlimited.
+	BudgetTokens *prometheus.GaugeVec
+	// BreakerState is 0 closed, 1 half-open, 2 open.
+	BreakerState prometheus.Gauge
+	// RateLimited counts upstream 429 answers.
+	RateLimited prometheus.Counter
+	// Retries counts retried attempts after connection errors.
+	Retries prometheus.Counter
+	// BudgetFallbacks counts shared-budget operations that fell back to the
+	// local budget because Redis failed.
+	BudgetFallbacks prometheus.Counter
+}
+
+// NewMetrics builds the collectors and registers them with reg; a nil reg
+// leaves them unregistered. Calling it twice with one registry returns
+// collectors that share the already registered series.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	const ns, sub = "trendgate", "upstream"
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "requests_total",
+			Help: "Upstream client calls by shape and result.",
+		}, []string{"shape", "result"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
+			Help:    "Duration of upstream HTTP attempts.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15},
+		}, []string{"shape"}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "errors_total",
+			Help: "Failed upstream client calls by error kind.",
+		}, []string{"kind"}),
+		BudgetTokens: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "budget_tokens",
+			Help: "Outbound budget tokens left by window; -1 means unlimited.",
+		}, []string{"window"}),
+		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "breaker_state",
+			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
+		}),
+		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
+			Help: "Upstream 429 answers.",
+		}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "retries_total",
+			Help: "Attempts retried after a connection error.",
+		}),
+		BudgetFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "budget_fallbacks_total",
+			Help: "Shared budget operations served by the local fallback because Redis failed.",
+		}),
+	}
+	if reg != nil {
+		m.Requests = register(reg, m.Requests)
+		m.Latency = register(reg, m.Latency)
+		m.Errors = register(reg, m.Errors)
+		m.BudgetTokens = register(reg, m.BudgetTokens)
+		m.BreakerState = register(reg, m.BreakerState)
+		m.RateLimited = register(reg, m.RateLimited)
+		m.Retries = register(reg, m.Retries)
+		m.BudgetFallbacks = register(reg, m.BudgetFallbacks)
+	}
+	return m
+}
+
+// register registers c with reg. If an identical collector is already
+// registered it returns that one, so two Metrics on one registry share
+// their series; other registration errors leave c unregistered.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing
+		}
+	}
+	return c
+}

@@ -1,0 +1,246 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// RedisBudget is a Budget shared by every gateway instance through Redis:
+// per-minute and per-day fixed UTC windows and the upstream's 429 back-off,
+// kept under "<prefix>ub:{acct}:*" keys that all carry a TTL, and updated by
+// Lua scripts that read Redis TIME (so instance clocks do not matter). When
+// Redis fails, the fallback budget answers and the fallback is counted.
+// Build it with NewRedisBudget; the zero value is not usable.
+type RedisBudget struct {
+	rdb      redis.Scripter
+	keys     []string // minute window, day window, block-until
+	perMin   int64
+	perDay   int64
+	reserve  float64
+	timeout  time.Duration
+	fallback Budget
+	log      *zap.Logger
+	metrics  *Metrics
+
+	minuteLeft atomic.Int64 // tokens left as of the last Redis answer; -1 unlimited
+	dayLeft    atomic.Int64
+}
+
+var (
+	_ Budget        = (*RedisBudget)(nil)
+	_ tokenReporter = (*RedisBudget)(nil)
+)
+
+// defaultRedisTimeout bounds one Redis budget operation when the caller
+// passes no timeout.
+const defaultRedisTimeout = 200 * time.Millisecond
+
+// NewRedisBudget returns a RedisBudget for cfg (its Plan preset applied).
+// Keys start with prefix (which may carry a {hash tag} for Redis Cluster);
+// timeout bounds each Redis call (0 means 200 ms). fallback answers while
+// Redis fails and also sees every Observe, so it is warm when needed; a
+// local budget at this instance's share is the usual choice. client and
+// fallback are required; log nil discards logs, m nil uses unregistered
+// metrics.
+func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix string, timeout time.Duration,
+	fallback Budget, log *zap.Logger, m *Metrics) (*RedisBudget, error) {
+	if client == nil {
+		return nil, errors.New("upstream: redis budget needs a client")
+	}
+	if fallback == nil {
+		return nil, errors.New("upstream: redis budget needs a fallback budget")
+	}
+	if timeout < 0 {
+		return nil, errors.New("upstream: redis budget timeout must be >= 0")
+	}
+	if err := validateBudget(cfg); err != nil {
+		return nil, err
+	}
+	if timeout == 0 {
+		timeout = defaultRedisTimeout
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	cfg = cfg.Resolved()
+	base := prefix + "ub:{acct}:"
+	b := &RedisBudget{
+		rdb:      client,
+		keys:     []string{base + "minute", base + "day", base + "block"},
+		perMin:   int64(cfg.PerMinute),
+		perDay:   int64(cfg.PerDay),
+		reserve:  cfg.RefreshReserve,
+		timeout:  timeout,
+		fallback: fallback,
+		log:      log.Named("upstream.budget"),
+		metrics:  m,
+	}
+	b.minuteLeft.Store(unlimitedOr(b.perMin))
+	b.dayLeft.Store(unlimitedOr(b.perDay))
+	return b, nil
+}
+
+func unlimitedOr(limit int64) int64 {
+	if limit == 0 {
+		return -1
+	}
+	return limit
+}
+
+// luaPrelude reads Redis TIME in milliseconds and loads a window hash
+// {w = window start ms, n = tokens used}; a stale window counts as unused.
+const luaPrelude = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function load(key, len)
+  local w = now - (now % len)
+  local v = redis.call('HMGET', key, 'w', 'n')
+  local n = 0
+  if tonumber(v[1]) == w then n = tonumber(v[2]) or 0 end
+  return w, n
+end
+local function save(key, w, n, len)
+  redis.call('HSET', key, 'w', w, 'n', n)
+  redis.call('PEXPIREAT', key, w + 2 * len)
+end
+`
+
+// takeScript spends one token from both windows unless blocked, exhausted
+// or (background) into the reserve.
+// KEYS: minute, day, block. ARGV: per_minute, per_day, background (0/1),
+// reserve. Returns {ok, wait_ms, minute_left, day_left} (left -1: unlimited).
+var takeScript = redis.NewScript(luaPrelude + `
+local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local mw, mn = load(KEYS[1], 60000)
+local dw, dn = load(KEYS[2], 86400000)
+local ml, dl = -1, -1
+if pm > 0 then ml = math.max(pm - mn, 0) end
+if pd > 0 then dl = math.max(pd - dn, 0) end
+local blk = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+if blk > now then return {0, blk - now, ml, dl} end
+local function allows(limit, used)
+  if limit == 0 then return true end
+  local left = limit - used - 1
+  if left < 0 then return false end
+  return (not bg) or left >= reserve * limit
+end
+local wait = 0
+if not allows(pm, mn) then wait = mw + 60000 - now end
+if not allows(pd, dn) then wait = dw + 86400000 - now end
+if wait > 0 then return {0, wait, ml, dl} end
+if pm > 0 then save(KEYS[1], mw, mn + 1, 60000); ml = ml - 1 end
+if pd > 0 then save(KEYS[2], dw, dn + 1, 86400000); dl = dl - 1 end
+return {1, 0, ml, dl}
+`)
+
+// observeScript reconciles with the upstream's headers and records a
+// block, with the same rules as blockUntil but on Redis TIME. KEYS:
+// minute, day, block. ARGV: per_minute, per_day, minute_remaining,
+// day_remaining (-1: absent), is_429 (0/1), minute_reset_ms, day_reset_ms
+// (0: absent), max_block_ms. A block only ever extends an existing one.
+// Returns 1.
+var observeScript = redis.NewScript(luaPrelude + `
+local pm, pd = tonumber(ARGV[1]), tonumber(ARGV[2])
+local mr, dr, is429 = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local mreset, dreset, maxblock = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+if pm > 0 and mr >= 0 then
+  local w, n = load(KEYS[1], 60000)
+  if pm - mr > n then save(KEYS[1], w, pm - mr, 60000) end
+end
+if pd > 0 and dr >= 0 then
+  local w, n = load(KEYS[2], 86400000)
+  if pd - dr > n then save(KEYS[2], w, pd - dr, 86400000) end
+end
+local untilms = 0
+if is429 or mr == 0 then
+  untilms = mreset
+  if untilms <= now then untilms = now - (now % 60000) + 60000 end
+end
+if dr == 0 then
+  local de = dreset
+  if de <= now then de = now - (now % 86400000) + 86400000 end
+  if de > untilms then untilms = de end
+end
+if untilms > now + maxblock then untilms = now + maxblock end
+if untilms > now then
+  local blk = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+  if untilms > blk then redis.call('SET', KEYS[3], untilms, 'PX', untilms - now) end
+end
+return 1
+`)
+
+// Take implements Budget. On a Redis error it answers from the fallback.
+func (b *RedisBudget) Take(ctx context.Context, background bool) (bool, time.Duration, error) {
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	bg := 0
+	if background {
+		bg = 1
+	}
+	res, err := takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve).Int64Slice()
+	if err == nil && len(res) != 4 {
+		err = fmt.Errorf("unexpected reply of %d values", len(res))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, 0, fmt.Errorf("upstream: budget: %w", ctx.Err())
+		}
+		b.fellBack("take", err)
+		return b.fallback.Take(ctx, background)
+	}
+	b.minuteLeft.Store(res[2])
+	b.dayLeft.Store(res[3])
+	if res[0] != 1 {
+		return false, time.Duration(res[1]) * time.Millisecond, nil
+	}
+	return true, 0, nil
+}
+
+// Observe implements Budget. The fallback always observes too; a Redis
+// error is logged and counted.
+func (b *RedisBudget) Observe(ctx context.Context, h http.Header, status int) {
+	b.fallback.Observe(ctx, h, status)
+	rh := parseRateHeaders(h)
+	is429 := 0
+	if status == http.StatusTooManyRequests {
+		is429 = 1
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	err := observeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay,
+		rh.minuteRemaining, rh.dayRemaining, is429, unixMilli(rh.minuteReset), unixMilli(rh.dayReset),
+		maxBlock.Milliseconds()).Err()
+	if err != nil {
+		b.fellBack("observe", err)
+	}
+}
+
+func (b *RedisBudget) fellBack(op string, err error) {
+	b.metrics.BudgetFallbacks.Inc()
+	if ce := b.log.Check(zap.WarnLevel, "redis budget failed; using the local fallback"); ce != nil {
+		ce.Write(zap.String("op", op), zap.Error(err))
+	}
+}
+
+// tokens reports the tokens left as of the last Redis answer.
+func (b *RedisBudget) tokens() (minute, day int64) {
+	return b.minuteLeft.Load(), b.dayLeft.Load()
+}
+
+// unixMilli returns t in unix milliseconds, 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
