@@ -38,3 +38,29 @@ type Policy struct {
 	Daily     int64   `yaml:"daily"`
 	Monthly   int64   `yaml:"monthly"`
 }
+
+// Endpoint names accepted by Costs.For.
+const (
+	EndpointList    = "list"
+	EndpointSeries  = "series"
+	EndpointWhatsup = "whatsup"
+	EndpointTSV     = "tsv"
+)
+
+// For returns the cost of one request to endpoint ("list", "series",
+// "whatsup" or "tsv"). An unknown endpoint, or a cost configured below 1,
+// costs 1, so every admitted request costs something.
+func (c Costs) For(endpoint string) int {
+	var n int
+	switch endpoint {
+	case EndpointList:
+		n = c.List
+	case EndpointSeries:
+		n = c.Series
+	case EndpointWhatsup:
+		n = c.Whatsup
+	case EndpointTSV:
+		n = c.TSV
+	}
+	return max(n, 1)
+}

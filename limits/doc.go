@@ -1,2 +1,17 @@
-// Package limits holds per-key rate limits and quotas.
+// Package limits holds per-key rate limits and quotas: a cost-weighted token
+// bucket per key, daily and monthly quotas over UTC calendar windows that are
+// reserved at admission and refunded when a response is not delivered, the
+// RateLimit header fields, and a per-IP budget for failed authentication.
+//
+// Two Limiter implementations exist: Local keeps state in memory for one
+// instance; Redis shares the same semantics between all instances through
+// Lua scripts (GCRA for the rate, atomic counters for quotas) and falls back
+// to a Local at a configured share while Redis is unavailable, journaling
+// quota changes and replaying them exactly once when Redis answers again.
+//
+// Header fields follow draft-ietf-httpapi-ratelimit-headers-11 (May 2026,
+// the latest revision found): RateLimit-Policy is a structured-field List of
+// policies with q (quota) and w (window, seconds); RateLimit is a List of the
+// same policy names with r (remaining) and t (seconds until the quota is
+// restored). See Decision.SetHeaders.
 package limits

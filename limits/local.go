@@ -1,0 +1,284 @@
+package limits
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"trendgate/internal/clock"
+)
+
+// Local is the in-memory Limiter of one instance. One mutex guards one map
+// from key id to state; the critical section is a map lookup, a bucket
+// update and two counter updates, so contention stays short.
+//
+// Memory: a key's token bucket is evicted when idle for IdleAfter (an idle
+// bucket would be full again, so nothing is lost) and, when more than
+// MaxKeys buckets exist, the least recently used bucket is evicted first.
+// Quota counters are never evicted before their window ends, because that
+// would reset the key's quota; they are a few words per key, and only
+// authenticated keys ever get state, so they are bounded by the configured
+// keys. Use NewLocal; the zero value is not usable.
+type Local struct {
+	cfg Config
+	clk clock.Clock
+	m   *Metrics
+
+	mu        sync.Mutex           // guards keys, lru and lastSweep
+	keys      map[string]*keyState // key id -> state
+	lru       *list.List           // of *keyState holding a bucket; front = most recently used
+	lastSweep time.Time
+}
+
+// keyState is one key's limiter state. Guarded by Local.mu.
+type keyState struct {
+	key string
+
+	bucket   *rate.Limiter // nil when the key has no bucket (evicted or no rate limit)
+	limit    float64       // the bucket's configured rate and burst, to spot policy changes
+	burst    int
+	elem     *list.Element // in Local.lru while bucket != nil
+	lastUsed time.Time
+
+	day, month         int   // window ids the counters belong to
+	dayUsed, monthUsed int64 // quota units reserved in those windows
+}
+
+// NewLocal returns an in-memory limiter. cfg must be valid; a nil clk is
+// clock.Real{}; a nil m gets an unregistered Metrics.
+func NewLocal(cfg Config, clk clock.Clock, m *Metrics) (*Local, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("limits: invalid config: %w", err)
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &Local{
+		cfg:       cfg,
+		clk:       clk,
+		m:         m.orNew(),
+		keys:      make(map[string]*keyState),
+		lru:       list.New(),
+		lastSweep: clk.Now(),
+	}, nil
+}
+
+// Admit implements Limiter. The quota check comes first (monthly, then
+// daily), then the rate; only when all pass are tokens taken and quota
+// reserved. A cost larger than the burst is refused as rate_limited with a
+// Retry-After of one full refill, since it can never pass.
+func (l *Local) Admit(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
+	if err := checkArgs(key, cost); err != nil {
+		return Decision{}, err
+	}
+	if err := p.Validate(); err != nil {
+		return Decision{}, fmt.Errorf("limits: invalid policy: %w", err)
+	}
+	now := l.clk.Now()
+	d := l.admit(key, p, cost, now)
+	l.m.decision(d)
+	if d.Allowed {
+		l.m.reserved(key, d)
+	}
+	return d, nil
+}
+
+func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
+	if p.PerSecond > 0 {
+		p.Burst = effectiveBurst(p)
+	}
+	d := Decision{Policy: p}
+	w := windowAt(now)
+	if p.PerSecond == 0 && p.Daily == 0 && p.Monthly == 0 {
+		d.Allowed = true // nothing to enforce: create no state
+		d.fillQuota(p, w, now, 0, 0)
+		return d
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maybeSweepLocked(now)
+
+	st := l.keys[key]
+	if st == nil {
+		st = &keyState{key: key}
+		l.keys[key] = st
+	}
+	st.lastUsed = now
+	if st.day != w.day {
+		st.day, st.dayUsed = w.day, 0
+	}
+	if st.month != w.month {
+		st.month, st.monthUsed = w.month, 0
+	}
+
+	// Rate: look, do not take yet.
+	var tokens float64
+	if p.PerSecond > 0 {
+		b := l.bucketLocked(st, p, now)
+		tokens = b.TokensAt(now)
+	}
+
+	reason, retry := quotaCheck(p, w, now, st.dayUsed, st.monthUsed, cost)
+	if reason == "" && p.PerSecond > 0 {
+		switch {
+		case cost > p.Burst:
+			reason, retry = ReasonRate, neverFits(p)
+		case tokens < float64(cost):
+			reason, retry = ReasonRate, durationForTokens(float64(cost)-tokens, p.PerSecond)
+		}
+	}
+
+	if reason == "" {
+		d.Allowed = true
+		if p.PerSecond > 0 {
+			st.bucket.AllowN(now, cost) // cannot fail: checked above under l.mu
+			tokens -= float64(cost)
+		}
+		if p.Daily > 0 {
+			st.dayUsed += int64(cost)
+			d.DayReserved = int64(cost)
+		}
+		if p.Monthly > 0 {
+			st.monthUsed += int64(cost)
+			d.MonthReserved = int64(cost)
+		}
+	} else {
+		d.Reason, d.RetryAfter = reason, retry
+	}
+	if p.PerSecond > 0 {
+		d.BurstRemaining = max(int(math.Floor(tokens)), 0)
+		d.BurstReset = durationForTokens(float64(p.Burst)-tokens, p.PerSecond)
+	}
+	d.fillQuota(p, w, now, st.dayUsed, st.monthUsed)
+	return d
+}
+
+// bucketLocked returns st's bucket for p, creating it (and evicting the least
+// recently used buckets beyond MaxKeys) or adjusting it to a changed policy.
+// l.mu must be held.
+func (l *Local) bucketLocked(st *keyState, p Policy, now time.Time) *rate.Limiter {
+	if st.bucket == nil {
+		st.bucket = rate.NewLimiter(rate.Limit(p.PerSecond), p.Burst)
+		st.limit, st.burst = p.PerSecond, p.Burst
+		st.elem = l.lru.PushFront(st)
+		for l.lru.Len() > l.cfg.MaxKeys {
+			l.dropBucketLocked(l.lru.Back().Value.(*keyState))
+		}
+		return st.bucket
+	}
+	l.lru.MoveToFront(st.elem)
+	if st.limit != p.PerSecond {
+		st.bucket.SetLimitAt(now, rate.Limit(p.PerSecond))
+		st.limit = p.PerSecond
+	}
+	if st.burst != p.Burst {
+		st.bucket.SetBurstAt(now, p.Burst)
+		st.burst = p.Burst
+	}
+	return st.bucket
+}
+
+// dropBucketLocked evicts st's bucket, keeping its quota counters.
+// l.mu must be held.
+func (l *Local) dropBucketLocked(st *keyState) {
+	l.lru.Remove(st.elem)
+	st.elem, st.bucket = nil, nil
+	l.m.BucketsEvicted.Inc()
+}
+
+// Refund implements Limiter: it gives back the quota units d reserved, if
+// their windows are still current. It never takes a counter below zero.
+func (l *Local) Refund(ctx context.Context, key string, d Decision) error {
+	if key == "" {
+		return ErrInvalidKey
+	}
+	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {
+		return nil
+	}
+	l.mu.Lock()
+	if st := l.keys[key]; st != nil {
+		if d.DayReserved > 0 && st.day == d.Day {
+			st.dayUsed = max(st.dayUsed-d.DayReserved, 0)
+		}
+		if d.MonthReserved > 0 && st.month == d.Month {
+			st.monthUsed = max(st.monthUsed-d.MonthReserved, 0)
+		}
+	}
+	l.mu.Unlock()
+	l.m.refunded(key, d)
+	return nil
+}
+
+// Sweep evicts the buckets of keys idle for IdleAfter and the state of keys
+// whose quota windows have ended, and returns the number of keys that lost
+// their bucket or all their state. Admit also sweeps on its own once per IdleAfter.
+func (l *Local) Sweep(now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sweepLocked(now)
+}
+
+func (l *Local) maybeSweepLocked(now time.Time) {
+	if now.Sub(l.lastSweep) >= l.cfg.IdleAfter {
+		l.sweepLocked(now)
+	}
+}
+
+func (l *Local) sweepLocked(now time.Time) int {
+	l.lastSweep = now
+	w := windowAt(now)
+	n := 0
+	for k, st := range l.keys {
+		evicted := false
+		if st.bucket != nil && now.Sub(st.lastUsed) >= l.cfg.IdleAfter {
+			l.dropBucketLocked(st)
+			evicted = true
+		}
+		if st.day != w.day {
+			st.dayUsed = 0
+		}
+		if st.month != w.month {
+			st.monthUsed = 0
+		}
+		if st.bucket == nil && st.dayUsed == 0 && st.monthUsed == 0 {
+			delete(l.keys, k)
+			evicted = true
+		}
+		if evicted {
+			n++
+		}
+	}
+	return n
+}
+
+// usage returns the units reserved for key in the windows containing now.
+// It is for tests and the Redis fallback's bookkeeping.
+func (l *Local) usage(key string, now time.Time) (day, month int64) {
+	w := windowAt(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := l.keys[key]
+	if st == nil {
+		return 0, 0
+	}
+	if st.day == w.day {
+		day = st.dayUsed
+	}
+	if st.month == w.month {
+		month = st.monthUsed
+	}
+	return day, month
+}
+
+// counts returns the number of keys with state and of buckets held.
+func (l *Local) counts() (keys, buckets int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys), l.lru.Len()
+}

@@ -1,0 +1,121 @@
+package limits
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Result label values of Metrics.Decisions.
+const (
+	resultAllowed = "allowed"
+	resultRate    = "rate_limited"
+	resultDaily   = "daily"
+	resultMonthly = "monthly"
+)
+
+// Metrics are the Prometheus collectors of this package. A nil *Metrics
+// passed to a constructor is replaced by an unregistered set.
+type Metrics struct {
+	// Decisions counts Admit outcomes by result (allowed, rate_limited,
+	// daily, monthly).
+	Decisions *prometheus.CounterVec
+	// QuotaReserved and QuotaRefunded count quota units per key id
+	// (label key_id; bounded by the configured keys, since only
+	// authenticated keys are admitted). Units charged = reserved - refunded.
+	QuotaReserved *prometheus.CounterVec
+	QuotaRefunded *prometheus.CounterVec
+	// BucketsEvicted counts per-key buckets dropped by Sweep or MaxKeys.
+	BucketsEvicted prometheus.Counter
+	// AuthFailuresBlocked counts requests refused because their IP had no
+	// failed-auth budget left.
+	AuthFailuresBlocked prometheus.Counter
+	// RedisFallbacks counts Admit and Refund calls served by the local
+	// fallback because Redis was unavailable.
+	RedisFallbacks prometheus.Counter
+	// RedisAvailable is 1 while Redis answers, 0 while the breaker is open.
+	RedisAvailable prometheus.Gauge
+	// JournalSize is the number of quota changes waiting to be replayed
+	// into Redis.
+	JournalSize prometheus.Gauge
+}
+
+// NewMetrics builds the collectors and registers them with reg; a nil reg
+// leaves them unregistered.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "decisions_total",
+			Help: "Admission decisions by result (allowed, rate_limited, daily, monthly).",
+		}, []string{"result"}),
+		QuotaReserved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "quota_units_reserved_total",
+			Help: "Quota units reserved at admission, per key id.",
+		}, []string{"key_id"}),
+		QuotaRefunded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "quota_units_refunded_total",
+			Help: "Quota units given back for undelivered responses, per key id.",
+		}, []string{"key_id"}),
+		BucketsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "buckets_evicted_total",
+			Help: "Per-key token buckets evicted (idle or over max_keys).",
+		}),
+		AuthFailuresBlocked: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "auth_failures_blocked_total",
+			Help: "Requests refused because their client IP exhausted its failed-auth budget.",
+		}),
+		RedisFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "redis_fallbacks_total",
+			Help: "Limiter calls served by the local fallback while Redis was unavailable.",
+		}),
+		RedisAvailable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "redis_available",
+			Help: "1 while the limits Redis answers, 0 while its breaker is open.",
+		}),
+		JournalSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "trendgate", Subsystem: "limits", Name: "journal_entries",
+			Help: "Quota changes journaled during a Redis outage, waiting for replay.",
+		}),
+	}
+	// Pre-create the result series so they read 0 before the first event.
+	for _, r := range []string{resultAllowed, resultRate, resultDaily, resultMonthly} {
+		m.Decisions.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.Decisions, m.QuotaReserved, m.QuotaRefunded, m.BucketsEvicted,
+			m.AuthFailuresBlocked, m.RedisFallbacks, m.RedisAvailable, m.JournalSize)
+	}
+	return m
+}
+
+// orNew returns m, or a fresh unregistered set when m is nil.
+func (m *Metrics) orNew() *Metrics {
+	if m == nil {
+		return NewMetrics(nil)
+	}
+	return m
+}
+
+// decision records the outcome of one Admit.
+func (m *Metrics) decision(d Decision) {
+	r := resultAllowed
+	switch d.Reason {
+	case ReasonRate:
+		r = resultRate
+	case ReasonDaily:
+		r = resultDaily
+	case ReasonMonthly:
+		r = resultMonthly
+	}
+	m.Decisions.WithLabelValues(r).Inc()
+}
+
+// reserved records quota units reserved for key.
+func (m *Metrics) reserved(key string, d Decision) {
+	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
+		m.QuotaReserved.WithLabelValues(key).Add(float64(n))
+	}
+}
+
+// refunded records quota units given back for key.
+func (m *Metrics) refunded(key string, d Decision) {
+	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
+		m.QuotaRefunded.WithLabelValues(key).Add(float64(n))
+	}
+}
