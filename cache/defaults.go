@@ -1,6 +1,10 @@
 package cache
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // DefaultConfig returns the cache defaults from DESIGN.md.
 func DefaultConfig() Config {
@@ -23,5 +27,45 @@ func DefaultConfig() Config {
 }
 
 // Validate reports every problem in c. Each error text starts with the
-// field's YAML path relative to the cache section.
-func (c Config) Validate() error { return nil } // TODO(cache helper): implement
+// field's YAML path relative to the cache section, e.g.
+// "ttl.list: must be > 0"; all problems are joined with errors.Join.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(path, msg string) { errs = append(errs, fmt.Errorf("%s: %s", path, msg)) }
+	if c.MaxBytes <= 0 {
+		bad("max_bytes", "must be > 0")
+	}
+	if c.StaleWhileRevalidate < 0 {
+		bad("stale_while_revalidate", "must be >= 0")
+	}
+	if c.MaxStale < 0 {
+		bad("max_stale", "must be >= 0")
+	}
+	if c.StaleWhileRevalidate >= 0 && c.MaxStale >= 0 && c.StaleWhileRevalidate > c.MaxStale {
+		bad("stale_while_revalidate", fmt.Sprintf("must be <= max_stale (%s)", c.MaxStale))
+	}
+	if c.FetchTimeout <= 0 {
+		bad("fetch_timeout", "must be > 0")
+	}
+	positive := []struct {
+		path string
+		d    time.Duration
+	}{
+		{"ttl.list", c.TTL.List},
+		{"ttl.whatsup", c.TTL.Whatsup},
+		{"ttl.series_hour_max", c.TTL.SeriesHourMax},
+		{"ttl.series_day", c.TTL.SeriesDay},
+		{"ttl.series_closed", c.TTL.SeriesClosed},
+		{"ttl.tsv", c.TTL.TSV},
+		{"ttl.negative", c.TTL.Negative},
+	}
+	for _, p := range positive {
+		if p.d <= 0 {
+			bad(p.path, "must be > 0")
+		}
+	}
+	if c.TTL.Settle < 0 {
+		bad("ttl.settle", "must be >= 0")
+	}
+	return errors.Join(errs...)
+}

@@ -1,2 +1,11 @@
-// Package cache is trendgate's response cache.
+// Package cache is trendgate's response cache: one entry per canonical
+// request holding the upstream's full validated representation, with the
+// gateway's own freshness rules (fresh, stale-while-revalidate,
+// stale-if-error), coalesced fetches, a byte-bounded local tier (ristretto)
+// and an optional shared tier in Redis with cross-instance leases.
+//
+// Freshness is decided here, from an injected clock; the backing stores only
+// hold entries and may drop them at any time (ristretto may drop a Set, Redis
+// may be unreachable), so nothing in this package depends on a Set being
+// visible.
 package cache

@@ -1,0 +1,400 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"trendgate/internal/clock"
+)
+
+// Sentinel errors callers may branch on.
+var (
+	// ErrClosed is returned for fetches requested after Close.
+	ErrClosed = errors.New("cache: closed")
+	// ErrNoEntry is returned when a Fetcher returns neither an entry nor an
+	// error.
+	ErrNoEntry = errors.New("cache: fetcher returned no entry")
+	// ErrKeyMismatch is returned when a Fetcher returns an entry for another
+	// key; it is not cached.
+	ErrKeyMismatch = errors.New("cache: fetched entry has another key")
+)
+
+// Fetcher fetches the upstream answer for one key. background is true for a
+// stale-while-revalidate refresh nobody waits on. A non-nil error means
+// "do not cache"; the entry's FreshUntil must be set by the fetcher.
+type Fetcher func(ctx context.Context, background bool) (*Entry, error)
+
+// Option configures a Cache.
+type Option func(*Cache)
+
+// defaultLeaseWait bounds how long a fill waits for another instance's fetch.
+const defaultLeaseWait = 5 * time.Second
+
+// leasePoll is how often a fill waiting on another instance's lease looks in
+// the shared tier.
+const leasePoll = 20 * time.Millisecond
+
+// WithLease turns on cross-instance coalescing: before fetching a missing
+// key, a fill acquires l; if another instance holds it, the fill polls
+// shared (every ~20ms, for at most wait, default 5s when wait <= 0) for the
+// entry that instance is fetching, and fetches itself if none appears. Lease
+// errors just fetch. A nil l or shared leaves the option off.
+func WithLease(l Lease, shared Store, wait time.Duration) Option {
+	return func(c *Cache) {
+		if l == nil || shared == nil {
+			return
+		}
+		if wait <= 0 {
+			wait = defaultLeaseWait
+		}
+		c.lease, c.leaseShared, c.leaseWait = l, shared, wait
+	}
+}
+
+// Cache answers Gets from a Store with the gateway's freshness rules,
+// coalescing concurrent fetches of a key into one, serving stale entries
+// while refreshing them, and serving stale on fetch errors. Use New; the zero
+// value is not usable. Safe for concurrent use.
+type Cache struct {
+	cfg   Config
+	store Store
+	clk   clock.Clock
+	log   *zap.Logger
+	m     *Metrics
+	group singleflight.Group
+
+	lease       Lease         // nil: no cross-instance coalescing
+	leaseShared Store         // where another instance's result appears
+	leaseWait   time.Duration // bound on waiting for it
+
+	ctx    context.Context    // cancelled by Close; parent of every fetch's cancellation
+	cancel context.CancelFunc // cancels ctx
+
+	mu         sync.Mutex          // guards closed, refreshing and wg.Add
+	closed     bool                // no fill starts once set
+	refreshing map[string]struct{} // keys with a background refresh running
+	wg         sync.WaitGroup      // fills and refreshes in flight
+}
+
+// New returns a Cache over store. cfg must be valid; a nil clk is the real
+// clock, a nil log discards, a nil m is an unregistered Metrics. If store is
+// a Retainer it is told cfg.MaxStale.
+func New(cfg Config, store Store, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Option) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("cache: config: %w", err)
+	}
+	if store == nil {
+		return nil, errors.New("cache: nil store")
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if r, ok := store.(Retainer); ok {
+		r.SetRetention(cfg.MaxStale)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Cache{
+		cfg:        cfg,
+		store:      store,
+		clk:        clk,
+		log:        log.Named("cache"),
+		m:          orNew(m),
+		ctx:        ctx,
+		cancel:     cancel,
+		refreshing: make(map[string]struct{}),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Get returns the entry for key: fresh → Hit; within StaleWhileRevalidate
+// after FreshUntil → Stale at once, with one background refresh; within
+// MaxStale → a coalesced fetch, serving the stale entry (StaleIfError) if it
+// fails; otherwise (or absent) a coalesced fetch whose error is returned. A
+// caller whose ctx ends while waiting gets ctx.Err(); the fetch goes on for
+// the others.
+func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, error) {
+	now := c.clk.Now()
+	e, ok := c.store.Get(ctx, key)
+	if ok {
+		switch {
+		case now.Before(e.FreshUntil):
+			c.m.hits.Inc()
+			return Result{Entry: e, Outcome: Hit}, nil
+		case now.Before(e.FreshUntil.Add(c.cfg.StaleWhileRevalidate)):
+			c.m.stale.Inc()
+			c.refresh(ctx, key, fetch)
+			return Result{Entry: e, Outcome: Stale}, nil
+		case !now.Before(e.FreshUntil.Add(c.cfg.MaxStale)):
+			ok = false // too old to serve even on error: a plain miss
+		}
+	}
+	got, coalesced, err := c.fill(ctx, key, fetch)
+	if err != nil {
+		if ok && ctx.Err() == nil {
+			c.m.staleIfError.Inc()
+			return Result{Entry: e, Outcome: StaleIfError, Coalesced: coalesced, Err: err}, nil
+		}
+		return Result{Coalesced: coalesced}, err
+	}
+	if got.fetched {
+		c.m.misses.Inc()
+		return Result{Entry: got.e, Outcome: Miss, Coalesced: coalesced}, nil
+	}
+	c.m.hits.Inc() // another fill stored it between our look and the fill's
+	return Result{Entry: got.e, Outcome: Hit, Coalesced: coalesced}, nil
+}
+
+// Peek returns the stored entry for key, fresh or stale but not beyond
+// MaxStale, without fetching or counting.
+func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {
+	e, ok := c.store.Get(ctx, key)
+	if !ok || !c.clk.Now().Before(e.FreshUntil.Add(c.cfg.MaxStale)) {
+		return nil, false
+	}
+	return e, true
+}
+
+// Purge removes what sel selects and returns how many entries were removed
+// (best effort: a topic's count may include keys already gone). Purging by
+// topic needs a store implementing TopicIndex.
+func (c *Cache) Purge(ctx context.Context, sel Selector) int {
+	if sel.All {
+		n := 0
+		if l, ok := c.store.(interface{ Len() int }); ok {
+			n = l.Len()
+		}
+		c.store.Clear(ctx)
+		return n
+	}
+	n := 0
+	if sel.Key != "" {
+		if _, ok := c.store.Get(ctx, sel.Key); ok {
+			n++
+		}
+		c.store.Delete(ctx, sel.Key)
+	}
+	if sel.Topic != "" {
+		if ti, ok := c.store.(TopicIndex); ok {
+			for _, k := range ti.TopicKeys(ctx, sel.Topic) {
+				if k == sel.Key {
+					continue
+				}
+				c.store.Delete(ctx, k)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Close cancels every fetch in flight, stops background refreshes and waits
+// for them, bounded by ctx. Gets after Close still serve stored entries but
+// fetches fail with ErrClosed.
+func (c *Cache) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	done := make(chan struct{})
+	go func() { // ends when the cancelled fills return
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("cache: close: %w", ctx.Err())
+	}
+}
+
+// refresh starts one background refresh of key unless one is running.
+func (c *Cache) refresh(ctx context.Context, key string, fetch Fetcher) {
+	c.mu.Lock()
+	if _, running := c.refreshing[key]; running || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.refreshing[key] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	c.m.refreshes.Inc()
+	detached := context.WithoutCancel(ctx)
+	go func() { // owned by c: ends when the fill does, which Close cancels
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.refreshing, key)
+			c.mu.Unlock()
+		}()
+		ch := c.group.DoChan(key, func() (any, error) { return c.doFill(detached, key, fetch, true) })
+		if r := <-ch; r.Err != nil {
+			if ce := c.log.Check(zap.DebugLevel, "background refresh failed"); ce != nil {
+				ce.Write(zap.String("key", key), zap.Error(r.Err))
+			}
+		}
+	}()
+}
+
+// filled is what one fill hands to every waiter: ristretto may drop the Set,
+// so waiters never read it back from the store.
+type filled struct {
+	e       *Entry
+	fetched bool // false: found in the store by the fill's re-check
+}
+
+// fill runs (or joins) the coalesced fill of key and waits for it or ctx.
+func (c *Cache) fill(ctx context.Context, key string, fetch Fetcher) (filled, bool, error) {
+	leader := false
+	detached := context.WithoutCancel(ctx)
+	ch := c.group.DoChan(key, func() (any, error) {
+		leader = true // read only after the result is received
+		return c.doFill(detached, key, fetch, false)
+	})
+	select {
+	case r := <-ch:
+		if !leader {
+			c.m.coalesced.Inc()
+		}
+		if r.Err != nil {
+			return filled{}, !leader, r.Err
+		}
+		return r.Val.(filled), !leader, nil
+	case <-ctx.Done():
+		return filled{}, false, ctx.Err()
+	}
+}
+
+// doFill is the body of one coalesced fill. It runs on a context detached
+// from the caller, with FetchTimeout, cancelled by Close.
+func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, background bool) (filled, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return filled{}, ErrClosed
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	defer c.wg.Done()
+
+	ctx, cancel := context.WithTimeout(parent, c.cfg.FetchTimeout)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+
+	// singleflight only merges calls that overlap: a caller that looked just
+	// before the previous fill stored its entry starts a new fill, so look
+	// again before paying for a fetch.
+	if e, ok := c.freshIn(ctx, c.store, key); ok {
+		return filled{e: e}, nil
+	}
+	if c.lease != nil {
+		release, e, ok := c.awaitLease(ctx, key)
+		if ok {
+			return filled{e: e, fetched: true}, nil
+		}
+		if release != nil {
+			defer release()
+		}
+	}
+	e, err := fetch(ctx, background)
+	if err == nil {
+		err = c.check(e, key)
+	}
+	if err != nil {
+		c.m.fetchErrors.Inc()
+		return filled{}, err
+	}
+	c.store.Set(context.WithoutCancel(ctx), e)
+	return filled{e: e, fetched: true}, nil
+}
+
+// check validates a fetched entry before it is cached.
+func (c *Cache) check(e *Entry, key string) error {
+	switch {
+	case e == nil:
+		return ErrNoEntry
+	case e.Key == "":
+		e.Key = key // not shared with anyone yet
+	case e.Key != key:
+		return fmt.Errorf("%w: got %q, want %q", ErrKeyMismatch, e.Key, key)
+	}
+	if e.Fetched.IsZero() {
+		e.Fetched = c.clk.Now()
+	}
+	return nil
+}
+
+// freshIn returns key's entry from s if it is fresh now.
+func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool) {
+	e, ok := s.Get(ctx, key)
+	if !ok || !c.clk.Now().Before(e.FreshUntil) {
+		return nil, false
+	}
+	return e, true
+}
+
+// awaitLease acquires key's lease for this fill. When another instance holds
+// it, it polls the shared tier for that instance's result and returns it
+// (ok); otherwise it returns the release func to call after fetching (nil
+// when the lease could not be taken or failed: fetch anyway).
+func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok bool) {
+	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.FetchTimeout)
+	if err != nil {
+		if ce := c.log.Check(zap.DebugLevel, "cache lease failed; fetching"); ce != nil {
+			ce.Write(zap.String("key", key), zap.Error(err))
+		}
+		return nil, nil, false
+	}
+	if acquired {
+		// The previous holder may have stored and released between our
+		// look and our Acquire.
+		if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
+			release()
+			c.keepLocal(ctx, e)
+			return nil, e, true
+		}
+		return release, nil, false
+	}
+	wait, cancel := context.WithTimeout(ctx, c.leaseWait)
+	defer cancel()
+	t := time.NewTicker(leasePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-wait.Done():
+			c.m.leaseTimeout.Inc()
+			return nil, nil, false
+		case <-t.C:
+			if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
+				c.m.leaseShared.Inc()
+				c.keepLocal(ctx, e)
+				return nil, e, true
+			}
+		}
+	}
+}
+
+// keepLocal stores an entry read from the shared tier in the local one
+// (without writing it back to the shared tier when the store is Tiered).
+func (c *Cache) keepLocal(ctx context.Context, e *Entry) {
+	if t, ok := c.store.(*tiered); ok {
+		t.local.Set(ctx, e)
+		return
+	}
+	if c.store != c.leaseShared {
+		c.store.Set(ctx, e)
+	}
+}

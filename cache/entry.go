@@ -1,0 +1,191 @@
+package cache
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Entry is one cached upstream answer for one canonical request. Entries are
+// immutable once handed to a Store: readers share them, so neither Body nor
+// any other field may be changed afterwards; derived representations go in
+// the memo instead. The zero value is an empty, already stale entry.
+type Entry struct {
+	// Key is the canonical key, e.g. "v1|series|bitcoin|hour|1w||". Stores
+	// compare it on every read; a mismatch is a miss.
+	Key string
+	// Topic is the canonical topic ("" for the topics list); Purge by topic
+	// uses it.
+	Topic string
+	// Status is the upstream status stored: 200, or 404 for a negative entry.
+	Status int
+	// ContentType is the upstream's media type.
+	ContentType string
+	// Body is the upstream's full validated representation; never mutated.
+	Body []byte
+	// Generated is the upstream's generated time in unix seconds, 0 if
+	// unknown.
+	Generated int64
+	// Fetched is when the gateway received the answer (zero: unknown; the
+	// Cache fills it in from its clock).
+	Fetched time.Time
+	// FreshUntil is set by the fetcher (see Config.FreshUntil); the zero
+	// time means the entry is stale from the start.
+	FreshUntil time.Time
+
+	memo sync.Map // derived values, keyed by the gateway's own key types
+}
+
+// Memo returns the derived value stored under k, if any.
+func (e *Entry) Memo(k any) (any, bool) { return e.memo.Load(k) }
+
+// StoreMemo stores v under k unless a value is already there, and returns the
+// value now stored (LoadOrStore semantics). Memo values live and die with the
+// entry.
+func (e *Entry) StoreMemo(k, v any) (actual any) {
+	actual, _ = e.memo.LoadOrStore(k, v)
+	return actual
+}
+
+// Age returns how long ago the entry was fetched, never negative; 0 when
+// Fetched is unknown.
+func (e *Entry) Age(now time.Time) time.Duration {
+	if e.Fetched.IsZero() || now.Before(e.Fetched) {
+		return 0
+	}
+	return now.Sub(e.Fetched)
+}
+
+// Store is one cache tier. Implementations must be safe for concurrent use.
+// A Set may be silently dropped, so callers never depend on it being visible.
+type Store interface {
+	// Get returns the entry stored under key; an entry whose Key differs from
+	// key is a miss.
+	Get(ctx context.Context, key string) (*Entry, bool)
+	// Set stores e under e.Key, or drops it.
+	Set(ctx context.Context, e *Entry)
+	// Delete removes key.
+	Delete(ctx context.Context, key string)
+	// Clear removes everything.
+	Clear(ctx context.Context)
+}
+
+// TopicIndex is implemented by stores that can list the keys they hold for
+// one topic, which Cache.Purge needs to purge by topic. Stores without it
+// cannot be purged by topic.
+type TopicIndex interface {
+	// TopicKeys returns the canonical keys stored for topic (a superset is
+	// allowed: deleting a missing key is harmless).
+	TopicKeys(ctx context.Context, topic string) []string
+}
+
+// Retainer is implemented by stores with a memory backstop (a ristretto TTL,
+// a Redis PX): New tells them Config.MaxStale so the backstop never drops an
+// entry that could still be served stale.
+type Retainer interface {
+	// SetRetention sets how long after FreshUntil an entry must be kept.
+	SetRetention(maxStale time.Duration)
+}
+
+// Outcome says how a Get was answered. The zero value is Hit.
+type Outcome int
+
+// Outcomes of Cache.Get.
+const (
+	// Hit: a fresh entry was found.
+	Hit Outcome = iota
+	// Miss: the entry came from this caller's fetch or a coalesced wait on
+	// one.
+	Miss
+	// Stale: a stale entry was served at once while a background refresh
+	// runs.
+	Stale
+	// StaleIfError: the fetch failed and a stale entry was served instead.
+	StaleIfError
+)
+
+// String returns the outcome's log name: "hit", "miss", "stale" or
+// "stale-if-error".
+func (o Outcome) String() string {
+	switch o {
+	case Hit:
+		return "hit"
+	case Miss:
+		return "miss"
+	case Stale:
+		return "stale"
+	case StaleIfError:
+		return "stale-if-error"
+	}
+	return "unknown"
+}
+
+// Result is the answer of Cache.Get. The zero value has no entry.
+type Result struct {
+	// Entry is the entry served; never nil when Get returns a nil error.
+	Entry *Entry
+	// Outcome says how it was obtained.
+	Outcome Outcome
+	// Coalesced is true when this caller waited on another caller's fetch.
+	Coalesced bool
+	// Err is the fetch error behind a StaleIfError outcome, nil otherwise.
+	Err error
+}
+
+// Selector chooses what Cache.Purge removes: everything when All is set,
+// otherwise the entry with canonical Key (when not empty) and every entry of
+// Topic (when not empty). The zero value selects nothing.
+type Selector struct {
+	Key, Topic string
+	All        bool
+}
+
+// Class describes a request for the freshness rules of Config.FreshUntil.
+// The zero value is a "" endpoint, which is never fresh.
+type Class struct {
+	// Endpoint is one of "list", "whatsup", "series", "tsv".
+	Endpoint string
+	// Bucket is "hour" or "day" (series only).
+	Bucket string
+	// End is the end of an absolute window; zero when the window reaches
+	// now.
+	End time.Time
+	// Negative marks an unknown-topic answer (404 or empty data).
+	Negative bool
+}
+
+// closedAfter is how long after its end a series window counts as closed.
+const closedAfter = 2 * time.Hour
+
+// FreshUntil returns until when an answer of class cl fetched at now is
+// fresh. It is pure: negative answers get TTL.Negative; list, whatsup and
+// tsv their TTLs; series whose window ended more than 2h before now
+// TTL.SeriesClosed; daily series TTL.SeriesDay; hourly series reaching now
+// the next hour boundary plus TTL.Settle, capped at now+TTL.SeriesHourMax.
+// An unknown endpoint is fresh until now, i.e. never.
+func (c Config) FreshUntil(cl Class, now time.Time) time.Time {
+	if cl.Negative {
+		return now.Add(c.TTL.Negative)
+	}
+	switch cl.Endpoint {
+	case "list":
+		return now.Add(c.TTL.List)
+	case "whatsup":
+		return now.Add(c.TTL.Whatsup)
+	case "tsv":
+		return now.Add(c.TTL.TSV)
+	case "series":
+		if !cl.End.IsZero() && now.Sub(cl.End) > closedAfter {
+			return now.Add(c.TTL.SeriesClosed)
+		}
+		if cl.Bucket == "day" {
+			return now.Add(c.TTL.SeriesDay)
+		}
+		boundary := now.Truncate(time.Hour).Add(time.Hour).Add(c.TTL.Settle)
+		if capped := now.Add(c.TTL.SeriesHourMax); capped.Before(boundary) {
+			return capped
+		}
+		return boundary
+	}
+	return now
+}

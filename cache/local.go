@@ -1,0 +1,199 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// entryOverhead approximates the memory of an Entry beyond its byte fields
+// (struct, strings headers, memo map, ristretto bookkeeping).
+const entryOverhead = 256
+
+// avgEntryBytes sizes ristretto's admission counters: it wants about ten
+// counters per entry it expects to hold.
+const avgEntryBytes = 4 << 10
+
+// ErrInvalidMaxBytes is returned by NewLocal for a non-positive bound.
+var ErrInvalidMaxBytes = errors.New("cache: max bytes must be > 0")
+
+// Local is the in-process tier: a ristretto cache bounded by MaxBytes, with
+// entries costing len(Body)+len(Key)+a fixed overhead, and a key index per
+// topic for purging. Ristretto's TTL is only a memory backstop (FreshUntil
+// minus Fetched plus the retention); freshness is the Cache's. Use NewLocal;
+// the zero value is not usable.
+type Local struct {
+	rc        *ristretto.Cache[string, *Entry]
+	m         *Metrics
+	retention atomic.Int64 // time.Duration kept after FreshUntil
+	clearing  atomic.Bool  // set while Clear runs, so its removals are not counted as evictions
+
+	mu     sync.Mutex                     // guards keys and topics
+	keys   map[string]*keyRef             // key -> values ristretto holds or is admitting
+	topics map[string]map[string]struct{} // topic -> keys
+}
+
+// keyRef counts the values of one key that ristretto holds or has pending:
+// every value passed to a successful ristretto Set ends in exactly one
+// OnExit call, so the key is indexed exactly while refs > 0.
+type keyRef struct {
+	topic string
+	refs  int
+}
+
+var (
+	_ Store      = (*Local)(nil)
+	_ TopicIndex = (*Local)(nil)
+	_ Retainer   = (*Local)(nil)
+)
+
+// NewLocal returns a local tier holding at most maxBytes of entry cost. A nil
+// m gets an unregistered Metrics; a non-nil m reports this tier's bytes and
+// entries (the last Local built with m wins). Close it when done.
+func NewLocal(maxBytes int64, m *Metrics) (*Local, error) {
+	if maxBytes <= 0 {
+		return nil, ErrInvalidMaxBytes
+	}
+	l := &Local{
+		m:      orNew(m),
+		keys:   make(map[string]*keyRef),
+		topics: make(map[string]map[string]struct{}),
+	}
+	l.retention.Store(int64(DefaultConfig().MaxStale))
+	counters := max(maxBytes/avgEntryBytes*10, 1024)
+	rc, err := ristretto.NewCache(&ristretto.Config[string, *Entry]{
+		NumCounters:        counters,
+		MaxCost:            maxBytes,
+		BufferItems:        64,
+		IgnoreInternalCost: true, // entryOverhead is ours
+		OnEvict: func(it *ristretto.Item[*Entry]) {
+			if !l.clearing.Load() {
+				l.m.evictions.Inc()
+			}
+		},
+		OnExit: l.exit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cache: local tier: %w", err)
+	}
+	l.rc = rc
+	l.m.local.Store(l)
+	return l, nil
+}
+
+// cost is what e is charged against MaxBytes.
+func cost(e *Entry) int64 {
+	return int64(len(e.Body)+len(e.Key)+len(e.Topic)+len(e.ContentType)) + entryOverhead
+}
+
+// Get returns the entry for key; a stored entry with another Key is a miss.
+func (l *Local) Get(_ context.Context, key string) (*Entry, bool) {
+	e, ok := l.rc.Get(key)
+	if !ok || e == nil || e.Key != key {
+		return nil, false
+	}
+	return e, true
+}
+
+// Set offers e to ristretto, which may drop or reject it.
+func (l *Local) Set(_ context.Context, e *Entry) {
+	if e == nil || e.Key == "" {
+		return
+	}
+	ttl := time.Duration(l.retention.Load())
+	if !e.Fetched.IsZero() && e.FreshUntil.After(e.Fetched) {
+		ttl += e.FreshUntil.Sub(e.Fetched)
+	}
+	l.ref(e)
+	if !l.rc.SetWithTTL(e.Key, e, cost(e), ttl) {
+		l.exit(e) // dropped: ristretto will never report it
+	}
+}
+
+// Delete removes key.
+func (l *Local) Delete(_ context.Context, key string) { l.rc.Del(key) }
+
+// Clear removes everything; the removals are not counted as evictions.
+func (l *Local) Clear(_ context.Context) {
+	l.clearing.Store(true)
+	defer l.clearing.Store(false)
+	l.rc.Clear()
+}
+
+// TopicKeys returns the keys indexed for topic.
+func (l *Local) TopicKeys(_ context.Context, topic string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := make([]string, 0, len(l.topics[topic]))
+	for k := range l.topics[topic] {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// SetRetention sets how long after FreshUntil entries are kept at most.
+func (l *Local) SetRetention(maxStale time.Duration) { l.retention.Store(int64(maxStale)) }
+
+// Len returns the number of keys held or being admitted.
+func (l *Local) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.keys)
+}
+
+// Bytes returns the cost currently held, at most the configured maxBytes.
+func (l *Local) Bytes() int64 { return l.rc.MaxCost() - l.rc.RemainingCost() }
+
+// Wait blocks until ristretto has applied the Sets buffered so far (tests).
+func (l *Local) Wait() { l.rc.Wait() }
+
+// Close stops ristretto's goroutines and drops every entry.
+func (l *Local) Close() {
+	l.clearing.Store(true)
+	l.rc.Close()
+}
+
+func (l *Local) ref(e *Entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.keys[e.Key]
+	if r == nil {
+		r = &keyRef{topic: e.Topic}
+		l.keys[e.Key] = r
+		ks := l.topics[e.Topic]
+		if ks == nil {
+			ks = make(map[string]struct{})
+			l.topics[e.Topic] = ks
+		}
+		ks[e.Key] = struct{}{}
+	}
+	r.refs++
+}
+
+// exit is ristretto's OnExit: one value of e.Key left (or never entered).
+func (l *Local) exit(e *Entry) {
+	if e == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.keys[e.Key]
+	if r == nil {
+		return
+	}
+	if r.refs--; r.refs > 0 {
+		return
+	}
+	delete(l.keys, e.Key)
+	if ks := l.topics[r.topic]; ks != nil {
+		delete(ks, e.Key)
+		if len(ks) == 0 {
+			delete(l.topics, r.topic)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package cache
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the cache's Prometheus collectors. Build it with NewMetrics;
+// a nil *Metrics passed to a constructor is replaced by an unregistered one.
+type Metrics struct {
+	hits          prometheus.Counter
+	misses        prometheus.Counter
+	stale         prometheus.Counter
+	staleIfError  prometheus.Counter
+	coalesced     prometheus.Counter
+	fetchErrors   prometheus.Counter
+	refreshes     prometheus.Counter
+	evictions     prometheus.Counter
+	sharedHit     prometheus.Counter
+	sharedMiss    prometheus.Counter
+	sharedInvalid prometheus.Counter
+	sharedError   prometheus.Counter
+	leaseShared   prometheus.Counter
+	leaseTimeout  prometheus.Counter
+
+	local atomic.Pointer[Local] // the local tier the bytes/entries gauges read
+}
+
+// NewMetrics creates the cache collectors and registers them with reg; with
+// a nil reg they exist but are not registered. Registration conflicts are
+// ignored so that a reload may build a second set.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "trendgate", Subsystem: "cache", Name: name, Help: help})
+	}
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "requests_total",
+		Help: "Cache lookups by outcome (hit, miss, stale, stale-if-error).",
+	}, []string{"outcome"})
+	m.hits = requests.WithLabelValues(Hit.String())
+	m.misses = requests.WithLabelValues(Miss.String())
+	m.stale = requests.WithLabelValues(Stale.String())
+	m.staleIfError = requests.WithLabelValues(StaleIfError.String())
+	m.coalesced = counter("coalesced_waiters_total", "Callers that waited on another caller's fetch instead of fetching.")
+	m.fetchErrors = counter("fetch_errors_total", "Fetches that failed (never cached).")
+	m.refreshes = counter("background_refreshes_total", "Background refreshes started for stale entries.")
+	m.evictions = counter("evictions_total", "Entries evicted from the local tier (memory bound or backstop TTL).")
+	shared := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "shared_reads_total",
+		Help: "Shared (Redis) tier reads by result (hit, miss, invalid, error).",
+	}, []string{"result"})
+	m.sharedHit = shared.WithLabelValues("hit")
+	m.sharedMiss = shared.WithLabelValues("miss")
+	m.sharedInvalid = shared.WithLabelValues("invalid")
+	m.sharedError = shared.WithLabelValues("error")
+	lease := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "lease_waits_total",
+		Help: "Fills that waited on another instance's lease, by result (shared, timeout).",
+	}, []string{"result"})
+	m.leaseShared = lease.WithLabelValues("shared")
+	m.leaseTimeout = lease.WithLabelValues("timeout")
+	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "bytes",
+		Help: "Cost (bytes) held by the local tier.",
+	}, func() float64 {
+		if l := m.local.Load(); l != nil {
+			return float64(l.Bytes())
+		}
+		return 0
+	})
+	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "entries",
+		Help: "Entries held (or being admitted) by the local tier.",
+	}, func() float64 {
+		if l := m.local.Load(); l != nil {
+			return float64(l.Len())
+		}
+		return 0
+	})
+	if reg != nil {
+		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, entries,
+			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
+			_ = reg.Register(c) // a duplicate after reload keeps the first set
+		}
+	}
+	return m
+}
+
+func orNew(m *Metrics) *Metrics {
+	if m == nil {
+		return NewMetrics(nil)
+	}
+	return m
+}

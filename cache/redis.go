@@ -1,0 +1,269 @@
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"trendgate/internal/clock"
+)
+
+// Defaults of RedisStoreOptions.
+const (
+	DefaultRedisPrefix        = "tg:c:"
+	DefaultRedisTimeout       = 50 * time.Millisecond
+	DefaultRedisMaxEntryBytes = 8 << 20
+)
+
+// RedisStoreOptions configures a RedisStore. The zero value uses every
+// default.
+type RedisStoreOptions struct {
+	// Prefix starts every key the store writes (default "tg:c:"): entries
+	// live under Prefix+"e:"+key, topic indexes under Prefix+"t:"+topic.
+	Prefix string
+	// Timeout bounds each Redis command (default 50ms).
+	Timeout time.Duration
+	// MaxEntryBytes bounds an encoded entry, written or read (default 8 MiB).
+	MaxEntryBytes int
+	// MaxStale is the retention after FreshUntil used for the PX backstop
+	// (default 24h; New overrides it with Config.MaxStale).
+	MaxStale time.Duration
+	// Clock computes the PX backstop (nil: the real clock).
+	Clock clock.Clock
+}
+
+// RedisStore is the shared tier: entries encoded with a schema version and
+// their canonical key, validated on every read, stored with a PX backstop of
+// the time until FreshUntil+MaxStale. Redis errors are misses, never
+// failures, and are counted. Use NewRedisStore; the zero value is not usable.
+type RedisStore struct {
+	rdb       redis.UniversalClient
+	prefix    string
+	timeout   time.Duration
+	maxBytes  int
+	retention atomic.Int64 // time.Duration kept after FreshUntil
+	clk       clock.Clock
+	m         *Metrics
+}
+
+var (
+	_ Store      = (*RedisStore)(nil)
+	_ TopicIndex = (*RedisStore)(nil)
+	_ Retainer   = (*RedisStore)(nil)
+)
+
+// NewRedisStore returns a shared tier on client. A nil m gets an
+// unregistered Metrics.
+func NewRedisStore(client redis.UniversalClient, opts RedisStoreOptions, m *Metrics) (*RedisStore, error) {
+	if client == nil {
+		return nil, errors.New("cache: redis store: nil client")
+	}
+	if opts.Timeout < 0 || opts.MaxEntryBytes < 0 || opts.MaxStale < 0 {
+		return nil, errors.New("cache: redis store: negative timeout, max entry bytes or max stale")
+	}
+	s := &RedisStore{
+		rdb:      client,
+		prefix:   cmp(opts.Prefix, DefaultRedisPrefix),
+		timeout:  cmp(opts.Timeout, DefaultRedisTimeout),
+		maxBytes: cmp(opts.MaxEntryBytes, DefaultRedisMaxEntryBytes),
+		clk:      opts.Clock,
+		m:        orNew(m),
+	}
+	if s.clk == nil {
+		s.clk = clock.Real{}
+	}
+	s.retention.Store(int64(cmp(opts.MaxStale, DefaultConfig().MaxStale)))
+	return s, nil
+}
+
+// cmp returns v, or def when v is the zero value.
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+func (s *RedisStore) entryKey(key string) string   { return s.prefix + "e:" + key }
+func (s *RedisStore) topicKey(topic string) string { return s.prefix + "t:" + topic }
+
+// Get reads and validates key's entry. Errors, oversized or undecodable
+// entries, other schema versions and key mismatches are misses.
+func (s *RedisStore) Get(ctx context.Context, key string) (*Entry, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	b, err := s.rdb.Get(ctx, s.entryKey(key)).Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		s.m.sharedMiss.Inc()
+		return nil, false
+	case err != nil:
+		s.m.sharedError.Inc()
+		return nil, false
+	case len(b) > s.maxBytes:
+		s.m.sharedInvalid.Inc()
+		return nil, false
+	}
+	e, err := decodeEntry(b)
+	if err != nil || e.Key != key {
+		s.m.sharedInvalid.Inc()
+		return nil, false
+	}
+	s.m.sharedHit.Inc()
+	return e, true
+}
+
+// Set writes e with a PX of the time until FreshUntil+MaxStale and indexes
+// its key under its topic. Oversized entries and entries already past their
+// retention are not written; errors are counted and dropped.
+func (s *RedisStore) Set(ctx context.Context, e *Entry) {
+	if e == nil || e.Key == "" {
+		return
+	}
+	ttl := e.FreshUntil.Add(time.Duration(s.retention.Load())).Sub(s.clk.Now())
+	if ttl < time.Millisecond {
+		return
+	}
+	b := encodeEntry(e)
+	if len(b) > s.maxBytes {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	px := strconv.FormatInt(ttl.Milliseconds(), 10)
+	tk := s.topicKey(e.Topic)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Do(ctx, "set", s.entryKey(e.Key), b, "px", px)
+		p.SAdd(ctx, tk, e.Key)
+		// The index lives as long as its longest-lived entry.
+		p.Do(ctx, "pexpire", tk, px, "nx")
+		p.Do(ctx, "pexpire", tk, px, "gt")
+		return nil
+	})
+	if err != nil {
+		s.m.sharedError.Inc()
+	}
+}
+
+// Delete removes key's entry (its topic index may keep naming it).
+func (s *RedisStore) Delete(ctx context.Context, key string) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.rdb.Del(ctx, s.entryKey(key)).Err(); err != nil {
+		s.m.sharedError.Inc()
+	}
+}
+
+// Clear removes every key under the prefix, on every master of a cluster.
+func (s *RedisStore) Clear(ctx context.Context) {
+	clear := func(ctx context.Context, c redis.UniversalClient) error {
+		var cursor uint64
+		for {
+			cctx, cancel := context.WithTimeout(ctx, s.timeout)
+			keys, next, err := c.Scan(cctx, cursor, s.prefix+"*", 512).Result()
+			if err == nil && len(keys) > 0 {
+				err = c.Unlink(cctx, keys...).Err()
+			}
+			cancel()
+			if err != nil {
+				return err
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return clear(ctx, c) })
+	} else {
+		err = clear(ctx, s.rdb)
+	}
+	if err != nil {
+		s.m.sharedError.Inc()
+	}
+}
+
+// TopicKeys returns the keys indexed under topic (possibly including keys
+// whose entries have expired or been deleted).
+func (s *RedisStore) TopicKeys(ctx context.Context, topic string) []string {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	keys, err := s.rdb.SMembers(ctx, s.topicKey(topic)).Result()
+	if err != nil {
+		s.m.sharedError.Inc()
+		return nil
+	}
+	return keys
+}
+
+// SetRetention sets how long after FreshUntil entries are kept.
+func (s *RedisStore) SetRetention(maxStale time.Duration) { s.retention.Store(int64(maxStale)) }
+
+// Lease is a short cross-instance lock on one key, so that one instance in a
+// cluster fetches it while the others wait for the shared tier.
+type Lease interface {
+	// Acquire tries to take key's lease for ttl. ok reports whether it was
+	// taken; release (non-nil when ok) gives it back early. A non-nil err
+	// means the lease service failed and the caller should just go on.
+	Acquire(ctx context.Context, key string, ttl time.Duration) (release func(), ok bool, err error)
+}
+
+// releaseScript deletes the lease only if it still holds our token.
+var releaseScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+
+// redisLease is a Lease on SET NX PX with a random token.
+type redisLease struct {
+	rdb     redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+}
+
+var _ Lease = (*redisLease)(nil)
+
+// NewRedisLease returns a Lease stored in Redis under prefix+key (prefix ""
+// means "tg:c:l:"), each command bounded by timeout (<= 0 means 50ms).
+// Releasing compares the token, so an expired lease taken over by another
+// instance is never deleted by the old holder.
+func NewRedisLease(client redis.UniversalClient, prefix string, timeout time.Duration) Lease {
+	if prefix == "" {
+		prefix = DefaultRedisPrefix + "l:"
+	}
+	if timeout <= 0 {
+		timeout = DefaultRedisTimeout
+	}
+	return &redisLease{rdb: client, prefix: prefix, timeout: timeout}
+}
+
+// Acquire takes the lease with SET NX PX.
+func (l *redisLease) Acquire(ctx context.Context, key string, ttl time.Duration) (func(), bool, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, false, fmt.Errorf("cache: lease token: %w", err)
+	}
+	token := hex.EncodeToString(raw[:])
+	k := l.prefix + key
+	cctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
+	ok, err := l.rdb.SetNX(cctx, k, token, max(ttl, time.Millisecond)).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("cache: lease acquire: %w", err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	release := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+		defer cancel()
+		_ = releaseScript.Run(rctx, l.rdb, []string{k}, token).Err() // expiry covers a failure
+	}
+	return release, true, nil
+}
