@@ -98,6 +98,7 @@ type topicInfo struct {
 	sentiment     float64
 	missPerMille  uint64
 	galaxyBase    float64
+	phases        [4]float64 // price-path phases (assets)
 }
 
 // buildCatalog returns n topics in rank order (ranks 1..n) for seed.
@@ -208,6 +209,9 @@ func profile(seed uint64, t *topicInfo) {
 	t.hCreated = t.hPosts * 0.045
 	t.sentiment = 62 + 22*unit(hash3(t.key, 4, tagProfile))
 	t.galaxyBase = 45 + 15*unit(hash3(t.key, 5, tagProfile))
+	for i := range t.phases {
+		t.phases[i] = 2 * math.Pi * unit(hash3(t.key, uint64(11+i), tagProfile))
+	}
 	t.missPerMille = 3
 	if t.rank > 100 {
 		t.missPerMille = 25

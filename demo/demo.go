@@ -440,8 +440,9 @@ func route(path string) (ep endpoint, topicSeg, metric string) {
 var bufPool = sync.Pool{New: func() any { return new(renderBuf) }}
 
 type renderBuf struct {
-	b    []byte
-	rows []sample
+	b      []byte
+	rows   []sample
+	spikes []float64
 }
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, now time.Time, u usage) {
@@ -495,7 +496,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		}
 		rows := rb.rows[:0]
 		if t != nil {
-			rows = t.rows(win, now, rows)
+			rows, rb.spikes = t.rows(win, now, rows, rb.spikes)
 		}
 		rb.rows = rows
 		b = appendSeries(b, topic, t, win, generated, rows)

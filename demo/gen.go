@@ -78,21 +78,51 @@ func diurnal(ts int64) float64 {
 	return 1 + 0.35*math.Cos(2*math.Pi*(h-14)/24)
 }
 
-// spikeFactor is the news-spike multiplier at hour ts: a spike starts at an
-// hour with probability ~0.4%, jumps 10-20x and halves every 1-6 hours.
+// spikeReach is how many hours a news spike lasts.
+const spikeReach = 24
+
+// spikeAt reports whether a news spike starts at hour s, with its
+// magnitude and half-life in hours: a spike starts with probability ~0.4%
+// per hour, jumps 10-20x and halves every 1-6 hours.
+func (t *topicInfo) spikeAt(s int64) (mag, half float64, ok bool) {
+	h := hash3(t.key, uint64(s), tagSpike)
+	if h%1000 >= 4 {
+		return 0, 0, false
+	}
+	return float64(10 + (h>>10)%11), float64(1 + (h>>20)%6), true
+}
+
+// spikeFactor is the news-spike multiplier at hour ts. It adds the spikes
+// oldest first, the order spikeRange uses, so both give identical bits.
 func (t *topicInfo) spikeFactor(ts int64) float64 {
 	f := 1.0
-	for k := int64(0); k < 24; k++ {
-		s := ts - k*hour
-		h := hash3(t.key, uint64(s), tagSpike)
-		if h%1000 >= 4 {
-			continue
+	for k := int64(spikeReach - 1); k >= 0; k-- {
+		if mag, half, ok := t.spikeAt(ts - k*hour); ok {
+			f += (mag - 1) * math.Exp2(-float64(k)/half)
 		}
-		mag := float64(10 + (h>>10)%11)
-		half := float64(1 + (h>>20)%6)
-		f += (mag - 1) * math.Exp2(-float64(k)/half)
 	}
 	return f
+}
+
+// spikeRange returns spikeFactor for the n hours starting at hour from,
+// in one pass over the spike starts (equal to calling spikeFactor per hour).
+func (t *topicInfo) spikeRange(from int64, n int, dst []float64) []float64 {
+	dst = dst[:0]
+	for i := 0; i < n; i++ {
+		dst = append(dst, 1)
+	}
+	for s := from - (spikeReach-1)*hour; s < from+int64(n)*hour; s += hour {
+		mag, half, ok := t.spikeAt(s)
+		if !ok {
+			continue
+		}
+		for k := int64(0); k < spikeReach; k++ {
+			if i := (s + k*hour - from) / hour; i >= 0 && i < int64(n) {
+				dst[i] += (mag - 1) * math.Exp2(-float64(k)/half)
+			}
+		}
+	}
+	return dst
 }
 
 // missing reports whether hour ts has no data at all.
@@ -102,20 +132,19 @@ func (t *topicInfo) missing(ts int64) bool {
 
 // price is the asset's continuous price path at unix time ts.
 func (t *topicInfo) price(ts float64) float64 {
-	a := t.asset
-	ph := func(i uint64) float64 { return 2 * math.Pi * unit(hash3(t.key, i, tagProfile)) }
-	x := 0.16*math.Sin(2*math.Pi*ts/(91*86400)+ph(11)) +
-		0.06*math.Sin(2*math.Pi*ts/(9.3*86400)+ph(12)) +
-		0.015*math.Sin(2*math.Pi*ts/(19*3600)+ph(13)) +
-		0.004*math.Sin(2*math.Pi*ts/(2.3*3600)+ph(14))
-	return a.price * math.Exp(x)
+	ph := &t.phases
+	x := 0.16*math.Sin(2*math.Pi*ts/(91*86400)+ph[0]) +
+		0.06*math.Sin(2*math.Pi*ts/(9.3*86400)+ph[1]) +
+		0.015*math.Sin(2*math.Pi*ts/(19*3600)+ph[2]) +
+		0.004*math.Sin(2*math.Pi*ts/(2.3*3600)+ph[3])
+	return t.asset.price * math.Exp(x)
 }
 
 // hourSample generates hour ts of topic t; frac in (0, 1] is the part of
-// the hour that has elapsed (the current bucket is partial).
-func (t *topicInfo) hourSample(ts int64, frac float64) sample {
+// the hour that has elapsed (the current bucket is partial) and spike is
+// spikeFactor(ts).
+func (t *topicInfo) hourSample(ts int64, frac, spike float64) sample {
 	n := func(tag uint64) uint64 { return hash3(t.key, uint64(ts), tagNoise+tag<<8) }
-	spike := t.spikeFactor(ts)
 	d := diurnal(ts) * frac
 	sq := math.Sqrt(spike)
 	s := sample{time: ts}
@@ -229,23 +258,28 @@ func resolveWindow(now time.Time, generated, bucket int64, interval string, star
 
 // rows generates the samples of w for topic t at now, ascending by time.
 // Hours with no data are left out, except the current one, which is
-// partial.
-func (t *topicInfo) rows(w window, now time.Time, dst []sample) []sample {
+// partial. spikes is scratch space, returned for reuse.
+func (t *topicInfo) rows(w window, now time.Time, dst []sample, spikes []float64) ([]sample, []float64) {
+	if w.first > w.last {
+		return dst, spikes
+	}
 	unixNow := now.Unix()
 	cur := alignDown(unixNow, hour)
+	lastHour := min(w.last+w.bucket-hour, cur)
+	spikes = t.spikeRange(w.first, int((lastHour-w.first)/hour)+1, spikes)
 	for b := w.first; b <= w.last; b += w.bucket {
 		if w.bucket == hour {
 			if b < cur && t.missing(b) {
 				continue
 			}
-			dst = append(dst, t.hourSample(b, elapsed(b, hour, unixNow)))
+			dst = append(dst, t.hourSample(b, elapsed(b, hour, unixNow), spikes[(b-w.first)/hour]))
 			continue
 		}
-		if s, ok := t.daySample(b, unixNow); ok {
+		if s, ok := t.daySample(b, unixNow, spikes[(b-w.first)/hour:]); ok {
 			dst = append(dst, s)
 		}
 	}
-	return dst
+	return dst, spikes
 }
 
 // elapsed is the fraction of bucket [b, b+size) that has passed at now,
@@ -255,9 +289,10 @@ func elapsed(b, size, now int64) float64 {
 	return min(max(f, 0.02), 1)
 }
 
-// daySample aggregates the hours of day b that have started by now. The
-// current hour is never missing.
-func (t *topicInfo) daySample(b, now int64) (sample, bool) {
+// daySample aggregates the hours of day b that have started by now; spikes
+// holds spikeFactor for the hours from b on. The current hour is never
+// missing.
+func (t *topicInfo) daySample(b, now int64, spikes []float64) (sample, bool) {
 	cur := alignDown(now, hour)
 	agg := sample{time: b}
 	var n int
@@ -266,7 +301,7 @@ func (t *topicInfo) daySample(b, now int64) (sample, bool) {
 		if h < cur && t.missing(h) {
 			continue
 		}
-		s := t.hourSample(h, elapsed(h, hour, now))
+		s := t.hourSample(h, elapsed(h, hour, now), spikes[(h-b)/hour])
 		if n == 0 {
 			agg.open, agg.high, agg.low = s.open, s.high, s.low
 		}

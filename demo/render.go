@@ -190,7 +190,9 @@ func appendTSV(b []byte, metric string, t *topicInfo, now time.Time) []byte {
 	cur := alignDown(now.Unix(), hour)
 	w := window{bucket: hour, first: cur - 23*hour, last: cur}
 	var buf [24]sample
-	for _, s := range t.rows(w, now, buf[:0]) {
+	var spikes [24]float64
+	rows, _ := t.rows(w, now, buf[:0], spikes[:0])
+	for _, s := range rows {
 		b = time.Unix(s.time, 0).UTC().AppendFormat(b, "2006-01-02 15:04")
 		b = append(b, '\t')
 		b = strconv.AppendInt(b, get(&s), 10)
