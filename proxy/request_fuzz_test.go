@@ -106,6 +106,7 @@ func FuzzCanonical(f *testing.F) {
 			return
 		}
 		checkCanonical(t, q)
+		checkTopicOracle(t, r.URL.EscapedPath(), q)
 
 		up := q.UpstreamPath()
 		if uq := q.UpstreamQuery(); uq != "" {
@@ -181,6 +182,30 @@ func checkCanonical(t *testing.T, q Request) {
 		}
 	default:
 		t.Fatalf("endpoint %v is not one of the four", q.Endpoint)
+	}
+}
+
+// checkTopicOracle decodes the topic segment of an accepted request a
+// second way, with net/url ('+' turned into %20 first, then PathUnescape and
+// lower-casing), and requires the same topic: decoding happened exactly once.
+func checkTopicOracle(t *testing.T, escapedPath string, q Request) {
+	t.Helper()
+	var rest string
+	switch q.Endpoint {
+	case EndpointWhatsup, EndpointSeries:
+		rest = strings.TrimPrefix(escapedPath, apiTopicPrefix)
+	case EndpointTSV:
+		rest = strings.TrimPrefix(escapedPath, tsvPrefix)
+	default:
+		return
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	want, err := url.PathUnescape(strings.ReplaceAll(seg, "+", "%20"))
+	if err != nil {
+		t.Fatalf("segment %q was accepted but net/url cannot unescape it: %v", seg, err)
+	}
+	if want = strings.ToLower(want); q.Topic != want {
+		t.Fatalf("segment %q decodes to topic %q; net/url says %q", seg, q.Topic, want)
 	}
 }
 
