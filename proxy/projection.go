@@ -92,7 +92,8 @@ func (p *Projection) AllowsMetric(metric string) bool {
 // Every config object emitted gets "data_mode":"limited" (any upstream
 // data_mode member is replaced), and a series or whatsup body without a
 // config gets one. Key order and the bytes of every kept value (numbers as
-// written) are preserved; whitespace between members is not.
+// written) are preserved; whitespace between members is not. The result
+// carries little spare capacity, so it can be memoized as it is.
 //
 // Malformed JSON or an unexpected shape (a data item that is not an object,
 // for instance) returns an error: the upstream's answer is bad. Every output
@@ -118,6 +119,11 @@ func (p *Projection) Apply(ep Endpoint, body []byte) ([]byte, error) {
 	}
 	if err := p.verify(ep, out); err != nil {
 		return nil, err
+	}
+	if spare := cap(out) - len(out); spare > len(out)/8 {
+		// The output was sized for the input; callers memoize it, so do
+		// not make them hold the unused capacity.
+		out = append(make([]byte, 0, len(out)), out...)
 	}
 	return out, nil
 }

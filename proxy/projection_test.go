@@ -277,6 +277,9 @@ func TestProjectionApply(t *testing.T) {
 			if string(body) != tc.body {
 				t.Errorf("Apply modified its input: got %s; want %s", body, tc.body)
 			}
+			if spare := cap(got) - len(got); spare > len(got)/8 {
+				t.Errorf("output has %d bytes of spare capacity for %d bytes; want at most %d", spare, len(got), len(got)/8)
+			}
 		})
 	}
 }
