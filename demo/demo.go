@@ -79,13 +79,14 @@ type Options struct {
 	Control bool
 }
 
-// Recorded is one API request as the server received it.
+// Recorded is one API request as the server received it. The zero value
+// is an empty record.
 type Recorded struct {
-	Method      string      `json:"method"`
-	EscapedPath string      `json:"escaped_path"`
-	RawQuery    string      `json:"raw_query"`
-	Header      http.Header `json:"header"`
-	At          time.Time   `json:"at"` // Options.Clock time of arrival
+	Method      string      `json:"method"`       // request method
+	EscapedPath string      `json:"escaped_path"` // r.URL.EscapedPath(), as sent
+	RawQuery    string      `json:"raw_query"`    // r.URL.RawQuery, as sent
+	Header      http.Header `json:"header"`       // a copy of the request headers
+	At          time.Time   `json:"at"`           // Options.Clock time of arrival
 }
 
 // Server is the synthetic upstream. It implements http.Handler and is safe
@@ -477,10 +478,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 	var generated int64
 	switch ep {
 	case epList:
-		generated = s.generated(unixNow, "list", 40)
+		generated = s.generated(unixNow, "list", 60, 1)
 		b = appendList(b, s.cat, unixNow)
 	case epWhatsup:
-		generated = unixNow - 60 - int64(hash3(s.seed, fnv64(topic)^tagWhatsup, uint64(unixNow/60))%5400)
+		// Summaries are regenerated hourly and lag the other endpoints.
+		generated = s.generated(unixNow, "whatsup "+topic, 3600, 60)
 		b = appendWhatsup(b, topic, t, generated)
 	case epSeries:
 		q, msg := parseSeriesQuery(r.URL.RawQuery)
@@ -488,7 +490,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 			s.writeError(w, r, http.StatusBadRequest, msg, u, now)
 			return
 		}
-		generated = s.generated(unixNow, topic, 40)
+		generated = s.generated(unixNow, "series "+topic, 60, 1)
 		win := resolveWindow(now, generated, q.bucket, q.interval, q.start, q.end, q.hasStart, q.hasEnd)
 		if win.start >= win.end {
 			s.writeError(w, r, http.StatusBadRequest, "start must be before end", u, now)
@@ -502,7 +504,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		b = appendSeries(b, topic, t, win, generated, rows)
 	case epTSV:
 		ctype = "text/tab-separated-values"
-		generated = s.generated(unixNow, "tsv "+topic, 40)
+		generated = s.generated(unixNow, "tsv "+topic, 60, 1)
 		b = appendTSV(b, metric, t, now)
 	}
 	rb.b = b
@@ -519,10 +521,13 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 	}
 }
 
-// generated is now minus a small age (1..maxAge s) that is deterministic in
-// (seed, what, minute of now).
-func (s *Server) generated(now int64, what string, maxAge uint64) int64 {
-	return now - 1 - int64(hash3(s.seed, fnv64(what)^tagAge, uint64(now/60))%maxAge)
+// generated is when the data for what was last regenerated at now: on a
+// fixed schedule every period seconds, at a per-(seed, what) offset, and at
+// least minAge seconds ago. It never decreases as now advances, and the
+// age now - generated lies in [minAge, minAge+period).
+func (s *Server) generated(now int64, what string, period, minAge int64) int64 {
+	off := int64(hash3(s.seed, fnv64(what), tagAge) % uint64(period))
+	return alignDown(now-minAge-off, period) + off
 }
 
 // seriesQuery is a parsed time-series query.
