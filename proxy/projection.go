@@ -32,7 +32,8 @@ const projLimitedMember = `"data_mode":"limited"`
 // Projection is a plan's compiled data projection (limited data mode): an
 // allowlist of fields per endpoint. A nil *Projection is the full data mode
 // and passes every body through unchanged. A non-nil Projection is immutable
-// and safe for concurrent use; build it with CompileProjection.
+// and safe for concurrent use; build it with CompileProjection. The zero
+// Projection is limited and allows no field and no TSV metric.
 type Projection struct {
 	list    projSet // fields kept in each topic list item
 	series  projSet // fields kept in each time-series row
@@ -635,10 +636,10 @@ func (p *Projection) verify(ep Endpoint, out []byte) error {
 	v := projVerifier{ep: ep}
 	switch ep {
 	case EndpointList:
-		v.items = p.list
+		v.items, v.checkItems = p.list, true
 		v.top = projSet{"data": {}}
 	case EndpointSeries:
-		v.items = p.series
+		v.items, v.checkItems = p.series, true
 		v.top = projSet{"data": {}, "config": {}}
 		v.needConfig = true
 	case EndpointWhatsup:
@@ -655,7 +656,8 @@ func (p *Projection) verify(ep Endpoint, out []byte) error {
 type projVerifier struct {
 	ep         Endpoint
 	top        projSet // allowed top-level keys ("config" is allowed when needConfig)
-	items      projSet // allowed keys of data items; nil: "data" has no items to check
+	items      projSet // allowed keys of data items (nil allows none)
+	checkItems bool    // "data" is an array of items whose keys are checked
 	needConfig bool    // a config with "data_mode":"limited" is required
 
 	stack      []byte // '{' or '[' per open container
@@ -757,7 +759,7 @@ func (v *projVerifier) key(raw []byte, escaped bool) error {
 		if _, ok := v.top[string(name)]; !ok && !(v.needConfig && v.topConfig) {
 			return v.leak("top-level key %q", name)
 		}
-	case len(v.stack) == 3 && v.items != nil && v.topData && v.stack[1] == '[' && v.stack[2] == '{':
+	case len(v.stack) == 3 && v.checkItems && v.topData && v.stack[1] == '[' && v.stack[2] == '{':
 		if _, ok := v.items[string(name)]; !ok {
 			return v.leak("data item key %q", name)
 		}
@@ -787,11 +789,11 @@ func (v *projVerifier) value(c byte) error {
 	switch {
 	case len(v.stack) == 0 && c != '{':
 		return v.leak("top level is not an object")
-	case len(v.stack) == 1 && v.items != nil && v.topData && c != '[' && c != 'n':
+	case len(v.stack) == 1 && v.checkItems && v.topData && c != '[' && c != 'n':
 		return v.leak(`"data" is not an array`)
 	case len(v.stack) == 1 && v.needConfig && v.topConfig && c != '{':
 		return v.leak(`"config" is not an object`)
-	case len(v.stack) == 2 && v.items != nil && v.topData && v.stack[1] == '[' && c != '{':
+	case len(v.stack) == 2 && v.checkItems && v.topData && v.stack[1] == '[' && c != '{':
 		return v.leak(`"data" item is not an object`)
 	}
 	return nil

@@ -421,6 +421,22 @@ func TestProjectionUnknownEndpointFailsClosed(t *testing.T) {
 	}
 }
 
+// TestProjectionZeroValueAllowsNothing checks the documented zero value:
+// limited, with every allowlist empty, including in the verification pass.
+func TestProjectionZeroValueAllowsNothing(t *testing.T) {
+	var p Projection
+	if !p.Limited() || p.AllowsMetric("sentiment") {
+		t.Errorf("zero Projection: Limited() = %v, AllowsMetric = %v; want true, false", p.Limited(), p.AllowsMetric("sentiment"))
+	}
+	got, err := p.Apply(EndpointList, []byte(testListBody))
+	if want := `{"data":[{},{}]}`; err != nil || string(got) != want {
+		t.Errorf("Apply(list) = %s, %v; want %s", got, err, want)
+	}
+	if err := p.verify(EndpointList, []byte(`{"data":[{"topic":"ai"}]}`)); !errors.Is(err, ErrProjectionLeak) {
+		t.Errorf("verify(list item key) = %v; want ErrProjectionLeak", err)
+	}
+}
+
 // TestProjectionVerifyCatchesProjectorBug injects a projector bug through
 // the test hook and checks that Apply withholds the body.
 func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
