@@ -132,3 +132,17 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 }
 
 var seriesReq = Request{Shape: ShapeSeries, Path: "/api4/public/topic/%23ai/time-series/v1", RawQuery: "bucket=hour&interval=1w"}
+
+// readCounter returns a counter's value.
+func readCounter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gather: %v", err)
+	}
+	return mfs[0].GetMetric()[0].GetCounter().GetValue()
+}
