@@ -362,9 +362,100 @@ func keyParam(name string) bool {
 	return false
 }
 
-// seriesParam reports whether name is a time-series query parameter.
-func seriesParam(name string) bool {
-	return name == "bucket" || name == "interval" || name == "start" || name == "end"
+// The time-series parameters, indexing queryParams.
+const (
+	paramBucket = iota
+	paramInterval
+	paramStart
+	paramEnd
+	numParams
+)
+
+var paramNames = [numParams]string{"bucket", "interval", "start", "end"}
+
+// queryParams is what the parser needs from a query string: the first value
+// and the count of each time-series parameter, whether a key-like name was
+// present, and the smallest other name. It replaces url.Values so the common
+// case needs no map.
+type queryParams struct {
+	value   [numParams]string
+	count   [numParams]int
+	key     bool   // a name such as key or token was present
+	unknown string // the smallest name that is neither a series nor a key name
+	other   bool   // unknown is set
+}
+
+func (p *queryParams) add(name, value string) {
+	for i, n := range paramNames {
+		if name == n {
+			if p.count[i] == 0 {
+				p.value[i] = value
+			}
+			p.count[i]++
+			return
+		}
+	}
+	if keyParam(name) {
+		p.key = true
+		return
+	}
+	if !p.other || name < p.unknown {
+		p.unknown, p.other = name, true
+	}
+}
+
+// get returns the value of parameter i and whether it was given; the caller
+// has already rejected duplicates.
+func (p *queryParams) get(i int) (string, bool) {
+	return p.value[i], p.count[i] > 0
+}
+
+// maxFastQuery bounds the queries read without url.ParseQuery; it keeps the
+// number of parameters far below ParseQuery's own limit of 10000.
+const maxFastQuery = 256
+
+// scanQuery reads raw exactly as url.ParseQuery does; ok is false when
+// ParseQuery fails (semicolons, bad escapes, too many parameters).
+func scanQuery(raw string) (p queryParams, ok bool) {
+	if p, ok := scanQueryFast(raw); ok {
+		return p, true
+	}
+	return scanQuerySlow(raw)
+}
+
+// scanQueryFast handles queries without '%', '+' or ';' (nearly all of
+// them) in place: for those url.ParseQuery unescapes nothing and cannot
+// fail, so splitting on '&' and '=' gives the same result without its map.
+// FuzzCanonical checks it against scanQuerySlow. ok is false when raw is not
+// such a query.
+func scanQueryFast(raw string) (p queryParams, ok bool) {
+	if len(raw) > maxFastQuery || strings.IndexAny(raw, "%+;") >= 0 {
+		return queryParams{}, false
+	}
+	for raw != "" {
+		var piece string
+		piece, raw, _ = strings.Cut(raw, "&")
+		if piece == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(piece, "=")
+		p.add(name, value)
+	}
+	return p, true
+}
+
+// scanQuerySlow is url.ParseQuery; ok is false on its error.
+func scanQuerySlow(raw string) (p queryParams, ok bool) {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return queryParams{}, false
+	}
+	for name, vs := range vals {
+		for _, v := range vs {
+			p.add(name, v)
+		}
+	}
+	return p, true
 }
 
 // parseQuery validates the raw query for q.Endpoint and, for the time
@@ -372,46 +463,37 @@ func seriesParam(name string) bool {
 // fixed order (key in query, unknown, duplicate, then bucket, interval,
 // start, end) so the answer never depends on map iteration order.
 func (q *Request) parseQuery(raw string, now time.Time) *httperr.Error {
-	var vals url.Values
-	if raw != "" {
-		var err error
-		if vals, err = url.ParseQuery(raw); err != nil {
-			return errQuery
-		}
-	}
-	unknown, found := "", false
-	for name := range vals {
-		if keyParam(name) {
-			return errKeyInQuery
-		}
-		if q.Endpoint == EndpointSeries && seriesParam(name) {
-			continue
-		}
-		if !found || name < unknown {
-			unknown, found = name, true
-		}
-	}
-	if found {
-		return unknownParam(unknown, q.Endpoint)
-	}
-	if q.Endpoint != EndpointSeries {
+	if raw == "" && q.Endpoint != EndpointSeries {
 		return nil
 	}
-	for _, name := range [...]string{"bucket", "interval", "start", "end"} {
-		if len(vals[name]) > 1 {
-			return bad("duplicate_parameter", name+" is given more than once; give each parameter at most once")
+	p, ok := scanQuery(raw)
+	if !ok {
+		return errQuery
+	}
+	if p.key {
+		return errKeyInQuery
+	}
+	if q.Endpoint != EndpointSeries {
+		if p.other || p.count != [numParams]int{} {
+			return errNoParams
+		}
+		return nil
+	}
+	if p.other {
+		return unknownParam(p.unknown)
+	}
+	for i, n := range p.count {
+		if n > 1 {
+			return bad("duplicate_parameter", paramNames[i]+" is given more than once; give each parameter at most once")
 		}
 	}
-	return q.resolveSeries(vals, now)
+	return q.resolveSeries(&p, now)
 }
 
 // unknownParam builds the 400 for an unknown query parameter. The name is
 // quoted only when it is short and plain, so a key pasted as a parameter
 // name is never echoed.
-func unknownParam(name string, e Endpoint) *httperr.Error {
-	if e != EndpointSeries {
-		return errNoParams
-	}
+func unknownParam(name string) *httperr.Error {
 	msg := "unknown query parameter; the time-series endpoint accepts " + seriesParamsText
 	if plainName(name) {
 		msg = "unknown query parameter " + strconv.Quote(name) + "; the time-series endpoint accepts " + seriesParamsText
@@ -434,20 +516,10 @@ func plainName(name string) bool {
 	return true
 }
 
-// param returns the single value of name and whether it was given; the
-// caller has already rejected duplicates.
-func param(vals url.Values, name string) (string, bool) {
-	v, ok := vals[name]
-	if !ok {
-		return "", false
-	}
-	return v[0], true
-}
-
 // resolveSeries fills Bucket and either Interval or the aligned window.
-func (q *Request) resolveSeries(vals url.Values, now time.Time) *httperr.Error {
+func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 	q.Bucket = defaultBucket
-	if v, ok := param(vals, "bucket"); ok {
+	if v, ok := p.get(paramBucket); ok {
 		switch v {
 		case "hour", "hours":
 			q.Bucket = "hour"
@@ -460,7 +532,7 @@ func (q *Request) resolveSeries(vals url.Values, now time.Time) *httperr.Error {
 		}
 	}
 	interval := defaultInterval
-	if v, ok := param(vals, "interval"); ok {
+	if v, ok := p.get(paramInterval); ok {
 		switch v {
 		case "1d", "1w", "1m", "3m", "6m", "1y", "all":
 			interval = v
@@ -470,8 +542,8 @@ func (q *Request) resolveSeries(vals url.Values, now time.Time) *httperr.Error {
 			return errInterval
 		}
 	}
-	startRaw, hasStart := param(vals, "start")
-	endRaw, hasEnd := param(vals, "end")
+	startRaw, hasStart := p.get(paramStart)
+	endRaw, hasEnd := p.get(paramEnd)
 	if !hasStart && !hasEnd {
 		q.Interval = interval
 		return nil

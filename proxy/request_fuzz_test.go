@@ -82,6 +82,12 @@ func FuzzCanonical(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, path, rawQuery string, nowUnix int64) {
 		now := time.Unix(fuzzEpoch+mod(nowUnix, fuzzSpan), 0)
+		if fast, ok := scanQueryFast(rawQuery); ok {
+			slow, ok := scanQuerySlow(rawQuery)
+			if !ok || fast != slow {
+				t.Fatalf("query %q: fast scan %+v; url.ParseQuery gives %+v (ok %v)", rawQuery, fast, slow, ok)
+			}
+		}
 		r := fuzzRequest(path, rawQuery)
 		if r == nil {
 			return // not a request-target net/http would hand to a handler
