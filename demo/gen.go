@@ -144,7 +144,8 @@ func (t *topicInfo) price(ts float64) float64 {
 // the hour that has elapsed (the current bucket is partial) and spike is
 // spikeFactor(ts).
 func (t *topicInfo) hourSample(ts int64, frac, spike float64) sample {
-	n := func(tag uint64) uint64 { return hash3(t.key, uint64(ts), tagNoise+tag<<8) }
+	base := hash3(t.key, uint64(ts), tagNoise)
+	n := func(i uint64) uint64 { return mix(base + i*0x9e3779b97f4a7c15) }
 	d := diurnal(ts) * frac
 	sq := math.Sqrt(spike)
 	s := sample{time: ts}

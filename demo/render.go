@@ -59,16 +59,40 @@ func appendFloatField(b []byte, name string, v float64, sig int) []byte {
 	return strconv.AppendFloat(appendKey(b, name, false), roundSig(v, sig), 'f', -1, 64)
 }
 
+// pow10 holds 1e0..1e19 for roundSig.
+var pow10 = func() (p [20]float64) {
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
 // roundSig rounds v to sig significant digits, never below whole units.
+// It avoids math.Log10: this runs for every float in every row.
 func roundSig(v float64, sig int) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+	a := math.Abs(v)
+	if a == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
 	}
-	digits := sig - 1 - int(math.Floor(math.Log10(math.Abs(v))))
-	if digits <= 0 {
-		return math.Round(v)
+	// intDigits is the number of digits before the point (<= 0 below 1).
+	intDigits := 0
+	for intDigits < len(pow10) && a >= pow10[intDigits] {
+		intDigits++
 	}
-	p := math.Pow10(digits)
+	if a < 1 {
+		for x := a * 10; x < 1 && intDigits > -(len(pow10)-1); x *= 10 {
+			intDigits--
+		}
+	}
+	digits := sig - intDigits
+	switch {
+	case digits <= 0:
+		return math.Round(v)
+	case digits >= len(pow10):
+		return v
+	}
+	p := pow10[digits]
 	return math.Round(v*p) / p
 }
 
@@ -86,16 +110,16 @@ func appendRow(b []byte, s *sample, isAsset bool) []byte {
 	b = appendIntField(b, "spam", s.spam)
 	if isAsset {
 		b = appendIntField(b, "alt_rank", s.altRank)
-		b = appendFloatField(b, "circulating_supply", s.supply, 16)
+		b = appendIntField(b, "circulating_supply", int64(s.supply))
 		b = appendFloatField(b, "close", s.close, 7)
 		b = appendIntField(b, "galaxy_score", s.galaxy)
 		b = appendFloatField(b, "high", s.high, 7)
 		b = appendFloatField(b, "low", s.low, 7)
-		b = appendFloatField(b, "market_cap", s.marketCap, 16)
+		b = appendIntField(b, "market_cap", int64(s.marketCap))
 		b = appendFloatField(b, "market_dominance", s.marketDom, 4)
 		b = appendFloatField(b, "open", s.open, 7)
 		b = appendFloatField(b, "social_dominance", s.socialDom, 3)
-		b = appendFloatField(b, "volume_24h", s.volume, 16)
+		b = appendIntField(b, "volume_24h", int64(s.volume))
 	}
 	return append(b, '}')
 }
