@@ -2,10 +2,10 @@ package demo
 
 import (
 	"net/http"
-	"syscall"
-	"time"
 	"net/http/httptest"
+	"syscall"
 	"testing"
+	"time"
 
 	"trendgate/internal/clock"
 )
