@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"trendgate/config"
 )
@@ -94,7 +95,7 @@ func (p *Projection) AllowsMetric(metric string) bool {
 // data_mode member is replaced), and a series or whatsup body without a
 // config gets one. Key order and the bytes of every kept value (numbers as
 // written) are preserved; whitespace between members is not. The result
-// carries little spare capacity, so it can be memoized as it is.
+// has no spare capacity, so it can be memoized as it is.
 //
 // Malformed JSON or an unexpected shape (a data item that is not an object,
 // for instance) returns an error: the upstream's answer is bad. Every output
@@ -104,14 +105,13 @@ func (p *Projection) Apply(ep Endpoint, body []byte) ([]byte, error) {
 	if p == nil || ep == EndpointTSV {
 		return body, nil
 	}
-	var out []byte
-	var err error
-	switch ep {
-	case EndpointList, EndpointSeries, EndpointWhatsup:
-		out, err = p.project(ep, body)
-	default:
+	if ep != EndpointList && ep != EndpointSeries && ep != EndpointWhatsup {
 		return nil, fmt.Errorf("%w: cannot project endpoint %s", ErrProjectionLeak, ep)
 	}
+	scratch := projScratch.Get().(*[]byte)
+	defer projPutScratch(scratch)
+	out, err := p.project((*scratch)[:0], ep, body)
+	*scratch = out
 	if err != nil {
 		return nil, fmt.Errorf("proxy: projecting %s body: %w", ep, err)
 	}
@@ -121,21 +121,34 @@ func (p *Projection) Apply(ep Endpoint, body []byte) ([]byte, error) {
 	if err := p.verify(ep, out); err != nil {
 		return nil, err
 	}
-	if spare := cap(out) - len(out); spare > len(out)/8 {
-		// The output was sized for the input; callers memoize it, so do
-		// not make them hold the unused capacity.
-		out = append(make([]byte, 0, len(out)), out...)
-	}
-	return out, nil
+	// A copy of exactly the right size: callers memoize the result, and
+	// the scratch buffer goes back to the pool.
+	return append(make([]byte, 0, len(out)), out...), nil
 }
 
-// project builds the limited body for a list, series or whatsup response.
-func (p *Projection) project(ep Endpoint, b []byte) ([]byte, error) {
+// projScratch holds buffers that projections are built in before being
+// copied out at their exact size, so a cold projection allocates its
+// result and little else.
+var projScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// projMaxScratch is the largest buffer returned to projScratch; a buffer
+// grown by a rare huge body is left to the garbage collector.
+const projMaxScratch = 1 << 20
+
+func projPutScratch(b *[]byte) {
+	if cap(*b) <= projMaxScratch {
+		projScratch.Put(b)
+	}
+}
+
+// project appends the limited body for a list, series or whatsup response
+// to out and returns the extended slice. On error it returns the slice
+// emptied, so its storage can be reused.
+func (p *Projection) project(out []byte, ep Endpoint, b []byte) ([]byte, error) {
 	i := projSkipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, errors.New("body is not a JSON object")
+		return out[:0], errors.New("body is not a JSON object")
 	}
-	out := make([]byte, 0, len(b)+len(projLimitedMember)+16)
 	out = append(out, '{')
 	wantConfig := ep != EndpointList
 	sawConfig := false
@@ -144,7 +157,7 @@ func (p *Projection) project(ep Endpoint, b []byte) ([]byte, error) {
 	for {
 		m, ok, err := it.next()
 		if err != nil {
-			return nil, err
+			return out[:0], err
 		}
 		if !ok {
 			break
@@ -180,11 +193,11 @@ func (p *Projection) project(ep Endpoint, b []byte) ([]byte, error) {
 			it.pos = end
 		}
 		if err != nil {
-			return nil, err
+			return out[:0], err
 		}
 	}
 	if j := projSkipWS(b, it.pos); j != len(b) {
-		return nil, fmt.Errorf("unexpected data after the JSON value at offset %d", j)
+		return out[:0], fmt.Errorf("unexpected data after the JSON value at offset %d", j)
 	}
 	if wantConfig && !sawConfig {
 		out = projComma(out, n)
@@ -195,10 +208,10 @@ func (p *Projection) project(ep Endpoint, b []byte) ([]byte, error) {
 
 // projConfig copies the config object starting at b[i] to out, without any
 // data_mode member, and appends "data_mode":"limited". It returns the
-// extended out and the offset just after the object.
+// extended out (also on error) and the offset just after the object.
 func projConfig(out, b []byte, i int) ([]byte, int, error) {
 	if b[i] != '{' {
-		return nil, 0, errors.New(`"config" is not an object`)
+		return out, 0, errors.New(`"config" is not an object`)
 	}
 	out = append(out, '{')
 	n := 0
@@ -206,14 +219,14 @@ func projConfig(out, b []byte, i int) ([]byte, int, error) {
 	for {
 		m, ok, err := it.next()
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		if !ok {
 			break
 		}
 		end, err := projSkipValue(b, m.valStart, 2)
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		it.pos = end
 		if m.keyIs(b, "data_mode") {
@@ -232,17 +245,18 @@ func projConfig(out, b []byte, i int) ([]byte, int, error) {
 
 // projItems copies the "data" array starting at b[i] to out, keeping only
 // the allowed members of each item. A null array is copied as null. It
-// returns the extended out and the offset just after the array.
+// returns the extended out (also on error) and the offset just after the
+// array.
 func projItems(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 	if b[i] == 'n' {
 		end, err := projSkipValue(b, i, 1)
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		return append(out, "null"...), end, nil
 	}
 	if b[i] != '[' {
-		return nil, 0, errors.New(`"data" is not an array`)
+		return out, 0, errors.New(`"data" is not an array`)
 	}
 	out = append(out, '[')
 	n := 0
@@ -250,18 +264,18 @@ func projItems(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 	for {
 		start, ok, err := it.next()
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		if !ok {
 			break
 		}
 		if b[start] != '{' {
-			return nil, 0, fmt.Errorf(`"data" item at offset %d is not an object`, start)
+			return out, 0, fmt.Errorf(`"data" item at offset %d is not an object`, start)
 		}
 		out = projComma(out, n)
 		out, it.pos, err = projItem(out, b, start, allowed)
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		n++
 	}
@@ -269,7 +283,8 @@ func projItems(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 }
 
 // projItem copies the object starting at b[i] to out with only its allowed
-// members. It returns the extended out and the offset just after the object.
+// members. It returns the extended out (also on error) and the offset just
+// after the object.
 func projItem(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 	out = append(out, '{')
 	n := 0
@@ -277,14 +292,14 @@ func projItem(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 	for {
 		m, ok, err := it.next()
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		if !ok {
 			break
 		}
 		end, err := projSkipValue(b, m.valStart, 3)
 		if err != nil {
-			return nil, 0, err
+			return out, 0, err
 		}
 		it.pos = end
 		if allowed.hasMember(b, m) {
