@@ -71,16 +71,20 @@ const keyVersion = "v1|"
 
 // The routes, compared byte for byte with the escaped path.
 const (
-	listPath         = "/api4/public/topics/list/v1"
-	apiTopicPrefix   = "/api4/public/topic/"
-	whatsupTail      = "/whatsup/v1"
-	seriesTail       = "/time-series/v1"
-	tsvPrefix        = "/topic/"
-	tsvMiddle        = "/time-series/"
-	tsvSuffix        = ".tsv"
-	maxTopicLen      = 64
+	listPath       = "/api4/public/topics/list/v1"
+	apiTopicPrefix = "/api4/public/topic/"
+	whatsupTail    = "/whatsup/v1"
+	seriesTail     = "/time-series/v1"
+	tsvPrefix      = "/topic/"
+	tsvMiddle      = "/time-series/"
+	tsvSuffix      = ".tsv"
+)
+
+// Limits and defaults of the parameters.
+const (
+	maxTopicLen      = 64 // bytes, after decoding
 	hourSeconds      = 3600
-	daySeconds       = 86400
+	daySeconds       = 86400 // buckets are UTC days
 	onlyEndSpan      = 7 * daySeconds
 	maxUnixDigits    = 10
 	defaultBucket    = "hour"
@@ -166,8 +170,12 @@ func emptyParam(name string) *httperr.Error {
 // invalid_path, invalid_topic, invalid_metric, invalid_query, key_in_query,
 // unknown_parameter, duplicate_parameter, invalid_bucket, invalid_interval,
 // invalid_start, invalid_end, invalid_window, empty_window). Its message says
-// what was wrong and what is accepted and never contains a query value, so it
-// cannot echo an API key.
+// what was wrong and what is accepted. It never contains a path or query
+// value and quotes an unknown parameter name only when that is 1 to 20
+// bytes of [a-z0-9_], so it cannot echo an API key.
+//
+// HEAD parses exactly like GET. The same r and now always give the same
+// result, and ParseRequest does not modify r.
 //
 // Decided edge cases: unix time 0 (and any number with a leading zero) is
 // rejected, as no data is that old; an interval given together with start or
