@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,7 +176,7 @@ func TestNewValidates(t *testing.T) {
 }
 
 func TestTopicsList(t *testing.T) {
-	for _, n := range []int{1, 3, 12, 300, 1000} {
+	for _, n := range []int{1, 3, 12, 300, 1000, maxTopics} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			s, _ := newServer(t, Options{Topics: n})
 			w := do(s, http.MethodGet, "/api4/public/topics/list/v1")
@@ -969,5 +971,39 @@ func TestGeneratedMonotone(t *testing.T) {
 	// 60 steps of ~7 minutes span 7 hours: about one regeneration an hour.
 	if changes < 6 || changes > 9 {
 		t.Errorf("whatsup regenerated %d times in 7 hours; want about hourly", changes)
+	}
+}
+
+func TestConcurrentRequests(t *testing.T) {
+	s, _ := newServer(t, Options{PerMinute: 100})
+	const workers, each = 8, 50
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	targets := []string{
+		"/api4/public/topics/list/v1",
+		"/api4/public/topic/bitcoin/time-series/v1",
+		"/api4/public/topic/%23ai/whatsup/v1",
+		"/topic/solana/time-series/interactions.tsv",
+	}
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				switch do(s, http.MethodGet, targets[(g+i)%len(targets)]).Code {
+				case 200:
+					ok.Add(1)
+				case 429:
+					limited.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 100 || limited.Load() != workers*each-100 {
+		t.Errorf("got %d OK, %d limited; want exactly 100 OK and %d limited", ok.Load(), limited.Load(), workers*each-100)
+	}
+	if s.Count() != workers*each || len(s.Requests()) != workers*each {
+		t.Errorf("got Count %d, %d recorded; want %d", s.Count(), len(s.Requests()), workers*each)
 	}
 }
