@@ -201,9 +201,9 @@ func durationForTokens(tokens, perSecond float64) time.Duration {
 
 // window identifies the UTC calendar day and month containing a moment.
 type window struct {
-	day, month       int // YYYYMMDD, YYYYMM
-	dayEnd, monthEnd time.Time
-	monthStart       time.Time
+	day, month           int // YYYYMMDD, YYYYMM
+	dayStart, dayEnd     time.Time
+	monthStart, monthEnd time.Time
 }
 
 // windowAt returns the UTC day and month windows containing now.
@@ -215,6 +215,7 @@ func windowAt(now time.Time) window {
 	return window{
 		day:        y*10000 + int(m)*100 + d,
 		month:      y*100 + int(m),
+		dayStart:   dayStart,
 		dayEnd:     dayStart.AddDate(0, 0, 1),
 		monthEnd:   monthStart.AddDate(0, 1, 0),
 		monthStart: monthStart,

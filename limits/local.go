@@ -29,10 +29,11 @@ type Local struct {
 	clk clock.Clock
 	m   *Metrics
 
-	mu        sync.Mutex           // guards keys, lru and lastSweep
+	mu        sync.Mutex           // guards keys, lru, lastSweep and win
 	keys      map[string]*keyState // key id -> state
 	lru       *list.List           // of *keyState holding a bucket; front = most recently used
 	lastSweep time.Time
+	win       window // the windows of the latest Admit, recomputed when the day changes
 }
 
 // keyState is one key's limiter state. Guarded by Local.mu.
@@ -93,15 +94,15 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
 		p.Burst = effectiveBurst(p)
 	}
 	d := Decision{Policy: p}
-	w := windowAt(now)
 	if p.PerSecond == 0 && p.Daily == 0 && p.Monthly == 0 {
 		d.Allowed = true // nothing to enforce: create no state
-		d.fillQuota(p, w, now, 0, 0)
+		d.fillQuota(p, windowAt(now), now, 0, 0)
 		return d
 	}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	w := l.windowLocked(now)
 	l.maybeSweepLocked(now)
 
 	st := l.keys[key]
@@ -157,6 +158,15 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
 	}
 	d.fillQuota(p, w, now, st.dayUsed, st.monthUsed)
 	return d
+}
+
+// windowLocked returns the windows containing now, computing them only when
+// now leaves the cached day. l.mu must be held.
+func (l *Local) windowLocked(now time.Time) window {
+	if now.Before(l.win.dayStart) || !now.Before(l.win.dayEnd) {
+		l.win = windowAt(now)
+	}
+	return l.win
 }
 
 // bucketLocked returns st's bucket for p, creating it (and evicting the least

@@ -34,7 +34,13 @@ type Metrics struct {
 	// JournalSize is the number of quota changes waiting to be replayed
 	// into Redis.
 	JournalSize prometheus.Gauge
+
+	// byResult caches the Decisions children, indexed like resultNames.
+	byResult [4]prometheus.Counter
 }
+
+// resultNames are the Decisions result labels; Metrics.decision indexes them.
+var resultNames = [4]string{resultAllowed, resultRate, resultDaily, resultMonthly}
 
 // NewMetrics builds the collectors and registers them with reg; a nil reg
 // leaves them unregistered.
@@ -74,8 +80,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	// Pre-create the result series so they read 0 before the first event.
-	for _, r := range []string{resultAllowed, resultRate, resultDaily, resultMonthly} {
-		m.Decisions.WithLabelValues(r)
+	for i, r := range resultNames {
+		m.byResult[i] = m.Decisions.WithLabelValues(r)
 	}
 	if reg != nil {
 		reg.MustRegister(m.Decisions, m.QuotaReserved, m.QuotaRefunded, m.BucketsEvicted,
@@ -94,16 +100,16 @@ func (m *Metrics) orNew() *Metrics {
 
 // decision records the outcome of one Admit.
 func (m *Metrics) decision(d Decision) {
-	r := resultAllowed
+	i := 0
 	switch d.Reason {
 	case ReasonRate:
-		r = resultRate
+		i = 1
 	case ReasonDaily:
-		r = resultDaily
+		i = 2
 	case ReasonMonthly:
-		r = resultMonthly
+		i = 3
 	}
-	m.Decisions.WithLabelValues(r).Inc()
+	m.byResult[i].Inc()
 }
 
 // reserved records quota units reserved for key.

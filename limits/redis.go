@@ -245,8 +245,8 @@ func (r *Redis) admitFallback(ctx context.Context, key string, p Policy, cost in
 // scalePolicy scales every limit of p by share, keeping each at least 1.
 func scalePolicy(p Policy, share float64) Policy {
 	if p.PerSecond > 0 {
-		p.PerSecond *= share
 		p.Burst = max(int(float64(effectiveBurst(p))*share), 1)
+		p.PerSecond *= share
 	}
 	if p.Daily > 0 {
 		p.Daily = max(int64(float64(p.Daily)*share), 1)
@@ -376,7 +376,7 @@ func (a admitResult) decision(p Policy, cost, day, month int) Decision {
 		d.BurstReset = max(debt, 0)
 	}
 	w := window{day: day, month: month, dayEnd: dayEndOf(day), monthEnd: monthEndOf(month)}
-	w.monthStart = w.monthEnd.AddDate(0, -1, 0)
+	w.dayStart, w.monthStart = w.dayEnd.AddDate(0, 0, -1), w.monthEnd.AddDate(0, -1, 0)
 	d.fillQuota(p, w, now, a.dayUsed, a.monthUsed)
 	return d
 }

@@ -126,7 +126,7 @@ func counter(t *testing.T, c *redis.Client, key string) int64 {
 func TestRedisGCRABurstIsExactAcrossInstances(t *testing.T) {
 	c := redisOrSkip(t, sharedRedis)
 	prefix := testPrefix(t, c)
-	opts := RedisOptions{Prefix: prefix, Timeout: 2 * time.Second}
+	opts := RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}
 	a, ma := newRedisLimiter(t, sharedRedis, opts, clock.Real{})
 	b, mb := newRedisLimiter(t, sharedRedis, opts, clock.Real{})
 
@@ -140,8 +140,8 @@ func TestRedisGCRABurstIsExactAcrossInstances(t *testing.T) {
 		// 0.01/s: no token comes back while the test runs.
 		{"burst 20, cost 1", Policy{PerSecond: 0.01, Burst: 20}, 1, 30, 20},
 		{"burst 20, cost 5", Policy{PerSecond: 0.01, Burst: 20}, 5, 10, 4},
-		// 1.5/s: a third token would need 0.67s after the burst is spent.
-		{"burst defaults to ceil(per_second)", Policy{PerSecond: 1.5}, 1, 20, 2},
+		// 0.5/s: burst ceil(0.5) = 1; the next token needs 2s.
+		{"burst defaults to ceil(per_second)", Policy{PerSecond: 0.5}, 1, 20, 1},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,7 +184,7 @@ func TestRedisGCRABurstIsExactAcrossInstances(t *testing.T) {
 func TestRedisDecisionFields(t *testing.T) {
 	c := redisOrSkip(t, sharedRedis)
 	prefix := testPrefix(t, c)
-	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 2 * time.Second}, clock.Real{})
+	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}, clock.Real{})
 	ctx := context.Background()
 	p := Policy{PerSecond: 0.01, Burst: 20, Daily: 100, Monthly: 1000}
 	var d Decision
@@ -213,7 +213,7 @@ func TestRedisDecisionFields(t *testing.T) {
 func TestRedisQuotaAcrossInstances(t *testing.T) {
 	c := redisOrSkip(t, sharedRedis)
 	prefix := testPrefix(t, c)
-	opts := RedisOptions{Prefix: prefix, Timeout: 2 * time.Second}
+	opts := RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}
 	a, _ := newRedisLimiter(t, sharedRedis, opts, clock.Real{})
 	b, _ := newRedisLimiter(t, sharedRedis, opts, clock.Real{})
 	ctx := context.Background()
@@ -277,7 +277,7 @@ func TestRedisUsesRedisTime(t *testing.T) {
 	c := redisOrSkip(t, sharedRedis)
 	prefix := testPrefix(t, c)
 	clk := clock.NewFake(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
-	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 2 * time.Second}, clk)
+	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}, clk)
 	d, err := r.Admit(context.Background(), "k", Policy{Daily: 5}, 2)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit: %+v %v", d, err)
@@ -373,7 +373,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now()) // drives only the breaker here
 	opts := RedisOptions{
-		Prefix: prefix, Timeout: 500 * time.Millisecond, LocalShare: 1.0 / 3,
+		Prefix: prefix, Timeout: 3 * time.Second, LocalShare: 1.0 / 3,
 		FailureThreshold: 2, Backoff: time.Second, ReconcileEvery: time.Hour,
 	}
 	r, m := newRedisLimiter(t, addr, opts, clk)
@@ -496,5 +496,92 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	}
 	if markers != 2 {
 		t.Errorf("got %d replay markers; want 2", markers)
+	}
+}
+
+func TestRedisRefundNeverCreatesOrUnderflows(t *testing.T) {
+	c := redisOrSkip(t, sharedRedis)
+	prefix := testPrefix(t, c)
+	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}, clock.Real{})
+	ctx := context.Background()
+	d, err := r.Admit(ctx, "k", Policy{Daily: 10}, 3)
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit: %+v %v", d, err)
+	}
+	dayKey := prefix + "q:d:k:" + strconv.Itoa(d.Day)
+	big := d
+	big.DayReserved = 50 // more than was ever charged
+	if err := r.Refund(ctx, "k", big); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter(t, c, dayKey); got != 0 {
+		t.Errorf("over-refund: got %d; want 0 (never below zero)", got)
+	}
+	old := d
+	old.Day = 20000101 // a window whose counter is long gone
+	if err := r.Refund(ctx, "k", old); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Exists(ctx, prefix+"q:d:k:20000101").Result(); n != 0 {
+		t.Errorf("refund to an ended window created its counter")
+	}
+	checkTTLs(t, c, prefix)
+}
+
+func TestScalePolicy(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     Policy
+		share float64
+		want  Policy
+	}{
+		{"a third", Policy{PerSecond: 30, Burst: 90, Daily: 900, Monthly: 9000}, 1.0 / 3,
+			Policy{PerSecond: 10, Burst: 30, Daily: 300, Monthly: 3000}},
+		{"at least 1", Policy{PerSecond: 1, Burst: 1, Daily: 2, Monthly: 2}, 0.1,
+			Policy{PerSecond: 0.1, Burst: 1, Daily: 1, Monthly: 1}},
+		{"burst 0 scales the defaulted burst", Policy{PerSecond: 10}, 0.5, Policy{PerSecond: 5, Burst: 5}},
+		{"off stays off", Policy{}, 0.5, Policy{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := scalePolicy(tc.p, tc.share)
+			if got.Burst != tc.want.Burst || got.Daily != tc.want.Daily || got.Monthly != tc.want.Monthly ||
+				got.PerSecond < tc.want.PerSecond*0.999 || got.PerSecond > tc.want.PerSecond*1.001 {
+				t.Errorf("got %+v; want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRedisValidates(t *testing.T) {
+	fb, err := NewLocal(DefaultConfig(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer c.Close()
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		opts   RedisOptions
+		fb     *Local
+		want   string
+	}{
+		{"nil client", nil, RedisOptions{}, fb, "nil client"},
+		{"nil fallback", c, RedisOptions{}, nil, "nil fallback"},
+		{"share above 1", c, RedisOptions{LocalShare: 2}, fb, "local_share"},
+		{"negative timeout", c, RedisOptions{Timeout: -1}, fb, "timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewRedis(tc.client, tc.opts, tc.fb, nil, nil, nil)
+			if err == nil {
+				r.Close()
+				t.Fatalf("got nil error; want one mentioning %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v; want it to mention %q", err, tc.want)
+			}
+		})
 	}
 }
