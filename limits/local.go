@@ -23,7 +23,11 @@ import (
 // Quota counters are never evicted before their window ends, because that
 // would reset the key's quota; they are a few words per key, and only
 // authenticated keys ever get state, so they are bounded by the configured
-// keys. Use NewLocal; the zero value is not usable.
+// keys. An active key whose bucket is evicted because of MaxKeys starts again
+// with a full bucket, so MaxKeys should exceed the number of keys active
+// within IdleAfter. Sweeping walks the whole map under the mutex (once per
+// IdleAfter from Admit, or when Sweep is called). Use NewLocal; the zero
+// value is not usable.
 type Local struct {
 	cfg Config
 	clk clock.Clock

@@ -371,3 +371,25 @@ func BenchmarkLocalAdmit(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkLocalAdmitParallel(b *testing.B) {
+	l := newLocal(b, clock.Real{}, nil)
+	p := Policy{PerSecond: 1e9, Burst: 1 << 30, Daily: 1 << 60, Monthly: 1 << 60}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "key" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := l.Admit(ctx, keys[i&1023], p, 1); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+}
