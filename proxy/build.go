@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"trendgate/cache"
+	"trendgate/config"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// maxTrackedIPs bounds the per-IP failed-auth limiter's memory.
+const maxTrackedIPs = 100_000
+
+// build constructs the upstream client, cache and limiter from cfg, on
+// Redis when cluster mode is on.
+func (g *Gateway) build(cfg *config.Config, opts Options) error {
+	upMetrics := upstream.NewMetrics(g.reg)
+	cacheMetrics := cache.NewMetrics(g.reg)
+	limitMetrics := limits.NewMetrics(g.reg)
+
+	local, err := limits.NewLocal(cfg.Limits, g.clk, limitMetrics)
+	if err != nil {
+		return err
+	}
+	g.limiter = local
+	g.authFail = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
+
+	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)
+	if err != nil {
+		return err
+	}
+	var cacheStore cache.Store = store
+	var cacheOpts []cache.Option
+
+	var upOpts []upstream.Option
+	if opts.UpstreamTransport != nil {
+		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
+	}
+
+	if cfg.ClusterMode() {
+		cl, err := g.buildCluster(cfg, local, limitMetrics, cacheMetrics, upMetrics)
+		if err != nil {
+			return err
+		}
+		g.limiter = cl.limiter
+		cacheStore = cache.Tiered(store, cl.shared)
+		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
+		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
+	}
+
+	up, err := upstream.New(cfg.Upstream, g.clk, g.log.Named("upstream"), upMetrics, upOpts...)
+	if err != nil {
+		return err
+	}
+	g.up = up
+	c, err := cache.New(cfg.Cache, cacheStore, g.clk, g.log.Named("cache"), cacheMetrics, cacheOpts...)
+	if err != nil {
+		return err
+	}
+	g.cache = c
+	return nil
+}
+
+// leaseWait bounds how long an instance waits for another instance's fetch
+// of the same key before fetching itself.
+const leaseWait = 5 * time.Second
+
+// cluster holds the Redis-backed pieces.
+type cluster struct {
+	limiter limits.Limiter
+	shared  cache.Store
+	lease   cache.Lease
+	budget  upstream.Budget
+}
+
+// buildCluster connects to Redis (counters and cache on separate
+// databases) and builds the shared limiter, cache tier, lease and budget.
+// Redis being down at start is not fatal: every piece falls back locally.
+func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limits.Metrics, cm *cache.Metrics, um *upstream.Metrics) (*cluster, error) {
+	rc := cfg.Redis
+	counterOpts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis.url: %w", err)
+	}
+	cacheURL := rc.CacheURL
+	var cacheOpts *redis.Options
+	if cacheURL != "" {
+		if cacheOpts, err = redis.ParseURL(cacheURL); err != nil {
+			return nil, fmt.Errorf("redis.cache_url: %w", err)
+		}
+	} else {
+		o := *counterOpts
+		o.DB = counterOpts.DB + 1
+		cacheOpts = &o
+	}
+	for _, o := range []*redis.Options{counterOpts, cacheOpts} {
+		o.DialTimeout = 4 * rc.Timeout
+		o.ReadTimeout = rc.Timeout
+		o.WriteTimeout = rc.Timeout
+		o.MaxRetries = -1 // never retry: the callers fall back instead
+	}
+	counters := redis.NewClient(counterOpts)
+	cacheClient := redis.NewClient(cacheOpts)
+	g.closers = append(g.closers, counters.Close, cacheClient.Close)
+
+	// Counters: fall back to this instance's share of each limit.
+	rl, err := limits.NewRedis(counters, limits.RedisOptions{
+		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare,
+	}, local, g.clk, g.log.Named("limits"), lm)
+	if err != nil {
+		return nil, err
+	}
+	g.closers = append(g.closers, rl.Close)
+
+	shared, err := cache.NewRedisStore(cacheClient, cache.RedisStoreOptions{
+		Prefix:        rc.Prefix + "c:",
+		Timeout:       rc.Timeout,
+		MaxEntryBytes: int(cfg.Upstream.MaxBodyBytes),
+	}, cm)
+	if err != nil {
+		return nil, err
+	}
+	lease := cache.NewRedisLease(counters, rc.Prefix+"lease:", rc.Timeout)
+
+	fallbackBudget, err := upstream.NewLocalBudget(shareBudget(cfg.Upstream.Budget, rc.LocalShare), g.clk)
+	if err != nil {
+		return nil, err
+	}
+	budget, err := upstream.NewRedisBudget(counters, cfg.Upstream.Budget, rc.Prefix, rc.Timeout, fallbackBudget, g.log.Named("budget"), um)
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{limiter: rl, shared: shared, lease: lease, budget: budget}, nil
+}
+
+// shareBudget scales an account budget to one instance's share, at least 1
+// per bucket that is limited.
+func shareBudget(b upstream.BudgetConfig, share float64) upstream.BudgetConfig {
+	scale := func(n int) int {
+		if n == 0 {
+			return 0
+		}
+		return max(1, int(float64(n)*share))
+	}
+	b.PerMinute, b.PerDay = scale(b.PerMinute), scale(b.PerDay)
+	return b
+}

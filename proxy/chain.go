@@ -1,0 +1,22 @@
+package proxy
+
+import "net/http"
+
+// chain builds the public handler. Read it top to bottom: the first
+// middleware listed is the outermost.
+func (g *Gateway) chain() http.Handler {
+	return compose(http.HandlerFunc(g.serveAPI),
+		g.observe,      // 1. request id, panic recovery, access log, metrics
+		g.route,        // 2. strict parse into a canonical Request; 400/404/405
+		g.authenticate, // 3. Bearer key → Principal; 401
+		g.limit,        // 4. per-key token bucket and quotas; 429
+	) // 5-8. serveAPI: plan check, cache, upstream, projection, write
+}
+
+// compose wraps h in mws so that mws[0] is the outermost.
+func compose(h http.Handler, mws ...func(http.Handler) http.Handler) http.Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}

@@ -1,0 +1,110 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"trendgate/internal/httperr"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// Client-facing errors raised by the gateway itself. Parse errors come as
+// *httperr.Error from ParseRequest.
+var (
+	errMissingKey = httperr.New(http.StatusUnauthorized, "missing_api_key",
+		"an API key is required: send it as 'Authorization: Bearer <key>'")
+	errInvalidKey = httperr.New(http.StatusUnauthorized, "invalid_api_key",
+		"the API key is not valid")
+	errDuplicateAuth = httperr.New(http.StatusBadRequest, "duplicate_authorization",
+		"send exactly one Authorization header")
+	errAuthBlocked = httperr.New(http.StatusTooManyRequests, "too_many_auth_failures",
+		"too many failed authentication attempts from this address; retry later")
+	errNotInPlan = httperr.New(http.StatusForbidden, "endpoint_not_in_plan",
+		"your plan does not include this endpoint")
+	errMetricNotInPlan = httperr.New(http.StatusForbidden, "metric_not_in_plan",
+		"your plan does not include this metric")
+	errUnknownTopic = httperr.New(http.StatusNotFound, "unknown_topic",
+		"the upstream has no data for this topic")
+	errInternal = httperr.New(http.StatusInternalServerError, "internal_error",
+		"internal error; the request id identifies it in the gateway's logs")
+	errBadUpstream = httperr.New(http.StatusBadGateway, "bad_upstream_response",
+		"the upstream answered with something the gateway cannot serve")
+	errUpstreamDown = httperr.New(http.StatusBadGateway, "upstream_unavailable",
+		"the upstream could not be reached")
+	errUpstreamTimeout = httperr.New(http.StatusGatewayTimeout, "upstream_timeout",
+		"the upstream did not answer in time")
+	errUpstreamBreaker = httperr.New(http.StatusServiceUnavailable, "upstream_unavailable",
+		"the upstream is failing; requests to it are paused")
+	errUpstreamBudget = httperr.New(http.StatusServiceUnavailable, "upstream_budget_exhausted",
+		"the upstream request budget is used up and nothing cached can answer")
+	errUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
+		"the upstream is rate limiting the gateway and nothing cached can answer")
+	errClientGone = httperr.New(499, "client_closed_request", "the client went away")
+)
+
+var bearerChallenge = []string{`Bearer realm="trendgate"`}
+
+// limitError is the 429 for a refused limit decision.
+func limitError(d limits.Decision) *httperr.Error {
+	msg := "rate limit exceeded for this key; retry after the Retry-After delay"
+	switch d.Reason {
+	case limits.ReasonDaily:
+		msg = "daily quota exhausted for this key; it resets at 00:00 UTC"
+	case limits.ReasonMonthly:
+		msg = "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
+	}
+	return &httperr.Error{Status: http.StatusTooManyRequests, Code: string(d.Reason), Message: msg, RetryAfter: d.RetryAfter}
+}
+
+// toHTTP turns any error into the client-facing error. It is the one place
+// that maps internal failures to statuses: budget, 429 and breaker 503,
+// timeouts 504, other upstream failures 502, everything unknown 500.
+func toHTTP(err error) *httperr.Error {
+	var he *httperr.Error
+	if errors.As(err, &he) {
+		return he
+	}
+	withRetry := func(base *httperr.Error) *httperr.Error {
+		e := *base
+		e.RetryAfter = upstream.RetryAfter(err)
+		return &e
+	}
+	switch {
+	case errors.Is(err, upstream.ErrBudgetExhausted):
+		return withRetry(errUpstreamBudget)
+	case errors.Is(err, upstream.ErrRateLimited):
+		return withRetry(errUpstreamLimited)
+	case errors.Is(err, upstream.ErrBreakerOpen):
+		return withRetry(errUpstreamBreaker)
+	case errors.Is(err, upstream.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return errUpstreamTimeout
+	case errors.Is(err, upstream.ErrUnavailable):
+		return errUpstreamDown
+	case errors.Is(err, upstream.ErrBadResponse):
+		return errBadUpstream
+	case errors.Is(err, context.Canceled):
+		return errClientGone
+	}
+	return errInternal
+}
+
+// fail writes err as the JSON error response and logs what the client is
+// not told.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+	in := infoFrom(r.Context())
+	he := toHTTP(err)
+	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == errInternal {
+		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
+	}
+	if he.Status == errClientGone.Status {
+		return // nobody is listening
+	}
+	if he.Status == http.StatusUnauthorized {
+		w.Header()["Www-Authenticate"] = bearerChallenge
+	}
+	httperr.Write(w, in.id, he)
+}

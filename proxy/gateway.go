@@ -1,0 +1,238 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"trendgate/auth"
+	"trendgate/cache"
+	"trendgate/config"
+	"trendgate/internal/clock"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// upstreamClient is what the gateway needs from the upstream client.
+type upstreamClient interface {
+	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
+	State() upstream.BreakerState
+}
+
+// responseCache is what the gateway needs from the response cache.
+type responseCache interface {
+	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
+	Peek(ctx context.Context, key string) (*cache.Entry, bool)
+	Purge(ctx context.Context, sel cache.Selector) int
+	Close(ctx context.Context) error
+}
+
+var (
+	_ upstreamClient = (*upstream.Client)(nil)
+	_ responseCache  = (*cache.Cache)(nil)
+	_ limits.Limiter = (*limits.Local)(nil)
+	_ http.Handler   = (*Gateway)(nil)
+)
+
+// Options are the gateway's injectable dependencies. The zero value is
+// production: real clock, no-op logger, a private Prometheus registry.
+type Options struct {
+	// Clock drives freshness, limits and budgets; nil means clock.Real{}.
+	Clock clock.Clock
+	// Logger receives the access log and errors; nil means zap.NewNop().
+	Logger *zap.Logger
+	// Registry receives every metric; nil means a new private registry
+	// (see Gateway.Registry).
+	Registry *prometheus.Registry
+	// UpstreamTransport replaces the upstream HTTP transport (tests); nil
+	// means the client's own transport built from config.
+	UpstreamTransport http.RoundTripper
+}
+
+// Gateway is the trendgate API gateway: an http.Handler for the public API
+// plus the pieces the servers and the admin listener need. Build it with New.
+type Gateway struct {
+	clk      clock.Clock
+	log      *zap.Logger
+	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
+	reg      *prometheus.Registry
+	metrics  *metrics
+	up       upstreamClient
+	cache    responseCache
+	limiter  limits.Limiter
+	authFail *limits.AuthFailures
+	closers  []func() error // cluster resources, closed by Close
+
+	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
+	draining atomic.Bool             // set when shutdown begins; readiness turns false
+	// servedFromCache is set once any response was served from the cache;
+	// readiness then survives an open upstream breaker.
+	servedFromCache atomic.Bool
+	handler         http.Handler
+}
+
+// runtime is one immutable snapshot of everything a reload swaps: keys,
+// plans, costs and TTLs. Requests load it once and use it throughout.
+type runtime struct {
+	cfg     *config.Config
+	keyring *auth.Keyring
+	keys    map[string]keyInfo // key id → resolved plan and policy
+	plans   map[string]*plan   // plan name → compiled plan
+	costs   limits.Costs
+	ttl     cache.Config
+	trusted []netip.Prefix
+}
+
+// keyInfo is a key's resolved plan and policy.
+type keyInfo struct {
+	plan   *plan
+	policy limits.Policy
+}
+
+// plan is a compiled plan: allowed endpoints and projection.
+type plan struct {
+	name      string
+	endpoints [EndpointTSV + 1]bool
+	proj      *Projection // nil: full data
+}
+
+// New builds a gateway from cfg: the upstream client, the cache, the
+// limiter and, when cfg.Redis.URL is set, their cluster (Redis) backends.
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry}
+	if g.clk == nil {
+		g.clk = clock.Real{}
+	}
+	if g.log == nil {
+		g.log = zap.NewNop()
+	}
+	if g.reg == nil {
+		g.reg = prometheus.NewRegistry()
+	}
+	g.metrics = newMetrics(g.reg)
+	g.access = zap.NewNop()
+	if cfg.Log.Access == nil || *cfg.Log.Access {
+		g.access = g.log.Named("access")
+	}
+
+	rt, err := compile(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.rt.Store(rt)
+
+	if err := g.build(cfg, opts); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.handler = g.chain()
+	return g, nil
+}
+
+// compile turns a validated config into a runtime snapshot.
+func compile(cfg *config.Config) (*runtime, error) {
+	rt := &runtime{
+		cfg:   cfg,
+		keys:  make(map[string]keyInfo, len(cfg.Keys)),
+		plans: make(map[string]*plan, len(cfg.Plans)),
+		costs: cfg.Limits.Costs,
+		ttl:   cfg.Cache,
+	}
+	for name, p := range cfg.Plans {
+		proj, err := CompileProjection(p)
+		if err != nil {
+			return nil, fmt.Errorf("plans.%s: %w", name, err)
+		}
+		cp := &plan{name: name, proj: proj}
+		for _, e := range p.Endpoints {
+			if ep, ok := endpointByName(e); ok {
+				cp.endpoints[ep] = true
+			}
+		}
+		rt.plans[name] = cp
+	}
+	specs := make([]auth.KeySpec, 0, len(cfg.Keys))
+	for _, rk := range cfg.ResolvedKeys() {
+		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Plan: rk.Plan, Disabled: rk.Key.Disabled}
+		if rk.Key.Expires != nil {
+			spec.Expires = *rk.Key.Expires
+		}
+		specs = append(specs, spec)
+		rt.keys[rk.Key.ID] = keyInfo{plan: rt.plans[rk.Plan], policy: rk.Policy}
+	}
+	kr, err := auth.NewKeyring(specs)
+	if err != nil {
+		return nil, err
+	}
+	rt.keyring = kr
+	for _, c := range cfg.Server.TrustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return nil, fmt.Errorf("server.trusted_proxies: %w", err)
+		}
+		rt.trusted = append(rt.trusted, p.Masked())
+	}
+	return rt, nil
+}
+
+func endpointByName(s string) (Endpoint, bool) {
+	for e := EndpointList; e <= EndpointTSV; e++ {
+		if e.String() == s {
+			return e, true
+		}
+	}
+	return 0, false
+}
+
+// Reload swaps keys, plans, costs and TTLs atomically. Counters and cached
+// entries survive; a removed key stops working with the next request. A
+// config that does not validate is refused and the old one keeps serving.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	if err := cfg.Validate(); err != nil {
+		g.metrics.reloads.WithLabelValues("refused").Inc()
+		return fmt.Errorf("proxy: reload: %w", err)
+	}
+	rt, err := compile(cfg)
+	if err != nil {
+		g.metrics.reloads.WithLabelValues("refused").Inc()
+		return fmt.Errorf("proxy: reload: %w", err)
+	}
+	g.rt.Store(rt)
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	return nil
+}
+
+// Config returns the configuration currently in force.
+func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
+
+// Registry returns the Prometheus registry holding the gateway's metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// ServeHTTP serves the public API.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// Close stops background work (cache refreshes) and releases cluster
+// resources. It does not stop servers; see Run.
+func (g *Gateway) Close() error {
+	var errs []error
+	if g.cache != nil {
+		if err := g.cache.Close(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		if err := g.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

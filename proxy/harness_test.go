@@ -1,0 +1,178 @@
+package proxy_test
+
+import (
+	"bytes"
+	"io"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
+)
+
+// testNow is a Thursday mid-morning UTC, in the middle of an hour.
+var testNow = time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
+
+// upstreamKey is the gateway's own upstream credential in tests.
+const upstreamKey = "upstream-test-credential"
+
+// harness is the whole gateway in front of the recording demo upstream,
+// each on its own loopback httptest server.
+type harness struct {
+	t       *testing.T
+	clk     *clock.Fake
+	up      *demo.Server
+	upSrv   *httptest.Server
+	gw      *proxy.Gateway
+	base    string // the gateway's public base URL
+	admin   string // the admin listener's base URL
+	client  *http.Client
+	cfg     *config.Config
+	full    string // a full-plan key
+	limited string // a limited-plan key
+	logs    *syncBuffer
+}
+
+// syncBuffer collects log output from concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex // guards buf
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Sync() error { return nil }
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newKey(t testing.TB) string {
+	t.Helper()
+	k, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// newHarness starts the demo upstream and a gateway configured from
+// config.Default with a full and a limited key; mutate may change the
+// config before the gateway is built.
+func newHarness(t *testing.T, mutate func(*config.Config), opts ...func(*demo.Options)) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clock.NewFake(testNow), logs: &syncBuffer{}}
+	dopts := demo.Options{Clock: h.clk, APIKey: upstreamKey}
+	for _, o := range opts {
+		o(&dopts)
+	}
+	up, err := demo.New(dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.up = up
+	h.upSrv = httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); h.upSrv.Close() })
+
+	h.full, h.limited = newKey(t), newKey(t)
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = h.upSrv.URL
+	cfg.Upstream.APIKey = upstreamKey
+	cfg.Log.Level = "debug"
+	cfg.Keys = []config.Key{
+		{ID: "team-full", SHA256: auth.Digest(h.full), Plan: "full"},
+		{ID: "team-limited", SHA256: auth.Digest(h.limited), Plan: "limited"},
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	h.cfg = cfg
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), h.logs, zapcore.DebugLevel)
+	gw, err := proxy.New(cfg, proxy.Options{Clock: h.clk, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw = gw
+	h.serve()
+	return h
+}
+
+// serve runs the gateway's real servers (timeouts, header limits, admin
+// listener) on random loopback ports until the test ends.
+func (h *harness) serve() {
+	t := h.t
+	pub, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.base, h.admin = "http://"+pub.Addr().String(), "http://"+adm.Addr().String()
+	h.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, DisableCompression: true}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.gw.Serve(ctx, proxy.Listeners{Public: pub, Admin: adm}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		h.client.CloseIdleConnections()
+		_ = h.gw.Close()
+	})
+}
+
+// do sends a request with a raw request-target (so escapes reach the
+// gateway exactly as written) and returns the response with its body read.
+func (h *harness) do(method, target, key string, header ...string) (*http.Response, []byte) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.base+"/", nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	// An opaque URL is sent as the request-target verbatim.
+	path, query, _ := strings.Cut(target, "?")
+	req.URL.Opaque = path
+	req.URL.RawQuery = query
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp, body
+}
+
+func (h *harness) get(target, key string, header ...string) (*http.Response, []byte) {
+	h.t.Helper()
+	return h.do(http.MethodGet, target, key, header...)
+}

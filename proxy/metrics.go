@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the gateway's own collectors; the cache, upstream and limits
+// packages register theirs on the same registry.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	authFailures *prometheus.CounterVec
+	limited      *prometheus.CounterVec
+	quotaCharged *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
+	ready        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_requests_total",
+			Help: "Public API requests by route, status and plan.",
+		}, []string{"route", "status", "plan"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trendgate_request_duration_seconds",
+			Help:    "Public API request latency by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20},
+		}, []string{"route"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_auth_failures_total",
+			Help: "Refused authentication attempts by reason.",
+		}, []string{"reason"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_rate_limited_total",
+			Help: "Requests refused with 429 by limit (rate_limited, daily_quota_exceeded, monthly_quota_exceeded).",
+		}, []string{"reason"}),
+		quotaCharged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_quota_charged_units_total",
+			Help: "Quota units charged for delivered responses, by key id.",
+		}, []string{"key_id"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_config_reloads_total",
+			Help: "Configuration reloads by result (ok, refused).",
+		}, []string{"result"}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trendgate_ready",
+			Help: "1 while the gateway reports ready.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready,
+			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return m
+}
+
+// statusLabels avoids formatting the common statuses on every request.
+var statusLabels = map[int]string{200: "200", 304: "304", 400: "400", 401: "401", 403: "403", 404: "404", 405: "405", 429: "429", 500: "500", 502: "502", 503: "503", 504: "504"}
+
+func (m *metrics) observe(route string, status int, plan string, d time.Duration) {
+	s, ok := statusLabels[status]
+	if !ok {
+		s = strconv.Itoa(status)
+	}
+	m.requests.WithLabelValues(route, s, plan).Inc()
+	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}

@@ -1,0 +1,173 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"trendgate/auth"
+	"trendgate/internal/httperr"
+)
+
+// route parses the request into its canonical form. Unknown paths under the
+// API prefixes answer 401 to callers without a valid key, so routes cannot
+// be enumerated anonymously.
+func (g *Gateway) route(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		req, err := ParseRequest(r, g.clk.Now())
+		if err != nil {
+			if errors.Is(err, ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
+				if _, aerr := g.principal(r); aerr != nil {
+					err = aerr
+				}
+			}
+			if he := (*httperr.Error)(nil); errors.As(err, &he) && he.Status == http.StatusMethodNotAllowed {
+				w.Header().Set("Allow", AllowedMethods)
+			}
+			g.fail(w, r, err)
+			return
+		}
+		in.req, in.routed = req, true
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isAPIPath reports whether p is under one of the API's path prefixes.
+func isAPIPath(p string) bool {
+	return strings.HasPrefix(p, "/api4/") || strings.HasPrefix(p, "/topic/")
+}
+
+// authenticate resolves the Bearer key to a Principal and its plan. Failed
+// attempts are limited per client IP; no state is kept per invalid key.
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		p, err := g.principal(r)
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		rt := g.rt.Load()
+		ki, ok := rt.keys[p.KeyID]
+		if !ok || ki.plan == nil { // removed by a reload between lookup and here
+			g.fail(w, r, errInvalidKey)
+			return
+		}
+		in.keyID, in.plan, in.policy = p.KeyID, ki.plan, ki.policy
+		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+	})
+}
+
+// principal authenticates r's Bearer key, applying the per-IP limit on
+// failed attempts. Its errors are client-facing.
+func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
+	rt := g.rt.Load()
+	ip := clientIP(r, rt.trusted)
+	if blocked, retry := g.authFail.Blocked(ip); blocked {
+		g.metrics.authFailures.WithLabelValues("blocked").Inc()
+		e := *errAuthBlocked
+		e.RetryAfter = retry
+		return auth.Principal{}, &e
+	}
+	token, err := auth.ParseAuthorization(r.Header)
+	if err == nil {
+		var p auth.Principal
+		if p, err = rt.keyring.Authenticate(token, g.clk.Now()); err == nil {
+			return p, nil
+		}
+	}
+	if errors.Is(err, auth.ErrDuplicateHeader) {
+		return auth.Principal{}, errDuplicateAuth
+	}
+	g.authFail.Record(ip)
+	if errors.Is(err, auth.ErrMissingKey) {
+		g.metrics.authFailures.WithLabelValues("missing").Inc()
+		return auth.Principal{}, errMissingKey
+	}
+	reason := string(auth.ReasonOf(err))
+	g.metrics.authFailures.WithLabelValues(reason).Inc()
+	if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
+		ce.Write(zap.String("reason", reason), zap.String("ip", ip))
+	}
+	return auth.Principal{}, errInvalidKey
+}
+
+// clientIP is the peer address, or the right-most untrusted address of
+// X-Forwarded-For when the peer is a trusted proxy.
+func clientIP(r *http.Request, trusted []netip.Prefix) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || len(trusted) == 0 || !isTrusted(peer, trusted) {
+		return host
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	for i := len(xff) - 1; i >= 0; i-- {
+		parts := strings.Split(xff[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return peer.String() // a garbled hop: trust nothing beyond it
+			}
+			if !isTrusted(a, trusted) {
+				return a.String()
+			}
+		}
+	}
+	return peer.String()
+}
+
+func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
+	a = a.Unmap()
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// limit admits the request against the key's token bucket and quotas and
+// sets the RateLimit headers on every response. A quota reservation is
+// given back unless the response is delivered as 2xx or 304.
+func (g *Gateway) limit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		in.cost = in.req.cost(g.rt.Load().costs)
+		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		in.decision = d
+		d.SetHeaders(w.Header())
+		if !d.Allowed {
+			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
+			g.fail(w, r, limitError(d))
+			return
+		}
+		sw, _ := w.(*statusWriter)
+		next.ServeHTTP(w, r)
+		if sw != nil && delivered(sw.status) {
+			g.metrics.quotaCharged.WithLabelValues(in.keyID).Add(float64(in.cost))
+			return
+		}
+		if err := g.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
+			g.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
+		}
+	})
+}
+
+// delivered reports whether a response with this status counts against
+// the key's quota: 2xx and 304 only (0 means nothing was written: 200).
+func delivered(status int) bool {
+	return status == 0 || status == http.StatusNotModified || (status >= 200 && status < 300)
+}

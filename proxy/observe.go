@@ -1,0 +1,154 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"trendgate/internal/httperr"
+	"trendgate/limits"
+)
+
+// info is what one request learns on its way through the chain; the
+// access log line and the metrics are written from it at the end.
+// It is owned by the request's goroutine.
+type info struct {
+	id        string
+	start     time.Time
+	req       Request // zero until route succeeds
+	routed    bool
+	keyID     string
+	plan      *plan
+	policy    limits.Policy
+	decision  limits.Decision
+	admitted  bool
+	cost      int
+	cache     string // Cache-Status summary for the log: hit, miss, stale, ...
+	upstream  time.Duration
+	dataBytes int
+}
+
+type infoKey struct{}
+
+// infoFrom returns the request's info; observe always installs one.
+func infoFrom(ctx context.Context) *info {
+	in, _ := ctx.Value(infoKey{}).(*info)
+	if in == nil {
+		in = &info{}
+	}
+	return in
+}
+
+func contextWithInfo(ctx context.Context, in *info) context.Context {
+	return context.WithValue(ctx, infoKey{}, in)
+}
+
+// statusWriter records the status and the body bytes written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// requestIDs makes process-unique request ids: a random prefix and a counter.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &requestIDs{prefix: hex.EncodeToString(b[:])}
+}
+
+func (ids *requestIDs) next() string {
+	return ids.prefix + "-" + strconv.FormatUint(ids.n.Add(1), 36)
+}
+
+var ids = newRequestIDs()
+
+// observe is the outermost middleware: it assigns the request id, recovers
+// panics into a JSON 500, and writes the access log line and metrics.
+func (g *Gateway) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := &info{id: ids.next(), start: g.clk.Now()}
+		w.Header()["X-Request-Id"] = []string{in.id}
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				g.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
+				if sw.status == 0 {
+					httperr.Write(sw, in.id, errInternal)
+				}
+			}
+			g.finish(r, sw, in)
+		}()
+		next.ServeHTTP(sw, r.WithContext(contextWithInfo(r.Context(), in)))
+	})
+}
+
+// finish records metrics and the access log line for one request.
+func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
+	status := sw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	elapsed := g.clk.Now().Sub(in.start)
+	route := "unknown"
+	if in.routed {
+		route = in.req.Endpoint.String()
+	}
+	planName := ""
+	if in.plan != nil {
+		planName = in.plan.name
+	}
+	g.metrics.observe(route, status, planName, elapsed)
+
+	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
+		ce.Write(
+			zap.String("request_id", in.id),
+			zap.String("method", r.Method),
+			zap.String("route", route),
+			zap.String("topic", in.req.Topic),
+			zap.String("key_id", in.keyID),
+			zap.String("plan", planName),
+			zap.Int("status", status),
+			zap.String("cache", in.cache),
+			zap.Duration("upstream", in.upstream),
+			zap.Int("cost", in.cost),
+			zap.Int("bytes", sw.bytes),
+			zap.Duration("duration", elapsed),
+			zap.String("remote", r.RemoteAddr),
+		)
+	}
+}

@@ -1,0 +1,296 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"trendgate/cache"
+	"trendgate/limits"
+	"trendgate/upstream"
+)
+
+// serveAPI is the end of the chain: plan check, cache lookup (with one
+// coalesced upstream fetch on a miss), projection and writing.
+func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	in := infoFrom(ctx)
+	req := in.req
+	if !in.plan.endpoints[req.Endpoint] {
+		g.fail(w, r, errNotInPlan)
+		return
+	}
+	if req.Endpoint == EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
+		g.fail(w, r, errMetricNotInPlan)
+		return
+	}
+
+	start := g.clk.Now()
+	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(req, g.rt.Load()))
+	if res.Outcome == cache.Miss && !res.Coalesced {
+		in.upstream = g.clk.Now().Sub(start)
+	}
+	if err != nil {
+		in.cache = "error"
+		g.fail(w, r, err)
+		return
+	}
+	in.cache = res.Outcome.String()
+	e := res.Entry
+	h := w.Header()
+	h["Cache-Status"] = cacheStatus(res)
+	if e.Status == http.StatusNotFound {
+		g.fail(w, r, errUnknownTopic)
+		return
+	}
+	v, err := variantOf(e, in.plan, req.Endpoint)
+	if err != nil {
+		g.fail(w, r, projectionError(err))
+		return
+	}
+	g.write(w, r, e, v)
+	if res.Outcome != cache.Miss && !g.servedFromCache.Load() {
+		g.servedFromCache.Store(true)
+	}
+}
+
+// fetcher returns the cache's fetch for req: one upstream call built from
+// the canonical request only, turned into an entry with our freshness.
+func (g *Gateway) fetcher(req Request, rt *runtime) cache.Fetcher {
+	return func(ctx context.Context, background bool) (*cache.Entry, error) {
+		resp, err := g.up.Do(ctx, upstream.Request{
+			Shape:      shapeOf(req.Endpoint),
+			Path:       req.UpstreamPath(),
+			RawQuery:   req.UpstreamQuery(),
+			Background: background,
+		})
+		if err != nil {
+			return nil, err
+		}
+		now := g.clk.Now()
+		class := cache.Class{
+			Endpoint: req.Endpoint.String(),
+			Bucket:   req.Bucket,
+			End:      req.WindowEnd(),
+			Negative: resp.Status == http.StatusNotFound || resp.Empty,
+		}
+		return &cache.Entry{
+			Key:         req.Key(),
+			Topic:       req.Topic,
+			Status:      resp.Status,
+			ContentType: resp.ContentType,
+			Body:        resp.Body,
+			Generated:   resp.Generated,
+			Fetched:     now,
+			FreshUntil:  rt.ttl.FreshUntil(class, now),
+		}, nil
+	}
+}
+
+// shapeOf maps an endpoint to the upstream body shape to validate.
+func shapeOf(e Endpoint) upstream.Shape {
+	switch e {
+	case EndpointList:
+		return upstream.ShapeList
+	case EndpointWhatsup:
+		return upstream.ShapeWhatsup
+	case EndpointTSV:
+		return upstream.ShapeTSV
+	}
+	return upstream.ShapeSeries
+}
+
+// cost is the request's price in tokens and quota units.
+func (q Request) cost(c limits.Costs) int { return c.For(q.Endpoint.String()) }
+
+// Cache-Status values (RFC 9211), shared and never mutated.
+var (
+	statusHit          = []string{"trendgate; hit"}
+	statusStale        = []string{"trendgate; hit; stale"}
+	statusStaleIfError = []string{`trendgate; hit; stale; detail="upstream-error"`}
+	statusMiss         = []string{"trendgate; fwd=miss; stored"}
+	statusCollapsed    = []string{"trendgate; fwd=miss; collapsed"}
+)
+
+func cacheStatus(res cache.Result) []string {
+	switch res.Outcome {
+	case cache.Hit:
+		return statusHit
+	case cache.Stale:
+		return statusStale
+	case cache.StaleIfError:
+		return statusStaleIfError
+	}
+	if res.Coalesced {
+		return statusCollapsed
+	}
+	return statusMiss
+}
+
+// projectionError maps a projection failure: a would-be leak is our bug
+// (500, fail closed); anything else means the cached body was not the shape
+// we validated, which is an upstream problem (502).
+func projectionError(err error) error {
+	if errors.Is(err, ErrProjectionLeak) {
+		return err // toHTTP: 500
+	}
+	return errBadUpstream
+}
+
+// variant is one plan's representation of a cached entry: the projected
+// bytes, their ETag, and a gzip copy made once on first demand. Variants
+// are memoized on the entry, so cache hits never re-project or re-compress.
+type variant struct {
+	body   []byte
+	etag   []string
+	length []string
+
+	gzOnce   sync.Once
+	gz       []byte // nil when compressing does not pay
+	gzLength []string
+}
+
+// fullVariant is the memo key of the unprojected variant shared by all
+// full-data plans; limited plans use their *Projection as key.
+type fullVariant struct{}
+
+// gzipMinBytes is the smallest body worth compressing.
+const gzipMinBytes = 1024
+
+func variantOf(e *cache.Entry, p *plan, ep Endpoint) (*variant, error) {
+	var key any = fullVariant{}
+	if p.proj != nil {
+		key = p.proj
+	}
+	if v, ok := e.Memo(key); ok {
+		return v.(*variant), nil
+	}
+	body := e.Body
+	if p.proj != nil {
+		var err error
+		if body, err = p.proj.Apply(ep, e.Body); err != nil {
+			return nil, err
+		}
+	}
+	sum := sha256.Sum256(body)
+	v := &variant{
+		body:   body,
+		etag:   []string{`"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`},
+		length: []string{strconv.Itoa(len(body))},
+	}
+	return e.StoreMemo(key, v).(*variant), nil
+}
+
+// gzipped returns the compressed copy, or nil when the body is too small or
+// does not shrink.
+func (v *variant) gzipped() []byte {
+	v.gzOnce.Do(func() {
+		if len(v.body) < gzipMinBytes {
+			return
+		}
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		_, _ = zw.Write(v.body)
+		if zw.Close() != nil || buf.Len() >= len(v.body) {
+			return
+		}
+		v.gz = buf.Bytes()
+		v.gzLength = []string{strconv.Itoa(len(v.gz))}
+	})
+	return v.gz
+}
+
+// Shared header values; never mutated.
+var (
+	ctJSON      = []string{"application/json; charset=utf-8"}
+	ctTSV       = []string{"text/tab-separated-values; charset=utf-8"}
+	encGzip     = []string{"gzip"}
+	varyEnc     = []string{"Accept-Encoding"}
+	nosniff     = []string{"nosniff"}
+	modeLimited = []string{"limited"}
+)
+
+// write sends the variant with the caching headers, honouring
+// If-None-Match (304), Accept-Encoding (gzip) and HEAD.
+func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant) {
+	in := infoFrom(r.Context())
+	h := w.Header()
+	now := g.clk.Now()
+	h["Etag"] = v.etag
+	h["Vary"] = varyEnc
+	h["Cache-Control"] = []string{"private, max-age=" + strconv.FormatInt(seconds(e.FreshUntil.Sub(now)), 10)}
+	h["Age"] = []string{strconv.FormatInt(seconds(e.Age(now)), 10)}
+	if in.plan.proj != nil {
+		h["X-Data-Mode"] = modeLimited
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, v.etag[0]) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	h["X-Content-Type-Options"] = nosniff
+	if in.req.Endpoint == EndpointTSV {
+		h["Content-Type"] = ctTSV
+	} else {
+		h["Content-Type"] = ctJSON
+	}
+	body, length := v.body, v.length
+	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		if gz := v.gzipped(); gz != nil {
+			body, length = gz, v.gzLength
+			h["Content-Encoding"] = encGzip
+		}
+	}
+	h["Content-Length"] = length
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// seconds rounds d down to whole seconds, never below zero.
+func seconds(d time.Duration) int64 {
+	if d < 0 {
+		return 0
+	}
+	return int64(d / time.Second)
+}
+
+// etagMatch implements If-None-Match's weak comparison against one tag.
+func etagMatch(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsGzip reports whether an Accept-Encoding value allows gzip
+// (a "gzip" or "*" coding without q=0).
+func acceptsGzip(ae string) bool {
+	if ae == "" {
+		return false
+	}
+	for _, part := range strings.Split(ae, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		coding = strings.TrimSpace(coding)
+		if !strings.EqualFold(coding, "gzip") && coding != "*" {
+			continue
+		}
+		q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+		if strings.HasPrefix(q, "q=0") && strings.Trim(strings.TrimPrefix(q, "q="), "0.") == "" {
+			return false
+		}
+		return true
+	}
+	return false
+}
