@@ -2,8 +2,8 @@ package proxy_test
 
 import (
 	"bytes"
-	"io"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
