@@ -31,7 +31,9 @@ type AuthFailureConfig struct {
 }
 
 // Policy is one key's effective limits. PerSecond 0 disables the rate
-// limit; Daily or Monthly 0 disables that quota.
+// limit; Burst 0 with PerSecond > 0 means ceil(PerSecond); Daily or Monthly
+// 0 disables that quota (quotas are in cost units over UTC calendar windows).
+// The zero value limits nothing.
 type Policy struct {
 	PerSecond float64 `yaml:"per_second"`
 	Burst     int     `yaml:"burst"`

@@ -10,8 +10,10 @@ const (
 	resultMonthly = "monthly"
 )
 
-// Metrics are the Prometheus collectors of this package. A nil *Metrics
-// passed to a constructor is replaced by an unregistered set.
+// Metrics are the Prometheus collectors of this package. Build them with
+// NewMetrics (the zero value is not usable); a nil *Metrics passed to a
+// constructor is replaced by an unregistered set. Pass the same Metrics to a
+// Redis limiter and its fallback Local so each event is counted once.
 type Metrics struct {
 	// Decisions counts Admit outcomes by result (allowed, rate_limited,
 	// daily, monthly).
