@@ -652,10 +652,10 @@ func (p *Projection) verify(ep Endpoint, out []byte) error {
 	switch ep {
 	case EndpointList:
 		v.items, v.checkItems = p.list, true
-		v.top = projSet{"data": {}}
+		v.top = projTopList
 	case EndpointSeries:
 		v.items, v.checkItems = p.series, true
-		v.top = projSet{"data": {}, "config": {}}
+		v.top = projTopSeries
 		v.needConfig = true
 	case EndpointWhatsup:
 		v.top = p.whatsup
@@ -665,6 +665,12 @@ func (p *Projection) verify(ep Endpoint, out []byte) error {
 	}
 	return v.run(out)
 }
+
+// The top-level keys a limited list or series body may have. Read-only.
+var (
+	projTopList   = projSet{"data": {}}
+	projTopSeries = projSet{"data": {}, "config": {}}
+)
 
 // projVerifier is the state of one verify pass. It relies on encoding/json's
 // json.Valid for syntax and otherwise tracks only strings and nesting.
