@@ -450,3 +450,26 @@ func BenchmarkParseExample(b *testing.B) {
 		}
 	}
 }
+
+func TestAccessEnabled(t *testing.T) {
+	on, off := true, false
+	tests := []struct {
+		name   string
+		access *bool
+		want   bool
+	}{{"unset", nil, true}, {"true", &on, true}, {"false", &off, false}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (Log{Access: tc.access}).AccessEnabled(); got != tc.want {
+				t.Errorf("AccessEnabled() = %v; want %v", got, tc.want)
+			}
+		})
+	}
+	c, err := Parse([]byte("log:\n  access: false\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Log.AccessEnabled() {
+		t.Errorf("log.access: false gave AccessEnabled() = true")
+	}
+}

@@ -94,3 +94,7 @@ func (f Fields) For(ep string) []string {
 func (f Fields) empty() bool {
 	return len(f.List) == 0 && len(f.Whatsup) == 0 && len(f.Series) == 0 && len(f.TSV) == 0
 }
+
+// AccessEnabled reports whether the per-request access log is on: Access
+// is unset (nil) or true.
+func (l Log) AccessEnabled() bool { return l.Access == nil || *l.Access }

@@ -8,7 +8,9 @@ import (
 	"trendgate/upstream"
 )
 
-// Config is the whole trendgate configuration file.
+// Config is the whole trendgate configuration file. Build one with Default,
+// Parse or Load: its zero value is not valid (it has no listen address and
+// no plans). Every setting left out of a file keeps Default's value.
 type Config struct {
 	Server   Server          `yaml:"server"`
 	TLS      TLS             `yaml:"tls"`
@@ -18,13 +20,17 @@ type Config struct {
 	Cache    cache.Config    `yaml:"cache"`
 	Limits   limits.Config   `yaml:"limits"`
 	Redis    Redis           `yaml:"redis"`
-	// Plans maps a plan name to its definition.
+	// Plans maps a plan name to its definition. Default holds the built-in
+	// plans "full" and "limited"; a plan of the same name in a file replaces
+	// the built-in one entirely. Nil or empty fails Validate.
 	Plans map[string]Plan `yaml:"plans"`
-	// Keys are the issued API keys (only their digests).
+	// Keys are the issued API keys (only their digests). Nil means no keys,
+	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
 }
 
-// Server configures the public listener.
+// Server configures the public listener. A zero duration or a
+// MaxHeaderBytes outside 4 KiB..1 MiB fails Validate.
 type Server struct {
 	Listen            string        `yaml:"listen"`              // default 127.0.0.1:8080
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"` // default 5s
@@ -52,7 +58,9 @@ type TLS struct {
 	ACME       ACME          `yaml:"acme"`
 }
 
-// ACME configures certmagic's certificate management.
+// ACME configures certmagic's certificate management (TLS.Mode "acme",
+// which needs Domains, and Storage unless Redis.URL is set). Its zero
+// value is unused when TLS is off or uses files.
 type ACME struct {
 	DirectoryURL string   `yaml:"directory_url"` // default Let's Encrypt production
 	Email        string   `yaml:"email"`
@@ -67,6 +75,7 @@ type ACME struct {
 }
 
 // Admin configures the admin listener (health, readiness, metrics, purge).
+// An empty Listen fails Validate; "off" disables the listener.
 type Admin struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:9090; "off" disables
 	// Token, when set, is required as "Authorization: Bearer <token>" on
@@ -74,14 +83,16 @@ type Admin struct {
 	Token string `yaml:"token"`
 }
 
-// Log configures logging.
+// Log configures logging. An empty Level fails Validate.
 type Log struct {
 	Level string `yaml:"level"` // debug | info | warn | error (default info)
-	// Access turns the per-request access log on (default true).
+	// Access turns the per-request access log on (default true); nil, which
+	// only a hand-built Config has, means on.
 	Access *bool `yaml:"access"`
 }
 
-// Redis turns on cluster mode when URL is set.
+// Redis turns on cluster mode when URL is set; with URL empty the other
+// fields are unused (but still validated).
 type Redis struct {
 	// URL is the Redis for counters (limits, quotas, budget, leases,
 	// certificates), e.g. redis://127.0.0.1:6379/0.
@@ -99,6 +110,7 @@ type Redis struct {
 }
 
 // Plan is a named bundle of limits, allowed endpoints and data projection.
+// Its zero value fails Validate: Endpoints and DataMode are required.
 type Plan struct {
 	limits.Policy `yaml:",inline"`
 	// Endpoints the plan may call: list, whatsup, series, tsv.
@@ -110,7 +122,9 @@ type Plan struct {
 	Fields Fields `yaml:"fields"`
 }
 
-// Fields is a per-endpoint allowlist of field names.
+// Fields is a per-endpoint allowlist of field names (see KnownFields). It
+// fails closed: in a limited plan a nil or empty list keeps no fields of
+// that endpoint. A full plan must leave it empty.
 type Fields struct {
 	List    []string `yaml:"list"`
 	Whatsup []string `yaml:"whatsup"`
@@ -119,6 +133,7 @@ type Fields struct {
 }
 
 // Key is one issued API key. Only the SHA-256 digest of the secret is kept.
+// ID, SHA256 and Plan are required; the zero value fails Validate.
 type Key struct {
 	ID     string `yaml:"id"`
 	SHA256 string `yaml:"sha256"` // lower-case hex digest of the secret
