@@ -118,31 +118,49 @@ func (d Decision) SetHeaders(h http.Header) {
 		n++
 	}
 	if n > 0 {
-		var pol, cur []byte
+		// All five values are cut from one buffer and one backing array, and
+		// the header keys are set in canonical form: this runs on every
+		// authenticated response, cache hits included.
+		var buf [384]byte
+		b := buf[:0]
 		for i, it := range items[:n] {
 			if i > 0 {
-				pol = append(pol, ", "...)
-				cur = append(cur, ", "...)
+				b = append(b, ", "...)
 			}
-			pol = append(pol, '"')
-			pol = append(pol, it.name...)
-			pol = append(pol, `";q=`...)
-			pol = strconv.AppendInt(pol, it.quota, 10)
-			pol = append(pol, ";w="...)
-			pol = strconv.AppendInt(pol, it.window, 10)
-			cur = append(cur, '"')
-			cur = append(cur, it.name...)
-			cur = append(cur, `";r=`...)
-			cur = strconv.AppendInt(cur, it.remaining, 10)
-			cur = append(cur, ";t="...)
-			cur = strconv.AppendInt(cur, it.reset, 10)
+			b = append(b, '"')
+			b = append(b, it.name...)
+			b = append(b, `";q=`...)
+			b = strconv.AppendInt(b, it.quota, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, it.window, 10)
 		}
-		h.Set("RateLimit-Policy", string(pol))
-		h.Set("RateLimit", string(cur))
+		polEnd := len(b)
+		for i, it := range items[:n] {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, '"')
+			b = append(b, it.name...)
+			b = append(b, `";r=`...)
+			b = strconv.AppendInt(b, it.remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, it.reset, 10)
+		}
+		curEnd := len(b)
 		m := mostRestrictive(items[:n])
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(m.quota, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(m.remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(m.reset, 10))
+		b = strconv.AppendInt(b, m.quota, 10)
+		limEnd := len(b)
+		b = strconv.AppendInt(b, m.remaining, 10)
+		remEnd := len(b)
+		b = strconv.AppendInt(b, m.reset, 10)
+		all := string(b)
+		vals := [5]string{all[:polEnd], all[polEnd:curEnd], all[curEnd:limEnd], all[limEnd:remEnd], all[remEnd:]}
+		v := vals[:]
+		h["Ratelimit-Policy"] = v[0:1:1]
+		h["Ratelimit"] = v[1:2:2]
+		h["X-Ratelimit-Limit"] = v[2:3:3]
+		h["X-Ratelimit-Remaining"] = v[3:4:4]
+		h["X-Ratelimit-Reset"] = v[4:5:5]
 	}
 	if !d.Allowed {
 		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))

@@ -60,7 +60,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		in.keyID, in.plan, in.policy = p.KeyID, ki.plan, ki.policy
-		next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		next.ServeHTTP(w, r)
 	})
 }
 

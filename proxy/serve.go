@@ -277,10 +277,9 @@ func etagMatch(header, etag string) bool {
 // acceptsGzip reports whether an Accept-Encoding value allows gzip
 // (a "gzip" or "*" coding without q=0).
 func acceptsGzip(ae string) bool {
-	if ae == "" {
-		return false
-	}
-	for _, part := range strings.Split(ae, ",") {
+	for ae != "" {
+		var part string
+		part, ae, _ = strings.Cut(ae, ",")
 		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
 		coding = strings.TrimSpace(coding)
 		if !strings.EqualFold(coding, "gzip") && coding != "*" {

@@ -1,0 +1,91 @@
+package proxy_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
+)
+
+// discardWriter is a minimal ResponseWriter that keeps nothing, so the
+// benchmark measures the gateway, not a recorder.
+type discardWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header { return w.h }
+func (w *discardWriter) WriteHeader(s int)   { w.status = s }
+func (w *discardWriter) Write(b []byte) (int, error) {
+	w.n += len(b)
+	return len(b), nil
+}
+
+// BenchmarkHit measures one cache hit through the whole handler chain
+// (request id, parse, auth, limits, cache, projection memo, headers) with
+// the access log off, as the bench harness runs it.
+func BenchmarkHit(b *testing.B) {
+	up, err := demo.New(demo.Options{Clock: clock.NewFake(testNow)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	full, limited := newKey(b), newKey(b)
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = upSrv.URL
+	off := false
+	cfg.Log.Access = &off
+	for name, p := range cfg.Plans { // never the limit under test here
+		p.PerSecond, p.Burst, p.Daily, p.Monthly = 1e9, 1e9, 0, 0
+		cfg.Plans[name] = p
+	}
+	cfg.Keys = []config.Key{
+		{ID: "bench-full", SHA256: auth.Digest(full), Plan: "full"},
+		{ID: "bench-limited", SHA256: auth.Digest(limited), Plan: "limited"},
+	}
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clock.NewFake(testNow), Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+
+	for _, bc := range []struct{ name, key, path string }{
+		{"full/list", full, "/api4/public/topics/list/v1"},
+		{"full/series", full, "/api4/public/topic/bitcoin/time-series/v1"},
+		{"limited/list", limited, "/api4/public/topics/list/v1"},
+		{"limited/series", limited, "/api4/public/topic/bitcoin/time-series/v1"},
+		{"full/series-gzip", full, "/api4/public/topic/bitcoin/time-series/v1"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, bc.path, nil)
+			req.Header.Set("Authorization", "Bearer "+bc.key)
+			if bc.name == "full/series-gzip" {
+				req.Header.Set("Accept-Encoding", "gzip")
+			}
+			w := &discardWriter{h: http.Header{}}
+			gw.ServeHTTP(w, req) // warm: miss, then memoized variants
+			if w.status != http.StatusOK {
+				b.Fatalf("warm-up status %d", w.status)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				clear(w.h)
+				w.status, w.n = 0, 0
+				gw.ServeHTTP(w, req)
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+		})
+	}
+}
