@@ -20,18 +20,18 @@ import (
 // access log line and the metrics are written from it at the end.
 // It is owned by the request's goroutine.
 type info struct {
-	id        string
-	start     time.Time
-	req       Request // zero until route succeeds
-	routed    bool
-	keyID     string
-	plan      *plan
-	policy    limits.Policy
-	decision  limits.Decision
-	admitted  bool
-	cost      int
-	cache     string // Cache-Status summary for the log: hit, miss, stale, ...
-	upstream  time.Duration
+	id       string
+	start    time.Time
+	req      Request // zero until route succeeds
+	routed   bool
+	keyID    string
+	plan     *plan
+	policy   limits.Policy
+	decision limits.Decision
+	admitted bool
+	cost     int
+	cache    string // Cache-Status summary for the log: hit, miss, stale, ...
+	upstream time.Duration
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
