@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -472,4 +473,119 @@ func TestAccessEnabled(t *testing.T) {
 	if c.Log.AccessEnabled() {
 		t.Errorf("log.access: false gave AccessEnabled() = true")
 	}
+}
+
+// TestExampleDocumentsEverySetting requires config.example.yaml to show
+// every setting of the schema (commented-out examples count), and nothing
+// that is not a setting, so a field added to any section without a line in
+// the example fails here.
+func TestExampleDocumentsEverySetting(t *testing.T) {
+	data, err := os.ReadFile("../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema []string
+	schemaPaths(reflect.TypeOf(Config{}), "", &schema)
+	var patterns []*regexp.Regexp
+	for _, s := range schema {
+		patterns = append(patterns, regexp.MustCompile(`^`+strings.ReplaceAll(regexp.QuoteMeta(s), `\*`, `[^.]+`)+`$`))
+	}
+	shown := examplePaths(string(data))
+	for i, s := range schema {
+		found := false
+		for _, p := range shown {
+			found = found || patterns[i].MatchString(p)
+		}
+		if !found {
+			t.Errorf("config.example.yaml does not show setting %s", s)
+		}
+	}
+	for _, p := range shown {
+		found := false
+		for _, re := range patterns {
+			found = found || re.MatchString(p)
+		}
+		if !found {
+			t.Errorf("config.example.yaml shows %s, which is not a setting", p)
+		}
+	}
+}
+
+// schemaPaths appends the YAML path of every leaf setting under t, with
+// "[]" for list items and "*" for map keys.
+func schemaPaths(t reflect.Type, prefix string, out *[]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			schemaPaths(f.Type, prefix, out)
+			continue
+		}
+		path := prefix + tag
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeOf(time.Time{}):
+			schemaPaths(ft, path+".", out)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			schemaPaths(ft.Elem(), path+"[].", out)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			schemaPaths(ft.Elem(), path+".*.", out)
+		default:
+			*out = append(*out, path)
+		}
+	}
+}
+
+// examplePaths returns the path of every leaf key in an indented YAML text
+// (block style only). A comment line "# key: value" with a one-word value
+// is a commented-out setting and counts as a key; "- " opens a list item.
+func examplePaths(text string) []string {
+	keyLine := regexp.MustCompile(`^( *)(- )?([a-z0-9_]+):( .*)?$`)
+	commentedKey := regexp.MustCompile(`^( *)# ([a-z0-9_]+): \S+$`)
+	listItem := regexp.MustCompile(`^ *- `)
+	type level struct {
+		indent int
+		name   string
+	}
+	var stack []level
+	var paths []string
+	for _, line := range strings.Split(text, "\n") {
+		if listItem.MatchString(line) && len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			top.name = strings.TrimSuffix(top.name, "[]") + "[]"
+		}
+		var indent int
+		var name string
+		if m := keyLine.FindStringSubmatch(line); m != nil {
+			indent, name = len(m[1])+len(m[2]), m[3]
+		} else if m := commentedKey.FindStringSubmatch(line); m != nil {
+			indent, name = len(m[1]), m[2]
+		} else {
+			continue
+		}
+		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
+			stack = stack[:len(stack)-1]
+		}
+		stack = append(stack, level{indent, name})
+		var names []string
+		for _, l := range stack {
+			names = append(names, l.name)
+		}
+		paths = append(paths, strings.Join(names, "."))
+	}
+	// Keep the leaves: a path that another path extends is a section.
+	var leaves []string
+	for _, p := range paths {
+		section := false
+		for _, q := range paths {
+			section = section || strings.HasPrefix(q, p+".") || strings.HasPrefix(q, p+"[].")
+		}
+		if !section {
+			leaves = append(leaves, p)
+		}
+	}
+	return leaves
 }
