@@ -247,6 +247,9 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				break
 			}
 			c.breaker.record(outcomeNeutral, probe, c.clk.Now())
+			if perr := parent.Err(); perr != nil {
+				return nil, fmt.Errorf("upstream: %w", perr)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%w: budget: %w", ErrUnavailable, err)
 			}

@@ -213,11 +213,18 @@ func TestTimeouts(t *testing.T) {
 		c, _ := newTestClient(t, testConfig(stub.srv.URL), clock.NewFake(t0))
 		ctx, cancel := context.WithCancel(context.Background())
 		before := stub.calls.Load()
-		go func() {
+		done := make(chan struct{})
+		defer close(done)
+		go func() { // cancels once the upstream has the request
+			defer cancel()
 			for stub.calls.Load() == before {
-				runtime.Gosched()
+				select {
+				case <-done:
+					return
+				default:
+					runtime.Gosched()
+				}
 			}
-			cancel()
 		}()
 		_, err := c.Do(ctx, Request{Shape: ShapeSeries, Path: "/x", RawQuery: "mode=head"})
 		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
@@ -486,8 +493,7 @@ func TestClient429BlocksUntilReset(t *testing.T) {
 
 func TestBreakerTransitions(t *testing.T) {
 	clk := clock.NewFake(t0)
-	probeStarted := make(chan struct{})
-	probeRelease := make(chan int)
+	probeStarted := make(chan struct{}, 8) // buffered: a wrongly admitted second caller must not block
 	stub := newStub(t, respond(500, `{"error":"boom"}`))
 	cfg := testConfig(stub.srv.URL)
 	cfg.Retries = 0
@@ -521,10 +527,14 @@ func TestBreakerTransitions(t *testing.T) {
 	// probe runs one Do whose upstream answer the test chooses while other
 	// callers are refused.
 	probe := func(status int, body string) error {
+		release := make(chan struct{})
 		stub.set(func(w http.ResponseWriter, r *http.Request) {
 			probeStarted <- struct{}{}
-			<-probeRelease
-			respond(status, body)(w, r)
+			select {
+			case <-release:
+				respond(status, body)(w, r)
+			case <-r.Context().Done():
+			}
 		})
 		errc := make(chan error, 1)
 		go func() {
@@ -535,10 +545,13 @@ func TestBreakerTransitions(t *testing.T) {
 		if got := c.State(); got != BreakerHalfOpen {
 			t.Errorf("during probe got %v; want half-open", got)
 		}
-		if _, err := c.Do(ctx, seriesReq); !errors.Is(err, ErrBreakerOpen) {
+		// Bounded so that a wrongly admitted caller fails the test, not hangs it.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.Do(sctx, seriesReq); !errors.Is(err, ErrBreakerOpen) {
 			t.Errorf("second caller during probe: got %v; want ErrBreakerOpen", err)
 		}
-		probeRelease <- status
+		close(release)
 		return <-errc
 	}
 
