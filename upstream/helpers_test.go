@@ -29,7 +29,7 @@ type upstreamStub struct {
 	last    *http.Request
 }
 
-func newStub(t *testing.T, h http.HandlerFunc) *upstreamStub {
+func newStub(t testing.TB, h http.HandlerFunc) *upstreamStub {
 	t.Helper()
 	s := &upstreamStub{handler: h}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
