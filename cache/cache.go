@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,7 +63,7 @@ func WithLease(l Lease, shared Store, wait time.Duration) Option {
 // while refreshing them, and serving stale on fetch errors. Use New; the zero
 // value is not usable. Safe for concurrent use.
 type Cache struct {
-	cfg   Config
+	cfg   atomic.Pointer[Config] // swapped whole by Reconfigure
 	store Store
 	clk   clock.Clock
 	log   *zap.Logger
@@ -103,7 +104,6 @@ func New(cfg Config, store Store, clk clock.Clock, log *zap.Logger, m *Metrics, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
-		cfg:        cfg,
 		store:      store,
 		clk:        clk,
 		log:        log.Named("cache"),
@@ -112,10 +112,25 @@ func New(cfg Config, store Store, clk clock.Clock, log *zap.Logger, m *Metrics, 
 		cancel:     cancel,
 		refreshing: make(map[string]struct{}),
 	}
+	c.cfg.Store(&cfg)
 	for _, o := range opts {
 		o(c)
 	}
 	return c, nil
+}
+
+// Reconfigure swaps in cfg (on reload) after validating it; entries and
+// fetches in flight are kept. MaxBytes is not applied here: the local tier's
+// bound is fixed when it is built.
+func (c *Cache) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("cache: config: %w", err)
+	}
+	if r, ok := c.store.(Retainer); ok {
+		r.SetRetention(cfg.MaxStale)
+	}
+	c.cfg.Store(&cfg)
+	return nil
 }
 
 // Get returns the entry for key: fresh → Hit; within StaleWhileRevalidate
@@ -125,18 +140,18 @@ func New(cfg Config, store Store, clk clock.Clock, log *zap.Logger, m *Metrics, 
 // caller whose ctx ends while waiting gets ctx.Err(); the fetch goes on for
 // the others.
 func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, error) {
-	now := c.clk.Now()
+	now, cfg := c.clk.Now(), c.cfg.Load()
 	e, ok := c.store.Get(ctx, key)
 	if ok {
 		switch {
 		case now.Before(e.FreshUntil):
 			c.m.hits.Inc()
 			return Result{Entry: e, Outcome: Hit}, nil
-		case now.Before(e.FreshUntil.Add(c.cfg.StaleWhileRevalidate)):
+		case now.Before(e.FreshUntil.Add(cfg.StaleWhileRevalidate)):
 			c.m.stale.Inc()
 			c.refresh(ctx, key, fetch)
 			return Result{Entry: e, Outcome: Stale}, nil
-		case !now.Before(e.FreshUntil.Add(c.cfg.MaxStale)):
+		case !now.Before(e.FreshUntil.Add(cfg.MaxStale)):
 			ok = false // too old to serve even on error: a plain miss
 		}
 	}
@@ -160,7 +175,7 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 // MaxStale, without fetching or counting.
 func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {
 	e, ok := c.store.Get(ctx, key)
-	if !ok || !c.clk.Now().Before(e.FreshUntil.Add(c.cfg.MaxStale)) {
+	if !ok || !c.clk.Now().Before(e.FreshUntil.Add(c.cfg.Load().MaxStale)) {
 		return nil, false
 	}
 	return e, true
@@ -289,7 +304,7 @@ func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, backgr
 	c.mu.Unlock()
 	defer c.wg.Done()
 
-	ctx, cancel := context.WithTimeout(parent, c.cfg.FetchTimeout)
+	ctx, cancel := context.WithTimeout(parent, c.cfg.Load().FetchTimeout)
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel)
 	defer stop()
@@ -351,7 +366,7 @@ func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool)
 // (ok); otherwise it returns the release func to call after fetching (nil
 // when the lease could not be taken or failed: fetch anyway).
 func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok bool) {
-	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.FetchTimeout)
+	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.Load().FetchTimeout)
 	if err != nil {
 		if ce := c.log.Check(zap.DebugLevel, "cache lease failed; fetching"); ce != nil {
 			ce.Write(zap.String("key", key), zap.Error(err))

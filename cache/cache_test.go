@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"trendgate/internal/clock"
 )
 
 const key = "v1|series|bitcoin|hour|1w||"
@@ -428,5 +430,103 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 	if _, err := New(DefaultConfig(), nil, nil, nil, nil); err == nil {
 		t.Errorf("New with nil store succeeded")
+	}
+}
+
+func TestReconfigureSwapsStaleWindows(t *testing.T) {
+	h := newHarness(t)
+	h.store.Set(context.Background(), entry(key, "bitcoin", t0, time.Minute, `{"old":true}`))
+	h.clk.Advance(2 * time.Minute) // stale; inside the default 1h SWR window
+	cfg := DefaultConfig()
+	cfg.StaleWhileRevalidate = 0
+	if err := h.c.Reconfigure(cfg); err != nil {
+		t.Fatalf("Reconfigure: %v", err)
+	}
+	fetch, n := counting(h, time.Minute, nil)
+	res, err := h.c.Get(context.Background(), key, fetch)
+	if err != nil || res.Outcome != Miss || n.Load() != 1 {
+		t.Errorf("Get without SWR = %s, %v after %d fetches; want a synchronous miss", res.Outcome, err, n.Load())
+	}
+	cfg.MaxBytes = 0
+	if err := h.c.Reconfigure(cfg); err == nil {
+		t.Errorf("Reconfigure with invalid config succeeded")
+	}
+}
+
+// hookStore runs hook once, inside the first Get, before answering it from
+// what the store held when that Get began.
+type hookStore struct {
+	*mapStore
+	fired atomic.Bool
+	hook  func()
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) (*Entry, bool) {
+	e, ok := s.mapStore.Get(ctx, key)
+	if s.fired.CompareAndSwap(false, true) {
+		s.hook()
+	}
+	return e, ok
+}
+
+// Regression: singleflight only merges overlapping calls; a caller that
+// looked just before another fill stored its entry must not fetch again.
+func TestFillRechecksStoreBeforeFetching(t *testing.T) {
+	clk := clock.NewFake(t0)
+	s := &hookStore{mapStore: newMapStore()}
+	c, err := New(DefaultConfig(), s, clk, nil, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	var n atomic.Int32
+	fetch := func(context.Context, bool) (*Entry, error) {
+		n.Add(1)
+		return entry(key, "bitcoin", clk.Now(), time.Minute, `{}`), nil
+	}
+	s.hook = func() { // another caller's whole fill completes in between
+		if _, err := c.Get(context.Background(), key, fetch); err != nil {
+			t.Errorf("inner Get: %v", err)
+		}
+	}
+	res, err := c.Get(context.Background(), key, fetch)
+	if err != nil || res.Outcome != Hit {
+		t.Errorf("Get = %s, %v; want hit from the fill's re-check", res.Outcome, err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Errorf("fetches = %d; want 1", got)
+	}
+}
+
+// storingLease simulates another instance that stored the entry and released
+// its lease between our look and our Acquire.
+type storingLease struct {
+	shared Store
+	e      *Entry
+}
+
+func (l storingLease) Acquire(ctx context.Context, _ string, _ time.Duration) (func(), bool, error) {
+	l.shared.Set(ctx, l.e)
+	return func() {}, true, nil
+}
+
+func TestLeaseHolderRechecksShared(t *testing.T) {
+	clk := clock.NewFake(t0)
+	local, shared := newMapStore(), newMapStore()
+	theirs := entry(key, "bitcoin", t0, time.Minute, `{"theirs":1}`)
+	c, err := New(DefaultConfig(), Tiered(local, shared), clk, nil, nil,
+		WithLease(storingLease{shared: shared, e: theirs}, shared, time.Second))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	var n atomic.Int32
+	res, err := c.Get(context.Background(), key, func(context.Context, bool) (*Entry, error) {
+		n.Add(1)
+		return entry(key, "bitcoin", clk.Now(), time.Minute, `{"ours":1}`), nil
+	})
+	if err != nil || res.Entry != theirs || n.Load() != 0 {
+		t.Errorf("Get = %q, %v after %d fetches; want the other instance's entry and no fetch", res.Entry.Body, err, n.Load())
+	}
+	if e, ok := local.Get(context.Background(), key); !ok || e != theirs {
+		t.Errorf("local tier holds %v, %v; want the shared entry copied in", e, ok)
 	}
 }

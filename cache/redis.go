@@ -162,24 +162,16 @@ func (s *RedisStore) Delete(ctx context.Context, key string) {
 	}
 }
 
-// Clear removes every key under the prefix, on every master of a cluster.
+// Clear removes every entry and topic index under the prefix (leases are
+// left alone), on every master of a cluster.
 func (s *RedisStore) Clear(ctx context.Context) {
 	clear := func(ctx context.Context, c redis.UniversalClient) error {
-		var cursor uint64
-		for {
-			cctx, cancel := context.WithTimeout(ctx, s.timeout)
-			keys, next, err := c.Scan(cctx, cursor, s.prefix+"*", 512).Result()
-			if err == nil && len(keys) > 0 {
-				err = c.Unlink(cctx, keys...).Err()
-			}
-			cancel()
-			if err != nil {
+		for _, pattern := range []string{s.prefix + "e:*", s.prefix + "t:*"} {
+			if err := s.unlinkAll(ctx, c, pattern); err != nil {
 				return err
 			}
-			if cursor = next; cursor == 0 {
-				return nil
-			}
 		}
+		return nil
 	}
 	var err error
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
@@ -189,6 +181,26 @@ func (s *RedisStore) Clear(ctx context.Context) {
 	}
 	if err != nil {
 		s.m.sharedError.Inc()
+	}
+}
+
+// unlinkAll scans c for pattern and unlinks what it finds, one bounded
+// command at a time.
+func (s *RedisStore) unlinkAll(ctx context.Context, c redis.UniversalClient, pattern string) error {
+	var cursor uint64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		keys, next, err := c.Scan(cctx, cursor, pattern, 512).Result()
+		if err == nil && len(keys) > 0 {
+			err = c.Unlink(cctx, keys...).Err()
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
 	}
 }
 
