@@ -142,6 +142,9 @@ func (c *Cache) Reconfigure(cfg Config) error {
 func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, error) {
 	now, cfg := c.clk.Now(), c.cfg.Load()
 	e, ok := c.store.Get(ctx, key)
+	if ok && e.Key != key {
+		ok = false // a store that does not check keys must not serve another's entry
+	}
 	if ok {
 		switch {
 		case now.Before(e.FreshUntil):
@@ -175,7 +178,7 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 // MaxStale, without fetching or counting.
 func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {
 	e, ok := c.store.Get(ctx, key)
-	if !ok || !c.clk.Now().Before(e.FreshUntil.Add(c.cfg.Load().MaxStale)) {
+	if !ok || e.Key != key || !c.clk.Now().Before(e.FreshUntil.Add(c.cfg.Load().MaxStale)) {
 		return nil, false
 	}
 	return e, true
@@ -355,7 +358,7 @@ func (c *Cache) check(e *Entry, key string) error {
 // freshIn returns key's entry from s if it is fresh now.
 func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool) {
 	e, ok := s.Get(ctx, key)
-	if !ok || !c.clk.Now().Before(e.FreshUntil) {
+	if !ok || e.Key != key || !c.clk.Now().Before(e.FreshUntil) {
 		return nil, false
 	}
 	return e, true

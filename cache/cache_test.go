@@ -530,3 +530,14 @@ func TestLeaseHolderRechecksShared(t *testing.T) {
 		t.Errorf("local tier holds %v, %v; want the shared entry copied in", e, ok)
 	}
 }
+
+func TestEntryWithAnotherKeyIsAMiss(t *testing.T) {
+	h := newHarness(t)
+	// A store that does not check keys hands back another request's entry.
+	h.store.m[key] = entry("v1|list||||", "", t0, time.Hour, `{"list":1}`)
+	fetch, n := counting(h, time.Minute, nil)
+	res, err := h.c.Get(context.Background(), key, fetch)
+	if err != nil || res.Outcome != Miss || res.Entry.Key != key || n.Load() != 1 {
+		t.Errorf("Get = %s %q, %v after %d fetches; want a miss fetching %q", res.Outcome, res.Entry.Key, err, n.Load(), key)
+	}
+}

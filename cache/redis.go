@@ -17,8 +17,11 @@ import (
 
 // Defaults of RedisStoreOptions.
 const (
-	DefaultRedisPrefix        = "tg:c:"
-	DefaultRedisTimeout       = 50 * time.Millisecond
+	// DefaultRedisPrefix starts every cache key in Redis.
+	DefaultRedisPrefix = "tg:c:"
+	// DefaultRedisTimeout bounds one Redis command.
+	DefaultRedisTimeout = 50 * time.Millisecond
+	// DefaultRedisMaxEntryBytes bounds one encoded entry.
 	DefaultRedisMaxEntryBytes = 8 << 20
 )
 
