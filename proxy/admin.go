@@ -16,13 +16,25 @@ import (
 // AdminHandler serves the operator routes: /healthz (process alive),
 // /readyz (ready to take traffic), /metrics (Prometheus) and /purge
 // (POST with key=, topic= or all=true). With admin.token set, every route
-// but /healthz requires "Authorization: Bearer <token>".
-func (g *Gateway) AdminHandler() http.Handler {
+// but /healthz requires "Authorization: Bearer <token>". Serve uses the
+// same routes, with /readyz also waiting for ACME certificates.
+func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler(nil) }
+
+// adminHandler is AdminHandler whose readiness also covers sec (nil: TLS
+// off or files, nothing to wait for).
+func (g *Gateway) adminHandler(sec *secure) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.Handle("GET /readyz", g.adminAuth(http.HandlerFunc(g.serveReady)))
+	mux.Handle("GET /readyz", g.adminAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ok, why := g.ready(sec)
+		status := http.StatusOK
+		if !ok {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, map[string]any{"ready": ok, "status": why})
+	})))
 	mux.Handle("GET /metrics", g.adminAuth(promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{})))
 	mux.Handle("POST /purge", g.adminAuth(http.HandlerFunc(g.servePurge)))
 	return compose(mux, g.observeAdmin)
@@ -53,24 +65,23 @@ func (g *Gateway) adminAuth(next http.Handler) http.Handler {
 }
 
 // Ready reports whether the gateway should receive traffic: not draining,
-// and the upstream breaker not open unless the cache has served data.
-func (g *Gateway) Ready() (bool, string) {
+// and the upstream breaker not open unless the cache has served data. (A
+// Gateway only exists with a validated configuration, so "config loaded"
+// always holds.) The second result says why in a few words.
+func (g *Gateway) Ready() (bool, string) { return g.ready(nil) }
+
+// ready is Ready that, in ACME mode, also needs every domain's certificate.
+func (g *Gateway) ready(sec *secure) (bool, string) {
 	if g.draining.Load() {
 		return false, "shutting down"
 	}
 	if g.up.State() == upstream.BreakerOpen && !g.servedFromCache.Load() {
 		return false, "upstream unavailable and cache cold"
 	}
-	return true, "ok"
-}
-
-func (g *Gateway) serveReady(w http.ResponseWriter, r *http.Request) {
-	ok, why := g.Ready()
-	status := http.StatusOK
-	if !ok {
-		status = http.StatusServiceUnavailable
+	if sec != nil && sec.acme != nil {
+		return sec.acme.ready()
 	}
-	writeJSON(w, status, map[string]any{"ready": ok, "status": why})
+	return true, "ok"
 }
 
 func (g *Gateway) servePurge(w http.ResponseWriter, r *http.Request) {

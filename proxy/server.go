@@ -6,32 +6,60 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 
 	"go.uber.org/zap"
+
+	"trendgate/config"
 )
 
-// Listeners are the sockets Serve uses. Admin may be nil (no admin
-// listener).
+// Listeners are the sockets Serve uses; Serve closes every one it is given.
+// Public is required. HTTP is the plain-HTTP listener used with TLS on
+// (ACME HTTP-01 challenges, 403 https_required for everything else); nil
+// means none, and with TLS off it is closed unused. Admin nil means no
+// admin listener.
 type Listeners struct {
 	Public net.Listener
+	HTTP   net.Listener
 	Admin  net.Listener
 }
 
-// Listen opens the listeners named in the configuration.
+// close closes every listener in ls.
+func (ls Listeners) close() {
+	for _, l := range []net.Listener{ls.Public, ls.HTTP, ls.Admin} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// Listen opens the listeners named in the configuration: server.listen,
+// tls.http_listen when TLS is on, and admin.listen unless it is "off".
 func (g *Gateway) Listen() (Listeners, error) {
 	cfg := g.Config()
 	var ls Listeners
 	var err error
 	if ls.Public, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
-		return ls, fmt.Errorf("proxy: listen: %w", err)
+		return Listeners{}, fmt.Errorf("proxy: listen: %w", err)
+	}
+	if tlsOn(cfg) {
+		if ls.HTTP, err = net.Listen("tcp", cfg.TLS.HTTPListen); err != nil {
+			ls.close()
+			return Listeners{}, fmt.Errorf("proxy: http listen: %w", err)
+		}
 	}
 	if cfg.Admin.Listen != "" && cfg.Admin.Listen != "off" {
 		if ls.Admin, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-			_ = ls.Public.Close()
-			return ls, fmt.Errorf("proxy: admin listen: %w", err)
+			ls.close()
+			return Listeners{}, fmt.Errorf("proxy: admin listen: %w", err)
 		}
 	}
 	return ls, nil
+}
+
+// tlsOn reports whether cfg serves the public API over HTTPS.
+func tlsOn(cfg *config.Config) bool {
+	return cfg.TLS.Mode == config.TLSModeFiles || cfg.TLS.Mode == config.TLSModeACME
 }
 
 // Run opens the configured listeners and serves until ctx is done.
@@ -43,41 +71,110 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return g.Serve(ctx, ls)
 }
 
-// Serve serves the public API and the admin routes on ls until ctx is done
-// or a server fails. Then it drains: readiness turns false at once, the
-// public server stops accepting and waits for in-flight requests up to
-// server.shutdown_timeout, background refreshes stop, and the admin server
-// closes last. Serve closes the listeners.
+// Serve serves the public API (over HTTPS when tls.mode is files or acme),
+// the plain-HTTP listener and the admin routes on ls until ctx is done or a
+// server fails. In ACME mode certificates are obtained in the background
+// (startup never waits for the CA): /readyz stays false and handshakes fail
+// until every domain has a certificate.
+//
+// Then it drains: readiness turns false at once, the public and plain-HTTP
+// servers stop accepting and wait for in-flight requests up to
+// server.shutdown_timeout, background refreshes stop, certificate
+// management stops, and the admin server closes last. Serve closes the
+// listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	cfg := g.Config()
-	public := g.newServer(g, cfg.Server.Listen)
-	errc := make(chan error, 2)
-	go func() { errc <- serveOn(public, ls.Public) }()
+	sec, err := g.newSecure(cfg)
+	if err != nil {
+		ls.close()
+		return err
+	}
+	var handler http.Handler = g
+	if sec != nil {
+		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
+	}
+	public := g.newServer(handler, "public")
+	var plain *http.Server
+	if sec != nil {
+		public.TLSConfig = sec.config
+		if ls.HTTP != nil {
+			plain = g.newServer(sec.plainHandler(), "http")
+		}
+	} else if ls.HTTP != nil {
+		_ = ls.HTTP.Close()
+	}
+
+	// readyMu orders readiness-gauge writes so a late "certificate ready"
+	// cannot set the gauge back to 1 once draining began.
+	var readyMu sync.Mutex
+	setReady := func() {
+		readyMu.Lock()
+		defer readyMu.Unlock()
+		if ok, _ := g.ready(sec); ok && !g.draining.Load() {
+			g.metrics.ready.Set(1)
+		}
+	}
+
+	errc := make(chan error, 3)
+	go func() {
+		if sec != nil {
+			errc <- serveErr(public.ServeTLS(ls.Public, "", ""))
+			return
+		}
+		errc <- serveErr(public.Serve(ls.Public))
+	}()
+	if plain != nil {
+		go func() { errc <- serveErr(plain.Serve(ls.HTTP)) }()
+	}
 	var admin *http.Server
 	if ls.Admin != nil {
-		admin = g.newServer(g.AdminHandler(), "admin")
-		go func() { errc <- serveOn(admin, ls.Admin) }()
+		admin = g.newServer(g.adminHandler(sec), "admin")
+		go func() { errc <- serveErr(admin.Serve(ls.Admin)) }()
 	}
-	g.metrics.ready.Set(1)
-	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()), zap.Bool("admin", ls.Admin != nil))
+	var startErr error
+	if sec != nil && sec.acme != nil {
+		sec.acme.onCached(setReady)
+		startErr = sec.acme.start(context.WithoutCancel(ctx))
+	}
+	setReady()
+	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
+		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil))
 
-	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-errc:
+	runErr := startErr
+	if runErr == nil {
+		select {
+		case <-ctx.Done():
+		case runErr = <-errc:
+		}
 	}
+	readyMu.Lock()
 	g.draining.Store(true)
 	g.metrics.ready.Set(0)
+	readyMu.Unlock()
 	g.log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", cfg.Server.ShutdownTimeout))
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	var errs []error
+	var wg sync.WaitGroup
+	var plainErr error
+	if plain != nil {
+		wg.Go(func() { plainErr = plain.Shutdown(sctx) })
+	}
 	if err := public.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("proxy: drain: %w", err))
 	}
+	wg.Wait()
+	if plainErr != nil {
+		errs = append(errs, fmt.Errorf("proxy: drain http: %w", plainErr))
+	}
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
+	}
+	if sec != nil && sec.acme != nil {
+		if err := sec.acme.stop(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if admin != nil {
 		if err := admin.Shutdown(sctx); err != nil {
@@ -90,9 +187,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	return errors.Join(errs...)
 }
 
-// serveOn runs srv on ln; a normal shutdown is not an error.
-func serveOn(srv *http.Server, ln net.Listener) error {
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+// serveErr turns a server's exit into Serve's error: a normal shutdown is
+// not an error.
+func serveErr(err error) error {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("proxy: serve: %w", err)
 	}
 	return nil

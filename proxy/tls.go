@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"github.com/redis/go-redis/v9"
+
+	"trendgate/config"
+	"trendgate/internal/httperr"
+)
+
+// errHTTPSRequired answers every plain-HTTP request that is not an ACME
+// challenge. It is not a redirect: a key sent in clear is already exposed,
+// and a redirect would teach clients that plain HTTP works.
+var errHTTPSRequired = httperr.New(http.StatusForbidden, "https_required",
+	"this API is served over HTTPS only; send the request to https:// (a key sent over plain HTTP should be treated as exposed)")
+
+// certRedisTimeout is the floor for each certificate-storage command: a
+// certificate bundle is larger than a counter and rarely read, so the
+// counters' short redis.timeout does not apply.
+const certRedisTimeout = 2 * time.Second
+
+// secure is HTTPS for one Serve call: the public listener's tls.Config and,
+// in ACME mode, the certificate manager. A nil *secure means TLS is off.
+type secure struct {
+	config *tls.Config
+	acme   *acmeManager // nil in files mode
+}
+
+// acmeManager owns certmagic for one Serve call: its certificate cache
+// (whose maintenance goroutine renews certificates) and the context of the
+// background issuance started by start. stop releases all of it.
+type acmeManager struct {
+	magic   *certmagic.Config
+	cache   *certmagic.Cache
+	issuer  *certmagic.ACMEIssuer
+	domains []string
+	closers []func() error // storage resources (the Redis client), closed by stop
+
+	mu      sync.Mutex         // guards cancel and onCache
+	cancel  context.CancelFunc // stops background issuance; nil before start
+	onCache func()             // called when a managed certificate is cached; nil: nothing
+}
+
+// newSecure builds HTTPS from cfg.TLS. It returns nil, nil when TLS is off.
+func (g *Gateway) newSecure(cfg *config.Config) (*secure, error) {
+	switch cfg.TLS.Mode {
+	case "", config.TLSModeOff:
+		return nil, nil
+	case config.TLSModeFiles:
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: tls files: %w", err)
+		}
+		tc := baseTLSConfig()
+		tc.Certificates = []tls.Certificate{cert}
+		return &secure{config: tc}, nil
+	case config.TLSModeACME:
+		m, err := g.newACME(cfg)
+		if err != nil {
+			return nil, err
+		}
+		tc := baseTLSConfig()
+		mc := m.magic.TLSConfig()
+		tc.GetCertificate = mc.GetCertificate
+		// acme-tls/1 stays last so TLS-ALPN-01 challenges can be answered.
+		tc.NextProtos = append(tc.NextProtos, mc.NextProtos...)
+		return &secure{config: tc, acme: m}, nil
+	default:
+		return nil, fmt.Errorf("proxy: tls: unknown mode %q", cfg.TLS.Mode)
+	}
+}
+
+// baseTLSConfig is what both modes share: TLS 1.2 or later and HTTP/2.
+func baseTLSConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+	}
+}
+
+// newACME builds the certmagic configuration: an ACME issuer for
+// tls.acme.directory_url, storage on Redis in cluster mode (so instances
+// share certificates and coordinate issuance) or on disk, and no on-demand
+// issuance: only tls.acme.domains are ever requested.
+func (g *Gateway) newACME(cfg *config.Config) (*acmeManager, error) {
+	a := cfg.TLS.ACME
+	log := g.log.Named("acme")
+	m := &acmeManager{domains: append([]string(nil), a.Domains...)}
+
+	var roots *x509.CertPool
+	if a.CARoot != "" {
+		pem, err := os.ReadFile(a.CARoot)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: tls.acme.ca_root: %w", err)
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("proxy: tls.acme.ca_root: no PEM certificate in %s", a.CARoot)
+		}
+	}
+
+	var storage certmagic.Storage
+	if cfg.ClusterMode() {
+		opts, err := redis.ParseURL(cfg.Redis.URL)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: redis.url: %w", err)
+		}
+		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
+		client := redis.NewClient(opts)
+		st, err := NewCertStorage(client, CertStorageOptions{Prefix: cfg.Redis.Prefix + "certs:", Clock: g.clk})
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		m.closers = append(m.closers, st.Close, client.Close)
+		storage = st
+	} else {
+		storage = &certmagic.FileStorage{Path: a.Storage}
+	}
+
+	var magic *certmagic.Config
+	m.cache = certmagic.NewCache(certmagic.CacheOptions{
+		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return magic, nil },
+		Logger:           log,
+	})
+	magic = certmagic.New(m.cache, certmagic.Config{Storage: storage, Logger: log, OnEvent: m.event})
+	m.issuer = certmagic.NewACMEIssuer(magic, certmagic.ACMEIssuer{
+		CA:    a.DirectoryURL,
+		Email: a.Email,
+		// Choosing tls.mode acme is taken as agreeing to the CA's terms.
+		Agreed:                  true,
+		TrustedRoots:            roots,
+		DisableHTTPChallenge:    a.DisableHTTPChallenge,
+		DisableTLSALPNChallenge: a.DisableTLSALPNChallenge,
+		Logger:                  log,
+	})
+	magic.Issuers = []certmagic.Issuer{m.issuer}
+	m.magic = magic
+	return m, nil
+}
+
+// start begins managing the domains in the background: certificates are
+// loaded from storage or obtained (certmagic retries failures with backoff)
+// and renewed by the cache's maintenance. It never blocks: until every
+// domain has a certificate, ready reports false and handshakes for the
+// missing names fail.
+func (m *acmeManager) start(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.cancel = cancel
+	m.mu.Unlock()
+	if err := m.magic.ManageAsync(ctx, m.domains); err != nil {
+		return fmt.Errorf("proxy: acme: %w", err)
+	}
+	return nil
+}
+
+// event is certmagic's event callback: it reports newly cached managed
+// certificates (loaded from storage, obtained or renewed) to onCache.
+func (m *acmeManager) event(ctx context.Context, name string, data map[string]any) error {
+	if name != "cached_managed_cert" {
+		return nil
+	}
+	m.mu.Lock()
+	f := m.onCache
+	m.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return nil
+}
+
+// onCached sets the function event calls; see onCache.
+func (m *acmeManager) onCached(f func()) {
+	m.mu.Lock()
+	m.onCache = f
+	m.mu.Unlock()
+}
+
+// ready reports whether every managed domain has a certificate in memory.
+func (m *acmeManager) ready() (bool, string) {
+	for _, d := range m.domains {
+		if len(m.cache.AllMatchingCertificates(d)) == 0 {
+			return false, "no certificate yet for " + d
+		}
+	}
+	return true, "ok"
+}
+
+// stop cancels background issuance, stops the certificate cache's
+// maintenance goroutine and closes the storage.
+func (m *acmeManager) stop() error {
+	m.mu.Lock()
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.mu.Unlock()
+	m.cache.Stop()
+	var errs []error
+	for _, c := range m.closers {
+		if err := c(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// plainHandler serves the plain-HTTP listener: ACME HTTP-01 challenges in
+// ACME mode, 403 https_required for everything else.
+func (s *secure) plainHandler() http.Handler {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := ids.next()
+		w.Header().Set("X-Request-Id", id)
+		w.Header().Set("Connection", "close")
+		httperr.Write(w, id, errHTTPSRequired)
+	})
+	if s.acme != nil {
+		h = s.acme.issuer.HTTPChallengeHandler(h)
+	}
+	return h
+}
+
+// hsts adds Strict-Transport-Security to every HTTPS response; a maxAge
+// under one second turns it off.
+func hsts(maxAge time.Duration) func(http.Handler) http.Handler {
+	secs := int64(maxAge / time.Second)
+	if secs <= 0 {
+		return func(next http.Handler) http.Handler { return next }
+	}
+	value := []string{"max-age=" + strconv.FormatInt(secs, 10)}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Strict-Transport-Security"] = value
+			next.ServeHTTP(w, r)
+		})
+	}
+}

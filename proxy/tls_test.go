@@ -1,0 +1,542 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
+)
+
+// served is a gateway whose Serve call the test controls: stop cancels its
+// context and returns Serve's result.
+type served struct {
+	t      *testing.T
+	gw     *proxy.Gateway
+	cfg    *config.Config
+	key    string // a full-plan key
+	public string // host:port of the public listener
+	plain  string // host:port of the plain-HTTP listener ("" with TLS off)
+	admin  string // base URL of the admin listener
+	logs   *syncBuffer
+	cancel context.CancelFunc
+	done   chan error
+	err    error // Serve's result, set by stop
+	halted bool
+}
+
+// startGateway builds a gateway in front of upstreamURL (the demo upstream
+// with key upstreamKey) and runs Serve on random loopback ports. mutate may
+// change the config first. The gateway is stopped when the test ends.
+func startGateway(t *testing.T, upstreamURL string, clk clock.Clock, mutate func(*config.Config)) *served {
+	t.Helper()
+	s := &served{t: t, key: newKey(t), logs: &syncBuffer{}}
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = upstreamURL
+	cfg.Upstream.APIKey = upstreamKey
+	cfg.Keys = []config.Key{{ID: "team-full", SHA256: auth.Digest(s.key), Plan: "full"}}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	s.cfg = cfg
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), s.logs, zapcore.DebugLevel)
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clk, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gw = gw
+	ls := proxy.Listeners{Public: listenLoopback(t), Admin: listenLoopback(t)}
+	if cfg.TLS.Mode == config.TLSModeFiles || cfg.TLS.Mode == config.TLSModeACME {
+		ls.HTTP = listenLoopback(t)
+		s.plain = ls.HTTP.Addr().String()
+	}
+	s.public, s.admin = ls.Public.Addr().String(), "http://"+ls.Admin.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan error, 1)
+	go func() { s.done <- gw.Serve(ctx, ls) }()
+	t.Cleanup(func() {
+		if err := s.stop(30 * time.Second); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		_ = gw.Close()
+	})
+	return s
+}
+
+// stop cancels Serve's context and waits up to bound for it to return.
+func (s *served) stop(bound time.Duration) error {
+	if s.halted {
+		return s.err
+	}
+	s.cancel()
+	select {
+	case s.err = <-s.done:
+	case <-time.After(bound):
+		s.err = fmt.Errorf("Serve did not return within %v", bound)
+	}
+	s.halted = true
+	return s.err
+}
+
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// startUpstream serves the demo upstream on a loopback httptest server;
+// wrap, when not nil, wraps its handler.
+func startUpstream(t *testing.T, clk clock.Clock, wrap func(http.Handler) http.Handler) (*demo.Server, *httptest.Server) {
+	t.Helper()
+	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = up
+	if wrap != nil {
+		h = wrap(up)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { up.Close(); srv.Close() })
+	return up, srv
+}
+
+// selfSigned writes a self-signed ECDSA certificate for tg.test and
+// 127.0.0.1 into dir and returns the file names and a pool trusting it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "tg.test"},
+		DNSNames:              []string{"tg.test"},
+		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// httpsClient trusts roots and sends serverName in the handshake; it tries
+// HTTP/2 first.
+func httpsClient(roots *x509.CertPool, serverName string, minV, maxV uint16) *http.Client {
+	return &http.Client{
+		Timeout: 20 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: minV, MaxVersion: maxV},
+			ForceAttemptHTTP2: true,
+		},
+	}
+}
+
+// getWithKey sends GET url with the API key and returns the response with
+// its body read.
+func getWithKey(t *testing.T, c *http.Client, url, key string) (*http.Response, []byte, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp, body, err
+}
+
+const listPath = "/api4/public/topics/list/v1"
+
+// TestTLSFiles serves HTTPS from a certificate file pair: TLS 1.2 and 1.3
+// clients get HTTP/2 with HSTS, a TLS 1.1 client is refused, and the
+// plain-HTTP listener refuses the API with 403 https_required and no
+// redirect.
+func TestTLSFiles(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+		c.TLS.Mode = config.TLSModeFiles
+		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+		c.TLS.HTTPListen = "127.0.0.1:0"
+		c.TLS.HSTSMaxAge = 24 * time.Hour
+	})
+
+	tests := []struct {
+		name       string
+		minV, maxV uint16
+		wantErr    bool
+	}{
+		{"tls 1.2 only", tls.VersionTLS12, tls.VersionTLS12, false},
+		{"tls 1.3 only", tls.VersionTLS13, tls.VersionTLS13, false},
+		{"tls 1.1 refused", tls.VersionTLS10, tls.VersionTLS11, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := httpsClient(pool, "tg.test", tc.minV, tc.maxV)
+			defer c.CloseIdleConnections()
+			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("got status %d over TLS version %x; want a refused handshake", resp.StatusCode, resp.TLS.Version)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status: got %d; want 200 (body %s)", resp.StatusCode, body)
+			}
+			if resp.ProtoMajor != 2 {
+				t.Errorf("protocol: got %s; want HTTP/2", resp.Proto)
+			}
+			if resp.TLS == nil || resp.TLS.Version != tc.maxV {
+				t.Errorf("TLS version: got %+v; want %x", resp.TLS, tc.maxV)
+			}
+			if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=86400" {
+				t.Errorf("Strict-Transport-Security: got %q; want %q", got, "max-age=86400")
+			}
+			checkList(t, body)
+		})
+	}
+
+	t.Run("plain http refused without redirect", func(t *testing.T) {
+		c := &http.Client{
+			Timeout:       10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		defer c.CloseIdleConnections()
+		resp, body, err := getWithKey(t, c, "http://"+s.plain+listPath, s.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status: got %d; want 403", resp.StatusCode)
+		}
+		if loc := resp.Header.Get("Location"); loc != "" {
+			t.Errorf("Location: got %q; want none (no redirect)", loc)
+		}
+		if hsts := resp.Header.Get("Strict-Transport-Security"); hsts != "" {
+			t.Errorf("Strict-Transport-Security over plain HTTP: got %q; want none", hsts)
+		}
+		if e := decodeError(t, body); e.Code != "https_required" || !strings.Contains(e.Error, "HTTPS") {
+			t.Errorf("error body: got %+v; want code https_required and a message naming HTTPS", e)
+		}
+	})
+
+	t.Run("public listener speaks only TLS", func(t *testing.T) {
+		c := &http.Client{Timeout: 10 * time.Second}
+		defer c.CloseIdleConnections()
+		resp, _, err := getWithKey(t, c, "http://"+s.public+listPath, s.key)
+		if err == nil && resp.StatusCode == http.StatusOK {
+			t.Fatal("plain HTTP to the HTTPS listener got 200; want a refusal")
+		}
+	})
+}
+
+// TestTLSFilesBadCert checks that Serve refuses an unreadable key pair,
+// closes the listeners and returns an error instead of serving plain HTTP.
+func TestTLSFilesBadCert(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, upstreamKey
+	cfg.TLS.Mode = config.TLSModeFiles
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(dir, "missing.pem"), filepath.Join(dir, "missing.key")
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	pub := listenLoopback(t)
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(context.Background(), proxy.Listeners{Public: pub}) }()
+	select {
+	case err := <-done:
+		if err == nil || !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Serve: got %v; want an error wrapping os.ErrNotExist", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return for a missing certificate")
+	}
+	if c, err := net.DialTimeout("tcp", pub.Addr().String(), 2*time.Second); err == nil {
+		c.Close()
+		t.Fatal("the public listener is still open after Serve failed")
+	}
+}
+
+// pebble is a running Pebble ACME test server.
+type pebble struct {
+	dir    string // Pebble's module directory (test certificates)
+	acme   string // the directory URL
+	mgmt   string // the management base URL
+	minica string // the root for Pebble's own HTTPS endpoints
+}
+
+// pebbleModule is the Pebble module fetched and built by startPebble.
+const pebbleModule = "github.com/letsencrypt/pebble/v2"
+
+// needPebble skips (outside CI) or fails (CI=true) when Pebble is
+// unavailable.
+func needPebble(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("pebble is required in CI: %s", msg)
+	}
+	t.Skipf("skipping the ACME test: pebble unavailable: %s", msg)
+}
+
+// startPebble fetches Pebble's module (latest v2) from the Go module proxy,
+// builds cmd/pebble (or uses $PEBBLE_BIN) and runs it on random loopback
+// ports with challenge validation switched off. It is stopped when the test
+// ends.
+func startPebble(t *testing.T) *pebble {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	// Outside any module, so trendgate's go.mod is never touched.
+	dl := exec.CommandContext(ctx, goBin, "mod", "download", "-json", pebbleModule+"@latest")
+	dl.Dir = work
+	dl.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod")
+	out, err := dl.Output()
+	var mod struct{ Dir, Version, Error string }
+	if err == nil {
+		err = json.Unmarshal(out, &mod)
+	}
+	if err != nil || mod.Dir == "" {
+		needPebble(t, "go mod download %s: %v %s", pebbleModule, err, mod.Error)
+	}
+	bin := os.Getenv("PEBBLE_BIN")
+	if bin == "" {
+		gobin := filepath.Join(work, "bin")
+		build := exec.CommandContext(ctx, goBin, "install", pebbleModule+"/cmd/pebble@"+mod.Version)
+		build.Dir = work
+		build.Env = append(os.Environ(), "GOBIN="+gobin, "GO111MODULE=on", "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			needPebble(t, "go install: %v: %s", err, out)
+		}
+		bin = filepath.Join(gobin, "pebble")
+	}
+
+	acmeLn, mgmtLn := listenLoopback(t), listenLoopback(t)
+	acmeAddr, mgmtAddr := acmeLn.Addr().String(), mgmtLn.Addr().String()
+	acmeLn.Close() // Pebble binds the ports itself; a tiny race is acceptable
+	mgmtLn.Close()
+	conf := map[string]any{"pebble": map[string]any{
+		"listenAddress":                  acmeAddr,
+		"managementListenAddress":        mgmtAddr,
+		"certificate":                    filepath.Join(mod.Dir, "test/certs/localhost/cert.pem"),
+		"privateKey":                     filepath.Join(mod.Dir, "test/certs/localhost/key.pem"),
+		"httpPort":                       5002, // unused: PEBBLE_VA_ALWAYS_VALID
+		"tlsPort":                        5001,
+		"ocspResponderURL":               "",
+		"externalAccountBindingRequired": false,
+		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
+	}}
+	confFile := filepath.Join(work, "pebble.json")
+	b, _ := json.Marshal(conf)
+	if err := os.WriteFile(confFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "-config", confFile)
+	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		needPebble(t, "start %s: %v", bin, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("pebble output:\n%s", logs.String())
+		}
+	})
+	// Wait (bounded) for Pebble to accept connections.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", acmeAddr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pebble did not listen on %s: %v\n%s", acmeAddr, err, logs.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process, not waiting for time to pass
+	}
+	return &pebble{
+		dir:    mod.Dir,
+		acme:   "https://" + acmeAddr + "/dir",
+		mgmt:   "https://" + mgmtAddr,
+		minica: filepath.Join(mod.Dir, "test/certs/pebble.minica.pem"),
+	}
+}
+
+// issuingRoot fetches the root that signs Pebble's certificates.
+func (p *pebble) issuingRoot(t *testing.T) *x509.CertPool {
+	t.Helper()
+	minica, err := os.ReadFile(p.minica)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(minica) {
+		t.Fatal("pebble minica: no certificate")
+	}
+	c := httpsClient(pool, "localhost", 0, 0)
+	defer c.CloseIdleConnections()
+	resp, body, err := getWithKey(t, c, p.mgmt+"/roots/0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pebble /roots/0: status %d", resp.StatusCode)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(body) {
+		t.Fatalf("pebble /roots/0: no PEM certificate in %q", body)
+	}
+	return roots
+}
+
+// TestTLSACMEPebble obtains a certificate from a local Pebble through
+// certmagic and serves HTTPS with it: readiness waits for the certificate,
+// a client trusting Pebble's root gets HTTP/2 with HSTS.
+func TestTLSACMEPebble(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("skipping the ACME test in -short mode (it builds Pebble)")
+	}
+	p := startPebble(t)
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	storage := t.TempDir()
+	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+		c.TLS.Mode = config.TLSModeACME
+		c.TLS.HTTPListen = "127.0.0.1:0"
+		c.TLS.ACME.DirectoryURL = p.acme
+		c.TLS.ACME.CARoot = p.minica
+		c.TLS.ACME.Email = "ops@example.com"
+		c.TLS.ACME.Domains = []string{"tg.test"}
+		c.TLS.ACME.Storage = storage
+	})
+
+	admin := &http.Client{Timeout: 5 * time.Second}
+	defer admin.CloseIdleConnections()
+	// Wait (bounded) for certmagic to obtain the certificate: /readyz turns
+	// 200 once it is cached.
+	deadline := time.Now().Add(90 * time.Second)
+	sawNotReady := false
+	for {
+		resp, body, err := getWithKey(t, admin, s.admin+"/readyz", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "certificate") {
+			t.Fatalf("/readyz before the certificate: got %d %s; want 503 naming the certificate", resp.StatusCode, body)
+		}
+		sawNotReady = true
+		if time.Now().After(deadline) {
+			t.Fatalf("no certificate within 90s; gateway logs:\n%s", s.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling an external issuance, not waiting for time to pass
+	}
+	t.Logf("certificate issued; /readyz was 503 first: %v", sawNotReady)
+
+	c := httpsClient(p.issuingRoot(t), "tg.test", tls.VersionTLS12, 0)
+	defer c.CloseIdleConnections()
+	resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+	if err != nil {
+		t.Fatalf("HTTPS with the ACME certificate: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+		t.Fatalf("got %s %d; want HTTP/2 200 (body %s)", resp.Proto, resp.StatusCode, body)
+	}
+	leaf := resp.TLS.PeerCertificates[0]
+	if err := leaf.VerifyHostname("tg.test"); err != nil {
+		t.Errorf("served certificate: %v", err)
+	}
+	if resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Error("no Strict-Transport-Security on an HTTPS response")
+	}
+	checkList(t, body)
+	if _, err := os.Stat(filepath.Join(storage, "certificates")); err != nil {
+		t.Errorf("certificate storage: %v", err)
+	}
+	if err := s.stop(30 * time.Second); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
