@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -60,9 +61,17 @@ func limitError(d limits.Decision) *httperr.Error {
 	return &httperr.Error{Status: http.StatusTooManyRequests, Code: string(d.Reason), Message: msg, RetryAfter: d.RetryAfter}
 }
 
+// failedFetchRetry is the Retry-After of a 502 or 504 from a failed
+// upstream fetch, which carries no wait hint of its own. Failures are not
+// cached, so a retry goes to the upstream (or meets the breaker) again; this
+// is the breaker's default first backoff.
+const failedFetchRetry = 5 * time.Second
+
 // toHTTP turns any error into the client-facing error. It is the one place
 // that maps internal failures to statuses: budget, 429 and breaker 503,
-// timeouts 504, other upstream failures 502, everything unknown 500.
+// timeouts 504, other upstream failures 502, everything unknown 500. Every
+// upstream failure carries a Retry-After: the upstream package's wait hint,
+// else failedFetchRetry.
 func toHTTP(err error) *httperr.Error {
 	var he *httperr.Error
 	if errors.As(err, &he) {
@@ -71,6 +80,9 @@ func toHTTP(err error) *httperr.Error {
 	withRetry := func(base *httperr.Error) *httperr.Error {
 		e := *base
 		e.RetryAfter = upstream.RetryAfter(err)
+		if e.RetryAfter <= 0 {
+			e.RetryAfter = failedFetchRetry
+		}
 		return &e
 	}
 	switch {
@@ -81,11 +93,11 @@ func toHTTP(err error) *httperr.Error {
 	case errors.Is(err, upstream.ErrBreakerOpen):
 		return withRetry(errUpstreamBreaker)
 	case errors.Is(err, upstream.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return errUpstreamTimeout
+		return withRetry(errUpstreamTimeout)
 	case errors.Is(err, upstream.ErrUnavailable):
-		return errUpstreamDown
+		return withRetry(errUpstreamDown)
 	case errors.Is(err, upstream.ErrBadResponse):
-		return errBadUpstream
+		return withRetry(errBadUpstream)
 	case errors.Is(err, context.Canceled):
 		return errClientGone
 	}
