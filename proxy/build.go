@@ -102,6 +102,10 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 		o.ReadTimeout = rc.Timeout
 		o.WriteTimeout = rc.Timeout
 		o.MaxRetries = -1 // never retry: the callers fall back instead
+		// One dial attempt: go-redis otherwise dials 5 times 100ms apart, so
+		// while Redis is down every command would wait out its whole
+		// timeout before the caller could fall back.
+		o.DialerRetries = 1
 	}
 	counters := redis.NewClient(counterOpts)
 	cacheClient := redis.NewClient(cacheOpts)
@@ -120,6 +124,8 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 		Prefix:        rc.Prefix + "c:",
 		Timeout:       rc.Timeout,
 		MaxEntryBytes: int(cfg.Upstream.MaxBodyBytes),
+		// Entries' FreshUntil is on the gateway clock, so their PX must be too.
+		Clock: g.clk,
 	}, cm)
 	if err != nil {
 		return nil, err
