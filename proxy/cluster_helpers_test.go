@@ -1,0 +1,494 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
+)
+
+// sharedRedis is the Redis the cluster tests share with other test runs;
+// every test works under its own random prefix there.
+const sharedRedis = "127.0.0.1:6379"
+
+// redisWait bounds every wait on Redis (start-up, replay) in these tests.
+const redisWait = 15 * time.Second
+
+// requireRedis skips the test when no Redis answers at addr, unless CI is
+// "true": there the cluster tests must run, so it fails instead.
+func requireRedis(t *testing.T, addr string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis at %s is unreachable and CI=true: %v", addr, err)
+		}
+		t.Skipf("cluster test needs redis at %s (unreachable: %v); with CI=true this fails", addr, err)
+	}
+}
+
+// callLog records the wall-clock arrival time of every upstream API call,
+// so calls can be grouped into the Redis TIME minute windows the shared
+// budget counts in (Redis and the test run on the same host).
+type callLog struct {
+	mu sync.Mutex  // guards at
+	at []time.Time // arrival times, in order
+}
+
+func (l *callLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.at = append(l.at, time.Now())
+		l.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// perMinute counts the calls by UTC minute window (unix minute).
+func (l *callLog) perMinute() map[int64]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[int64]int)
+	for _, t := range l.at {
+		out[t.Unix()/60]++
+	}
+	return out
+}
+
+// cluster is several gateways, each with its own proxy.New and real
+// servers on random loopback ports, sharing one Redis, one fake clock and
+// one recording demo upstream.
+type cluster struct {
+	t        *testing.T
+	clk      *clock.Fake
+	up       *demo.Server
+	calls    *callLog
+	nodes    []*harness
+	addr     string // host:port of the Redis
+	prefix   string // redis.prefix of every node: "tg:test:<random>:"
+	counters *redis.Client
+	full     string // a full-plan key (key id "team-full")
+	limited  string // a limited-plan key (key id "team-limited")
+}
+
+// clusterOptions configures newCluster. The zero value is three instances
+// on the shared Redis with the default config.
+type clusterOptions struct {
+	instances int                   // 0 means 3
+	addr      string                // Redis host:port; "" means sharedRedis
+	mutate    func(*config.Config)  // applied to each instance's config
+	demo      func(o *demo.Options) // applied to the demo upstream's options
+	start     time.Time             // the fake clock's start; zero means the real time
+}
+
+// newCluster starts the demo upstream and the gateways. The fake clock
+// starts at the real time unless o.start says otherwise, so the gateways'
+// UTC windows agree with the windows Redis computes from its own TIME. When the test ends, after
+// every gateway is closed, it checks that every key the test created
+// under its prefix carries a TTL and deletes them.
+func newCluster(t *testing.T, o clusterOptions) *cluster {
+	t.Helper()
+	if o.instances == 0 {
+		o.instances = 3
+	}
+	if o.addr == "" {
+		o.addr = sharedRedis
+		requireRedis(t, o.addr)
+	}
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		t.Fatal(err)
+	}
+	if o.start.IsZero() {
+		o.start = time.Now().UTC()
+	}
+	c := &cluster{
+		t:      t,
+		clk:    clock.NewFake(o.start),
+		calls:  &callLog{},
+		addr:   o.addr,
+		prefix: "tg:test:" + hex.EncodeToString(rnd[:]) + ":",
+	}
+	c.counters = redis.NewClient(&redis.Options{Addr: o.addr, DB: 0, MaxRetries: -1})
+	// Registered first, so it runs last: after every gateway has stopped.
+	t.Cleanup(func() {
+		c.checkTTLs(false)
+		c.deleteKeys()
+		_ = c.counters.Close()
+	})
+
+	dopts := demo.Options{Clock: c.clk, APIKey: upstreamKey}
+	if o.demo != nil {
+		o.demo(&dopts)
+	}
+	up, err := demo.New(dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.up = up
+	upSrv := httptest.NewServer(c.calls.wrap(up))
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
+
+	c.full, c.limited = newKey(t), newKey(t)
+	for range o.instances {
+		cfg := config.Default()
+		cfg.Upstream.BaseURL = upSrv.URL
+		cfg.Upstream.APIKey = upstreamKey
+		cfg.Log.Level = "debug"
+		noAccess := false
+		cfg.Log.Access = &noAccess // the logs keep only what went wrong
+		cfg.Keys = []config.Key{
+			{ID: "team-full", SHA256: auth.Digest(c.full), Plan: "full"},
+			{ID: "team-limited", SHA256: auth.Digest(c.limited), Plan: "limited"},
+		}
+		cfg.Redis.URL = "redis://" + o.addr + "/0" // cache tier: DB 1
+		cfg.Redis.Prefix = c.prefix
+		// The exactness these tests assert holds only while Redis answers
+		// within redis.timeout: a command that times out falls back to the
+		// local share for that request. The default 50ms is exceeded on a
+		// loaded test machine under -race, so the tests allow 1s (an outage
+		// is still detected at once: connections are refused).
+		cfg.Redis.Timeout = time.Second
+		if o.mutate != nil {
+			o.mutate(cfg)
+		}
+		h := &harness{t: t, clk: c.clk, up: up, upSrv: upSrv, cfg: cfg, full: c.full, limited: c.limited, logs: &syncBuffer{}}
+		core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), h.logs, zapcore.DebugLevel)
+		gw, err := proxy.New(cfg, proxy.Options{Clock: c.clk, Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.gw = gw
+		h.serve()
+		c.nodes = append(c.nodes, h)
+	}
+	return c
+}
+
+// result is one response as a concurrent caller saw it.
+type result struct {
+	node   int
+	status int
+	code   string // the JSON error code, for errors
+	cache  string // Cache-Status
+	retry  string // Retry-After
+	err    error
+}
+
+// send performs one GET of target with key on node i. It never calls
+// t.Fatal, so it may run on any goroutine.
+func (c *cluster) send(i int, target, key string) result {
+	h := c.nodes[i]
+	res := result{node: i}
+	req, err := http.NewRequest(http.MethodGet, h.base+target, nil)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		res.err = err
+		return res
+	}
+	res.status = resp.StatusCode
+	res.cache = resp.Header.Get("Cache-Status")
+	res.retry = resp.Header.Get("Retry-After")
+	if resp.StatusCode >= 400 {
+		if _, rest, ok := strings.Cut(string(body), `"code":"`); ok {
+			res.code, _, _ = strings.Cut(rest, `"`)
+		}
+	}
+	return res
+}
+
+// burst sends n requests for target at once, request j to node j mod
+// instances, and returns every result.
+func (c *cluster) burst(n int, target, key string) []result {
+	out := make([]result, n)
+	var wg sync.WaitGroup
+	for j := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[j] = c.send(j%len(c.nodes), target, key)
+		}()
+	}
+	wg.Wait()
+	for _, r := range out {
+		if r.err != nil {
+			c.t.Fatalf("node %d: %v", r.node, r.err)
+		}
+	}
+	return out
+}
+
+// tally counts results by status and error code ("200", "429 rate_limited").
+func tally(rs []result) map[string]int {
+	out := make(map[string]int)
+	for _, r := range rs {
+		k := strconv.Itoa(r.status)
+		if r.code != "" {
+			k += " " + r.code
+		}
+		out[k]++
+	}
+	return out
+}
+
+// redisNow returns Redis's own TIME, which its windows are computed from.
+func (c *cluster) redisNow() time.Time {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	now, err := c.counters.Time(ctx).Result()
+	if err != nil {
+		c.t.Fatalf("redis TIME: %v", err)
+	}
+	return now.UTC()
+}
+
+// quotaCounter reads the shared daily ("d", YYYYMMDD) or monthly ("m",
+// YYYYMM) quota counter of keyID in the window containing Redis's now;
+// 0 when it does not exist.
+func (c *cluster) quotaCounter(kind, keyID string) int64 {
+	c.t.Helper()
+	now := c.redisNow()
+	window := now.Format("20060102")
+	if kind == "m" {
+		window = now.Format("200601")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.counters.Get(ctx, c.prefix+"q:"+kind+":"+keyID+":"+window).Int64()
+	if err == redis.Nil {
+		return 0
+	}
+	if err != nil {
+		c.t.Fatalf("read quota counter: %v", err)
+	}
+	return n
+}
+
+// keyCounts are the keys found under a test's prefix.
+type keyCounts struct {
+	counters int // DB 0: limits, quotas, budget, leases, replay markers
+	cache    int // DB 1: shared cache entries and topic indexes
+}
+
+// checkTTLs scans the test's prefix in DB 0 (counters) and DB 1 (cache
+// tier) and reports every key without a TTL. Keys that expire between the
+// scan and the TTL read are skipped. With want set, finding no key of a
+// kind is an error too (the test must have created both).
+func (c *cluster) checkTTLs(want bool) keyCounts {
+	c.t.Helper()
+	var kc keyCounts
+	for db, n := range map[int]*int{0: &kc.counters, 1: &kc.cache} {
+		rc := redis.NewClient(&redis.Options{Addr: c.addr, DB: db, MaxRetries: -1})
+		for _, k := range scanAll(c.t, rc, c.prefix+"*") {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ttl, err := rc.PTTL(ctx, k).Result()
+			cancel()
+			switch {
+			case err != nil:
+				c.t.Errorf("PTTL %s (db %d): %v", k, db, err)
+			case ttl == -2: // go-redis reports a missing key as -2ns
+				// expired since the scan
+			case ttl <= 0:
+				c.t.Errorf("key %s (db %d) has no TTL (PTTL %v); every key must expire", k, db, ttl)
+			default:
+				*n++
+			}
+		}
+		_ = rc.Close()
+	}
+	if want && (kc.counters == 0 || kc.cache == 0) {
+		c.t.Errorf("keys with a TTL under %s: %d counters (db 0), %d cache (db 1); want both > 0", c.prefix, kc.counters, kc.cache)
+	}
+	return kc
+}
+
+// deleteKeys removes everything under the test's prefix in DB 0 and 1.
+func (c *cluster) deleteKeys() {
+	for db := range 2 {
+		rc := redis.NewClient(&redis.Options{Addr: c.addr, DB: db, MaxRetries: -1})
+		if keys := scanAll(c.t, rc, c.prefix+"*"); len(keys) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := rc.Del(ctx, keys...).Err(); err != nil {
+				c.t.Errorf("delete test keys (db %d): %v", db, err)
+			}
+			cancel()
+		}
+		_ = rc.Close()
+	}
+}
+
+// scanAll returns every key matching pattern, with a bounded SCAN loop.
+func scanAll(t *testing.T, rc *redis.Client, pattern string) []string {
+	t.Helper()
+	var keys []string
+	var cursor uint64
+	for range 100_000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		batch, next, err := rc.Scan(ctx, cursor, pattern, 1000).Result()
+		cancel()
+		if err != nil {
+			t.Errorf("scan %s: %v", pattern, err)
+			return keys
+		}
+		keys = append(keys, batch...)
+		if cursor = next; cursor == 0 {
+			return keys
+		}
+	}
+	t.Errorf("scan %s did not finish", pattern)
+	return keys
+}
+
+// metric sums the samples of the named metric family in reg whose labels
+// include every name/value pair given; 0 when none.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue sample
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// redisServer is a private redis-server subprocess on a fixed loopback
+// port, so a test can stop and restart it.
+type redisServer struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+// startRedisServer starts a private, non-persistent redis-server on a free
+// port. It skips (or fails under CI=true) when redis-server is not
+// installed. The process is killed when the test ends.
+func startRedisServer(t *testing.T) *redisServer {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis-server not installed and CI=true: %v", err)
+		}
+		t.Skipf("test needs the redis-server binary: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &redisServer{t: t, port: port}
+	t.Cleanup(s.stop)
+	s.start()
+	return s
+}
+
+func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// start launches the process and waits (bounded) until it answers PING.
+func (s *redisServer) start() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rc.Close()
+	deadline := time.Now().Add(redisWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rc.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on port %d did not answer within %s: %v", s.port, redisWait, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
+	}
+}
+
+// stop kills the process and reaps it; stopping twice is harmless.
+func (s *redisServer) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// waitFor polls cond every 10ms until it holds or redisWait passes; it
+// reports whether cond held.
+func waitFor(cond func() bool) bool {
+	deadline := time.Now().Add(redisWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond) // polling background work, not waiting for time to pass
+	}
+	return true
+}
