@@ -30,6 +30,7 @@ type responseCache interface {
 	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
 	Peek(ctx context.Context, key string) (*cache.Entry, bool)
 	Purge(ctx context.Context, sel cache.Selector) int
+	Reconfigure(cfg cache.Config) error
 	Close(ctx context.Context) error
 }
 
@@ -193,15 +194,20 @@ func endpointByName(s string) (Endpoint, bool) {
 	return 0, false
 }
 
-// Reload swaps keys, plans, costs and TTLs atomically. Counters and cached
-// entries survive; a removed key stops working with the next request. A
-// config that does not validate is refused and the old one keeps serving.
+// Reload swaps keys, plans, costs and cache lifetimes atomically. Counters
+// and cached entries survive; a removed key stops working with the next
+// request. A config that does not validate is refused and the old one keeps
+// serving. Listener addresses, TLS, Redis and upstream settings need a
+// restart.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		g.metrics.reloads.WithLabelValues("refused").Inc()
 		return fmt.Errorf("proxy: reload: %w", err)
 	}
 	rt, err := compile(cfg)
+	if err == nil {
+		err = g.cache.Reconfigure(cfg.Cache)
+	}
 	if err != nil {
 		g.metrics.reloads.WithLabelValues("refused").Inc()
 		return fmt.Errorf("proxy: reload: %w", err)
