@@ -630,3 +630,60 @@ func TestProtectNoUpstreamHeaders(t *testing.T) {
 		t.Fatal("the tap saw no upstream answers; the headers were never offered to the gateway")
 	}
 }
+
+// TestProtectSlowUpstream: when the upstream takes seconds, clients of
+// entries past their freshness do not wait for it (one background refresh
+// per entry, served stale meanwhile), and a herd on a cold key waits for a
+// single upstream call.
+func TestProtectSlowUpstream(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a real upstream latency; skipped in -short mode")
+	}
+	const latency = 2 * time.Second
+	h := newProtectHarness(t, roomyFullPlan)
+	targets := topicTargets(h.up, 3)
+	warm := targets[:4]
+	for _, target := range warm {
+		if r := h.send(target, h.full); r.status != http.StatusOK {
+			t.Fatalf("warming %s: %d %s", target, r.status, r.text())
+		}
+	}
+	// Past every warm entry's freshness, within stale-while-revalidate.
+	h.clk.Advance(65 * time.Minute)
+	h.up.SetLatency(latency)
+	calls0, finished0 := h.up.Count(), h.upstreamCalls()
+	var herd []string
+	for i := range 20 {
+		herd = append(herd, warm[i%len(warm)])
+	}
+	for _, r := range h.sendAll(h.full, herd) {
+		if r.status != http.StatusOK || r.header.Get("Cache-Status") != csStale || r.took > promptly {
+			t.Errorf("%s on a slow upstream: got %d %q after %s; want 200 %q under %s",
+				r.target, r.status, r.header.Get("Cache-Status"), r.took, csStale, promptly)
+		}
+	}
+	if !pollUntil(func() bool { return int(h.upstreamCalls()-finished0) >= len(warm) }) {
+		t.Fatal("the background refreshes did not finish")
+	}
+	if got := h.up.Count() - calls0; got != len(warm) {
+		t.Errorf("upstream calls for %d stale requests on %d entries: got %d; want one refresh each", len(herd), len(warm), got)
+	}
+	for _, target := range warm {
+		if r := h.send(target, h.full); r.status != http.StatusOK || r.header.Get("Cache-Status") != csHit || r.took > promptly {
+			t.Errorf("%s after its refresh: got %d %q after %s; want a prompt 200 %q", target, r.status, r.header.Get("Cache-Status"), r.took, csHit)
+		}
+	}
+
+	calls0 = h.up.Count()
+	cold := targets[len(targets)-1]
+	statuses := map[string]int{}
+	for _, r := range h.sendAll(h.full, []string{cold, cold, cold, cold, cold, cold, cold, cold}) {
+		statuses[strconv.Itoa(r.status)+" "+r.header.Get("Cache-Status")]++
+	}
+	if got := h.up.Count() - calls0; got != 1 {
+		t.Errorf("upstream calls for 8 concurrent clients on a cold key: got %d; want 1", got)
+	}
+	if statuses["200 "+csMiss] != 1 || statuses["200 "+csCollapsed] != 7 {
+		t.Errorf("cold herd answers: got %v; want one %q and seven %q", statuses, csMiss, csCollapsed)
+	}
+}
