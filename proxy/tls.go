@@ -95,6 +95,9 @@ func baseTLSConfig() *tls.Config {
 // issuance: only tls.acme.domains are ever requested.
 func (g *Gateway) newACME(cfg *config.Config) (*acmeManager, error) {
 	a := cfg.TLS.ACME
+	if len(a.Domains) == 0 {
+		return nil, errors.New("proxy: tls.acme.domains is empty")
+	}
 	log := g.log.Named("acme")
 	m := &acmeManager{domains: append([]string(nil), a.Domains...)}
 
@@ -135,7 +138,14 @@ func (g *Gateway) newACME(cfg *config.Config) (*acmeManager, error) {
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return magic, nil },
 		Logger:           log,
 	})
-	magic = certmagic.New(m.cache, certmagic.Config{Storage: storage, Logger: log, OnEvent: m.event})
+	magic = certmagic.New(m.cache, certmagic.Config{
+		Storage: storage,
+		Logger:  log,
+		OnEvent: m.event,
+		// A client that sends no SNI (dialing by IP, some health checks)
+		// gets the first domain's certificate instead of a failed handshake.
+		DefaultServerName: a.Domains[0],
+	})
 	m.issuer = certmagic.NewACMEIssuer(magic, certmagic.ACMEIssuer{
 		CA:    a.DirectoryURL,
 		Email: a.Email,

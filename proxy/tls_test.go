@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -472,71 +473,163 @@ func (p *pebble) issuingRoot(t *testing.T) *x509.CertPool {
 
 // TestTLSACMEPebble obtains a certificate from a local Pebble through
 // certmagic and serves HTTPS with it: readiness waits for the certificate,
-// a client trusting Pebble's root gets HTTP/2 with HSTS.
+// a client trusting Pebble's root gets HTTP/2 with HSTS. The certificate
+// is stored on disk, or in Redis in cluster mode.
 func TestTLSACMEPebble(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("skipping the ACME test in -short mode (it builds Pebble)")
 	}
 	p := startPebble(t)
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	storage := t.TempDir()
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-		c.TLS.Mode = config.TLSModeACME
-		c.TLS.HTTPListen = "127.0.0.1:0"
-		c.TLS.ACME.DirectoryURL = p.acme
-		c.TLS.ACME.CARoot = p.minica
-		c.TLS.ACME.Email = "ops@example.com"
-		c.TLS.ACME.Domains = []string{"tg.test"}
-		c.TLS.ACME.Storage = storage
-	})
+	roots := p.issuingRoot(t)
+	tests := []struct {
+		name    string
+		cluster bool
+	}{
+		{"file storage", false},
+		{"redis storage", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var rdb *redis.Client
+			var prefix string
+			if tc.cluster {
+				rdb, prefix = testRedis(t)
+			}
+			clk := clock.NewFake(testNow)
+			_, upSrv := startUpstream(t, clk, nil)
+			storage := t.TempDir()
+			s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+				c.TLS.Mode = config.TLSModeACME
+				c.TLS.HTTPListen = "127.0.0.1:0"
+				c.TLS.ACME.DirectoryURL = p.acme
+				c.TLS.ACME.CARoot = p.minica
+				c.TLS.ACME.Email = "ops@example.com"
+				c.TLS.ACME.Domains = []string{"tg.test"}
+				c.TLS.ACME.Storage = storage
+				if tc.cluster {
+					c.TLS.ACME.Storage = ""
+					c.Redis.URL = "redis://127.0.0.1:6379/0"
+					c.Redis.Prefix = prefix
+					c.Redis.Timeout = time.Second
+				}
+			})
+			waitACMEReady(t, s)
 
+			c := httpsClient(roots, "tg.test", tls.VersionTLS12, 0)
+			defer c.CloseIdleConnections()
+			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			if err != nil {
+				t.Fatalf("HTTPS with the ACME certificate: %v", err)
+			}
+			if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+				t.Fatalf("got %s %d; want HTTP/2 200 (body %s)", resp.Proto, resp.StatusCode, body)
+			}
+			if err := resp.TLS.PeerCertificates[0].VerifyHostname("tg.test"); err != nil {
+				t.Errorf("served certificate: %v", err)
+			}
+			if resp.Header.Get("Strict-Transport-Security") == "" {
+				t.Error("no Strict-Transport-Security on an HTTPS response")
+			}
+			checkList(t, body)
+
+			// A handshake without SNI gets the first domain's certificate.
+			conn, err := tls.Dial("tcp", s.public, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+			if err != nil {
+				t.Fatalf("handshake without SNI: %v", err)
+			}
+			chain := conn.ConnectionState().PeerCertificates
+			inter := x509.NewCertPool()
+			for _, c := range chain[1:] {
+				inter.AddCert(c)
+			}
+			_, verr := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: "tg.test"})
+			conn.Close()
+			if verr != nil {
+				t.Errorf("certificate without SNI: %v", verr)
+			}
+
+			if tc.cluster {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				keys, err := rdb.Keys(ctx, prefix+"certs:f:certificates/*tg.test.crt").Result()
+				if err != nil || len(keys) != 1 {
+					t.Errorf("certificate in Redis: got %q, %v; want one key", keys, err)
+				}
+				if _, err := os.Stat(filepath.Join(storage, "certificates")); err == nil {
+					t.Error("cluster mode wrote certificates to the file storage")
+				}
+			} else if _, err := os.Stat(filepath.Join(storage, "certificates")); err != nil {
+				t.Errorf("certificate storage: %v", err)
+			}
+			if err := s.stop(30 * time.Second); err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		})
+	}
+}
+
+// waitACMEReady waits (bounded) for certmagic to obtain the certificate:
+// /readyz answers 503 naming the certificate until it is cached, then 200.
+func waitACMEReady(t *testing.T, s *served) {
+	t.Helper()
 	admin := &http.Client{Timeout: 5 * time.Second}
 	defer admin.CloseIdleConnections()
-	// Wait (bounded) for certmagic to obtain the certificate: /readyz turns
-	// 200 once it is cached.
-	deadline := time.Now().Add(90 * time.Second)
-	sawNotReady := false
+	start := time.Now()
+	deadline := start.Add(90 * time.Second)
 	for {
 		resp, body, err := getWithKey(t, admin, s.admin+"/readyz", "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp.StatusCode == http.StatusOK {
-			break
+			t.Logf("certificate ready after %v", time.Since(start).Round(time.Millisecond))
+			return
 		}
 		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "certificate") {
 			t.Fatalf("/readyz before the certificate: got %d %s; want 503 naming the certificate", resp.StatusCode, body)
 		}
-		sawNotReady = true
 		if time.Now().After(deadline) {
 			t.Fatalf("no certificate within 90s; gateway logs:\n%s", s.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // polling an external issuance, not waiting for time to pass
 	}
-	t.Logf("certificate issued; /readyz was 503 first: %v", sawNotReady)
+}
 
-	c := httpsClient(p.issuingRoot(t), "tg.test", tls.VersionTLS12, 0)
-	defer c.CloseIdleConnections()
-	resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
-	if err != nil {
-		t.Fatalf("HTTPS with the ACME certificate: %v", err)
+// testRedis connects to the shared test Redis (skipping when unreachable
+// unless CI=true) and returns a client and a unique "tg:test:<random>:"
+// prefix whose keys, in databases 0 and 1, are deleted when the test ends.
+func testRedis(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		_ = rdb.Close()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis at 127.0.0.1:6379 unreachable (CI=true requires it): %v", err)
+		}
+		t.Skipf("redis at 127.0.0.1:6379 unreachable, skipping: %v", err)
 	}
-	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-		t.Fatalf("got %s %d; want HTTP/2 200 (body %s)", resp.Proto, resp.StatusCode, body)
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
 	}
-	leaf := resp.TLS.PeerCertificates[0]
-	if err := leaf.VerifyHostname("tg.test"); err != nil {
-		t.Errorf("served certificate: %v", err)
-	}
-	if resp.Header.Get("Strict-Transport-Security") == "" {
-		t.Error("no Strict-Transport-Security on an HTTPS response")
-	}
-	checkList(t, body)
-	if _, err := os.Stat(filepath.Join(storage, "certificates")); err != nil {
-		t.Errorf("certificate storage: %v", err)
-	}
-	if err := s.stop(30 * time.Second); err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
+	prefix := fmt.Sprintf("tg:test:%x:", b)
+	t.Cleanup(func() {
+		defer rdb.Close()
+		for db := range 2 {
+			c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DB: db})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			keys, err := c.Keys(ctx, prefix+"*").Result()
+			if err == nil && len(keys) > 0 {
+				err = c.Del(ctx, keys...).Err()
+			}
+			if err != nil {
+				t.Errorf("cleanup db %d %s: %v", db, prefix, err)
+			}
+			cancel()
+			_ = c.Close()
+		}
+	})
+	return rdb, prefix
 }
