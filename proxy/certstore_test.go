@@ -24,7 +24,7 @@ var certTestNow = time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
 // certRedis connects to the shared test Redis, skipping when it is
 // unreachable unless CI=true. It returns a client and a unique key prefix
 // whose keys are deleted when the test ends.
-func certRedis(t *testing.T) (*redis.Client, string) {
+func certRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -56,7 +56,7 @@ func certRedis(t *testing.T) (*redis.Client, string) {
 	return rdb, prefix
 }
 
-func newTestCertStorage(t *testing.T, rdb redis.UniversalClient, prefix string, clk clock.Clock) *CertStorage {
+func newTestCertStorage(t testing.TB, rdb redis.UniversalClient, prefix string, clk clock.Clock) *CertStorage {
 	t.Helper()
 	s, err := NewCertStorage(rdb, CertStorageOptions{Prefix: prefix, LockTTL: 10 * time.Second, LockPoll: time.Millisecond, Clock: clk})
 	if err != nil {
@@ -369,5 +369,23 @@ func TestCertStorageClose(t *testing.T) {
 	}
 	if n, _ := rdb.Exists(ctx, prefix+"lock:x").Result(); n != 0 {
 		t.Error("Close left its lock in Redis")
+	}
+}
+
+// BenchmarkCertStorageLoad measures loading a 4 KiB certificate bundle
+// from the local Redis (one round trip).
+func BenchmarkCertStorageLoad(b *testing.B) {
+	rdb, prefix := certRedis(b)
+	s := newTestCertStorage(b, rdb, prefix, clock.NewFake(certTestNow))
+	ctx := context.Background()
+	const key = "certificates/acme/tg.test/tg.test.crt"
+	if err := s.Store(ctx, key, make([]byte, 4096)); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Load(ctx, key); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -39,7 +39,7 @@ import (
 // served is a gateway whose Serve call the test controls: stop cancels its
 // context and returns Serve's result.
 type served struct {
-	t      *testing.T
+	t      testing.TB
 	gw     *proxy.Gateway
 	cfg    *config.Config
 	key    string // a full-plan key
@@ -56,7 +56,7 @@ type served struct {
 // startGateway builds a gateway in front of upstreamURL (the demo upstream
 // with key upstreamKey) and runs Serve on random loopback ports. mutate may
 // change the config first. The gateway is stopped when the test ends.
-func startGateway(t *testing.T, upstreamURL string, clk clock.Clock, mutate func(*config.Config)) *served {
+func startGateway(t testing.TB, upstreamURL string, clk clock.Clock, mutate func(*config.Config)) *served {
 	t.Helper()
 	s := &served{t: t, key: newKey(t), logs: &syncBuffer{}}
 	cfg := config.Default()
@@ -106,7 +106,7 @@ func (s *served) stop(bound time.Duration) error {
 	return s.err
 }
 
-func listenLoopback(t *testing.T) net.Listener {
+func listenLoopback(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -117,7 +117,7 @@ func listenLoopback(t *testing.T) net.Listener {
 
 // startUpstream serves the demo upstream on a loopback httptest server;
 // wrap, when not nil, wraps its handler.
-func startUpstream(t *testing.T, clk clock.Clock, wrap func(http.Handler) http.Handler) (*demo.Server, *httptest.Server) {
+func startUpstream(t testing.TB, clk clock.Clock, wrap func(http.Handler) http.Handler) (*demo.Server, *httptest.Server) {
 	t.Helper()
 	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
 	if err != nil {
@@ -134,7 +134,7 @@ func startUpstream(t *testing.T, clk clock.Clock, wrap func(http.Handler) http.H
 
 // selfSigned writes a self-signed ECDSA certificate for tg.test and
 // 127.0.0.1 into dir and returns the file names and a pool trusting it.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+func selfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -190,7 +190,7 @@ func httpsClient(roots *x509.CertPool, serverName string, minV, maxV uint16) *ht
 
 // getWithKey sends GET url with the API key and returns the response with
 // its body read.
-func getWithKey(t *testing.T, c *http.Client, url, key string) (*http.Response, []byte, error) {
+func getWithKey(t testing.TB, c *http.Client, url, key string) (*http.Response, []byte, error) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -598,7 +598,7 @@ func waitACMEReady(t *testing.T, s *served) {
 // testRedis connects to the shared test Redis (skipping when unreachable
 // unless CI=true) and returns a client and a unique "tg:test:<random>:"
 // prefix whose keys, in databases 0 and 1, are deleted when the test ends.
-func testRedis(t *testing.T) (*redis.Client, string) {
+func testRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -632,4 +632,54 @@ func testRedis(t *testing.T) (*redis.Client, string) {
 		}
 	})
 	return rdb, prefix
+}
+
+// BenchmarkServeCached measures one cached list request through the real
+// servers, over plain HTTP/1.1 and over HTTPS with HTTP/2 (connections are
+// reused, so handshakes are not in the figure).
+func BenchmarkServeCached(b *testing.B) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(b, clk, nil)
+	certFile, keyFile, pool := selfSigned(b, b.TempDir())
+	many, manyInt, manyUnits := 1e9, 1_000_000_000, int64(1e15)
+	limits := func(c *config.Config) {
+		k := &c.Keys[0]
+		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
+		c.Log.Access = new(bool)
+	}
+	plain := startGateway(b, upSrv.URL, clk, limits)
+	secure := startGateway(b, upSrv.URL, clk, func(c *config.Config) {
+		limits(c)
+		c.TLS.Mode = config.TLSModeFiles
+		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+		c.TLS.HTTPListen = "127.0.0.1:0"
+	})
+	tests := []struct {
+		name   string
+		url    string
+		client *http.Client
+		key    string
+	}{
+		{"http1", "http://" + plain.public + listPath, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, plain.key},
+		{"https-h2", "https://" + secure.public + listPath, httpsClient(pool, "tg.test", tls.VersionTLS12, 0), secure.key},
+	}
+	for _, tc := range tests {
+		b.Run(tc.name, func(b *testing.B) {
+			defer tc.client.CloseIdleConnections()
+			if resp, _, err := getWithKey(b, tc.client, tc.url, tc.key); err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("warm: %v %v", resp, err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, _, err := getWithKey(b, tc.client, tc.url, tc.key)
+					if err != nil || resp.StatusCode != http.StatusOK {
+						b.Errorf("got %v %v; want 200", resp, err)
+						return
+					}
+				}
+			})
+		})
+	}
 }
