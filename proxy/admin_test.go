@@ -153,9 +153,9 @@ func (h *harness) scrape(token string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// sample returns the sum of the counter or gauge samples of name whose
+// expoSample returns the sum of the counter or gauge samples of name whose
 // labels include want; found is false when no sample matched.
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, found bool) {
+func expoSample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, found bool) {
 	f, ok := fams[name]
 	if !ok {
 		return 0, false
@@ -218,7 +218,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		name   string
 		metric string
 		labels map[string]string
-		want   float64 // exact, or at least when atLeast
+		want   float64 // exact, or a lower bound when least
 		least  bool
 	}{
 		{"requests full list 200", "trendgate_requests_total", map[string]string{"route": "list", "status": "200", "plan": "full"}, 2, false},
@@ -239,7 +239,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, found := sample(fams, tc.metric, tc.labels)
+			got, found := expoSample(fams, tc.metric, tc.labels)
 			if !found {
 				t.Fatalf("%s%v: no sample", tc.metric, tc.labels)
 			}

@@ -18,8 +18,8 @@ import (
 	"trendgate/internal/clock"
 )
 
-// outcome is what one load request got.
-type outcome struct {
+// loadOutcome is what one load request got.
+type loadOutcome struct {
 	status int
 	err    error // transport error: no response at all
 	bodyOK bool  // the body was read completely and is JSON
@@ -38,7 +38,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		// average, before the upstream starts holding requests.
 		loadBeforeHold = 10
 	)
-	baseline := goroutines()
+	baseline := liveGoroutines()
 	clk := clock.NewFake(testNow)
 
 	// Once holding is set, the upstream holds every request until gate is
@@ -72,7 +72,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	topics := up.Topics()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
 
-	results := make([][]outcome, workers)
+	results := make([][]loadOutcome, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -80,10 +80,10 @@ func TestShutdownUnderLoad(t *testing.T) {
 				topic := topics[(w*perWorker+i)%len(topics)]
 				resp, body, err := getWithKey(t, client, "http://"+s.public+"/api4/public/topic/"+url.PathEscape(topic)+"/whatsup/v1", s.key)
 				if resp == nil {
-					results[w] = append(results[w], outcome{err: err})
+					results[w] = append(results[w], loadOutcome{err: err})
 					return // the listener is gone: this worker is done
 				}
-				results[w] = append(results[w], outcome{status: resp.StatusCode, err: err, bodyOK: err == nil && json.Valid(body)})
+				results[w] = append(results[w], loadOutcome{status: resp.StatusCode, err: err, bodyOK: err == nil && json.Valid(body)})
 				if done.Add(1) == workers*loadBeforeHold {
 					holding.Store(true)
 				}
@@ -161,7 +161,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	upSrv.Close()
 	deadline = time.Now().Add(5 * time.Second)
 	for {
-		n := goroutines()
+		n := liveGoroutines()
 		if n <= baseline {
 			break
 		}
@@ -173,10 +173,10 @@ func TestShutdownUnderLoad(t *testing.T) {
 	}
 }
 
-// goroutines counts live goroutines except ristretto's two per local cache
+// liveGoroutines counts live goroutines except ristretto's two per local cache
 // tier: Gateway.Close does not close cache.Local yet (reported to the
 // lead), so those outlive every gateway.
-func goroutines() int {
+func liveGoroutines() int {
 	buf := make([]byte, 4<<20)
 	n := 0
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
