@@ -683,3 +683,43 @@ func BenchmarkServeCached(b *testing.B) {
 		})
 	}
 }
+
+// TestListenOpensPlainHTTPWithTLS: Listen opens tls.http_listen only when
+// TLS is on, and admin.listen unless it is "off".
+func TestListenOpensPlainHTTPWithTLS(t *testing.T) {
+	certFile, keyFile, _ := selfSigned(t, t.TempDir())
+	tests := []struct {
+		name             string
+		mode, admin      string
+		wantHTTP, wantAd bool
+	}{
+		{"tls off", config.TLSModeOff, "localhost:0", false, true},
+		{"tls files", config.TLSModeFiles, "localhost:0", true, true},
+		{"tls files, admin off", config.TLSModeFiles, "off", true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Server.Listen, cfg.Admin.Listen = "127.0.0.1:0", tc.admin
+			cfg.TLS.Mode, cfg.TLS.HTTPListen = tc.mode, "127.0.0.1:0"
+			cfg.TLS.CertFile, cfg.TLS.KeyFile = certFile, keyFile
+			gw, err := proxy.New(cfg, proxy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gw.Close()
+			ls, err := gw.Listen()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []net.Listener{ls.Public, ls.HTTP, ls.Admin} {
+				if l != nil {
+					defer l.Close()
+				}
+			}
+			if ls.Public == nil || (ls.HTTP != nil) != tc.wantHTTP || (ls.Admin != nil) != tc.wantAd {
+				t.Errorf("got public %v http %v admin %v; want http %v admin %v", ls.Public != nil, ls.HTTP != nil, ls.Admin != nil, tc.wantHTTP, tc.wantAd)
+			}
+		})
+	}
+}
