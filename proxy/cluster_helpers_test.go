@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,6 +185,10 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		}
 		h.gw = gw
 		h.serve()
+		// Runs before serve's cleanup: a connection the transport dialed
+		// but never used would otherwise hold Shutdown for 5 s (net/http
+		// waits that long for a first request on a new connection).
+		t.Cleanup(h.client.CloseIdleConnections)
 		c.nodes = append(c.nodes, h)
 	}
 	return c
@@ -491,4 +496,86 @@ func waitFor(cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond) // polling background work, not waiting for time to pass
 	}
 	return true
+}
+
+// slowLink is a loopback TCP relay in front of a Redis that, while slow is
+// set, holds every reply for delay: commands reach Redis and run at once,
+// but their answers arrive after the client's timeout.
+type slowLink struct {
+	ln    net.Listener
+	slow  atomic.Bool
+	delay time.Duration
+	wg    sync.WaitGroup // the accept loop and the relays
+	mu    sync.Mutex     // guards conns
+	conns []net.Conn     // every open connection, closed by close
+}
+
+// newSlowLink relays to target until the test ends.
+func newSlowLink(t *testing.T, target string, delay time.Duration) *slowLink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &slowLink{ln: ln, delay: delay}
+	l.wg.Add(1)
+	go l.accept(target)
+	t.Cleanup(l.close)
+	return l
+}
+
+func (l *slowLink) addr() string { return l.ln.Addr().String() }
+
+func (l *slowLink) track(c net.Conn) {
+	l.mu.Lock()
+	l.conns = append(l.conns, c)
+	l.mu.Unlock()
+}
+
+func (l *slowLink) accept(target string) {
+	defer l.wg.Done()
+	for {
+		client, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		l.track(client)
+		l.track(server)
+		l.wg.Add(2)
+		go func() { defer l.wg.Done(); _, _ = io.Copy(server, client) }()
+		go func() {
+			defer l.wg.Done()
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := server.Read(buf)
+				if n > 0 {
+					if l.slow.Load() {
+						time.Sleep(l.delay) // injected network latency
+					}
+					if _, werr := client.Write(buf[:n]); werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// close stops accepting, closes every connection and waits for the relays.
+func (l *slowLink) close() {
+	_ = l.ln.Close()
+	l.mu.Lock()
+	for _, c := range l.conns {
+		_ = c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
 }

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -373,4 +374,44 @@ func TestClusterRedisOutage(t *testing.T) {
 		t.Errorf("daily counter after 3 more requests: got %d; want %d", got, want+3)
 	}
 	c.checkTTLs(false)
+}
+
+// TestClusterSlowRedisChargesOnce shows a known bug in limits.Redis: an
+// Admit whose script runs in Redis but whose reply arrives after
+// redis.timeout is treated as a Redis failure, admitted again by the local
+// fallback and journaled, so after the replay the daily counter holds one
+// unit more than was delivered (the charge is doubled). Skipped unless
+// TRENDGATE_KNOWN_BUGS is set, so the package stays green until
+// limits.Redis makes a timed-out admission idempotent.
+func TestClusterSlowRedisChargesOnce(t *testing.T) {
+	if os.Getenv("TRENDGATE_KNOWN_BUGS") == "" {
+		t.Skip("known bug in limits.Redis: a timed-out Admit that ran in Redis is charged twice; set TRENDGATE_KNOWN_BUGS=1 to run")
+	}
+	requireRedis(t, sharedRedis)
+	link := newSlowLink(t, sharedRedis, 300*time.Millisecond)
+	c := newCluster(t, clusterOptions{instances: 1, addr: link.addr(), mutate: func(cfg *config.Config) {
+		setFullPolicy(limits.Policy{Daily: 100})(cfg)
+		cfg.Redis.Timeout = 100 * time.Millisecond
+	}})
+	// Warm: the list is cached locally and one unit is charged in Redis.
+	if r := c.send(0, listTarget, c.full); r.status != 200 {
+		t.Fatalf("warm request: got %d %q (%v); want 200", r.status, r.code, r.err)
+	}
+	// Slow: the admission script runs in Redis, its reply is late.
+	link.slow.Store(true)
+	r := c.send(0, listTarget, c.full)
+	link.slow.Store(false)
+	if r.status != 200 {
+		t.Fatalf("slow request: got %d %q (%v); want 200", r.status, r.code, r.err)
+	}
+	reg := c.nodes[0].gw.Registry()
+	if v := metric(t, reg, "trendgate_limits_redis_fallbacks_total"); v != 1 {
+		t.Fatalf("limits fallbacks: got %v; want 1 (the slow admission)", v)
+	}
+	if !waitFor(func() bool { return metric(t, reg, "trendgate_limits_journal_entries") == 0 }) {
+		t.Fatalf("the quota journal was not replayed within %s", redisWait)
+	}
+	if got := c.quotaCounter("d", "team-full"); got != 2 {
+		t.Errorf("daily counter: got %d; want 2 (units delivered)", got)
+	}
 }
