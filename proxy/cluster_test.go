@@ -317,6 +317,15 @@ func TestClusterRedisOutage(t *testing.T) {
 		if v := metric(t, reg, "trendgate_limits_redis_available"); v != 0 {
 			t.Errorf("node %d: limits redis_available: got %v; want 0", i, v)
 		}
+		// The other Redis users fell back too: the budget to its local
+		// share, the shared cache tier to misses (each instance fetched its
+		// new topic itself).
+		if v := metric(t, reg, "trendgate_upstream_budget_fallbacks_total"); v < 1 {
+			t.Errorf("node %d: upstream budget fallbacks: got %v; want >= 1", i, v)
+		}
+		if v := metric(t, reg, "trendgate_cache_shared_reads_total", "result", "error"); v < 1 {
+			t.Errorf("node %d: shared cache read errors: got %v; want >= 1", i, v)
+		}
 		// One daily and one monthly entry; the background replay may have
 		// sealed them and started new ones (4), never more.
 		if v := metric(t, reg, "trendgate_limits_journal_entries"); v != 2 && v != 4 {
