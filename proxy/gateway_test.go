@@ -373,6 +373,11 @@ func TestCacheHeadersETagGzipHead(t *testing.T) {
 	if string(body) != string(body2) || h.up.Count() != 1 {
 		t.Fatalf("hit differs or reached upstream (%d calls)", h.up.Count())
 	}
+	// A client's no-cache does not force an upstream call (it would burn
+	// the upstream budget).
+	if r, _ := h.get(target, h.full, "Cache-Control", "no-cache", "Pragma", "no-cache"); r.Header.Get("Cache-Status") != "trendgate; hit" || h.up.Count() != 1 {
+		t.Errorf("no-cache: Cache-Status %q, %d upstream calls", r.Header.Get("Cache-Status"), h.up.Count())
+	}
 	etag := resp2.Header.Get("ETag")
 	if r, b := h.get(target, h.full, "If-None-Match", etag); r.StatusCode != 304 || len(b) != 0 {
 		t.Errorf("If-None-Match: got %d with %d bytes; want 304 empty", r.StatusCode, len(b))

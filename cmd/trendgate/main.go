@@ -89,16 +89,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q (try trendgate -help)", args[0])
 }
 
-// newLogger returns a JSON logger to w at the given level.
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+// newLogger returns a JSON logger to w at the given level. Output is
+// buffered (flushed every second, when 256 KiB are pending, and by the
+// returned stop) so the access log costs no write syscall per request.
+func newLogger(level string, w io.Writer) (log *zap.Logger, stop func(), err error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zap.New(core), nil
+	ws := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: 256 << 10, FlushInterval: time.Second}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, lvl)
+	return zap.New(core), func() { _ = ws.Stop() }, nil
 }
 
 func signalContext() (context.Context, context.CancelFunc) {
@@ -119,11 +122,11 @@ func runServe(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg.Log.Level, stderr)
+	log, stopLog, err := newLogger(cfg.Log.Level, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer stopLog()
 
 	g, err := proxy.New(cfg, proxy.Options{Logger: log})
 	if err != nil {
@@ -219,11 +222,11 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log, err := newLogger(*logLevel, stderr)
+	log, stopLog, err := newLogger(*logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
+	defer stopLog()
 
 	upstreamKey, err := auth.Generate() // the gateway's own upstream credential, for this run only
 	if err != nil {
