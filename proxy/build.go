@@ -16,7 +16,7 @@ import (
 const maxTrackedIPs = 100_000
 
 // build constructs the upstream client, cache and limiter from cfg, on
-// Redis when cluster mode is on.
+// Redis when cluster mode is on. Each names its own logger.
 func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	upMetrics := upstream.NewMetrics(g.reg)
 	cacheMetrics := cache.NewMetrics(g.reg)
@@ -33,6 +33,8 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// Closed after the cache itself (see Close), which stops fills first.
+	g.closers = append(g.closers, func() error { store.Close(); return nil })
 	var cacheStore cache.Store = store
 	var cacheOpts []cache.Option
 
@@ -52,12 +54,13 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
 	}
 
-	up, err := upstream.New(cfg.Upstream, g.clk, g.log.Named("upstream"), upMetrics, upOpts...)
+	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)
 	if err != nil {
 		return err
 	}
 	g.up = up
-	c, err := cache.New(cfg.Cache, cacheStore, g.clk, g.log.Named("cache"), cacheMetrics, cacheOpts...)
+	g.closers = append(g.closers, func() error { up.Close(); return nil })
+	c, err := cache.New(cfg.Cache, cacheStore, g.clk, g.log, cacheMetrics, cacheOpts...)
 	if err != nil {
 		return err
 	}
@@ -114,7 +117,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	// Counters: fall back to this instance's share of each limit.
 	rl, err := limits.NewRedis(counters, limits.RedisOptions{
 		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare,
-	}, local, g.clk, g.log.Named("limits"), lm)
+	}, local, g.clk, g.log, lm)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +139,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	if err != nil {
 		return nil, err
 	}
-	budget, err := upstream.NewRedisBudget(counters, cfg.Upstream.Budget, rc.Prefix, rc.Timeout, fallbackBudget, g.log.Named("budget"), um)
+	budget, err := upstream.NewRedisBudget(counters, cfg.Upstream.Budget, rc.Prefix, rc.Timeout, fallbackBudget, g.log, um)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +149,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 // shareBudget scales an account budget to one instance's share, at least 1
 // per bucket that is limited.
 func shareBudget(b upstream.BudgetConfig, share float64) upstream.BudgetConfig {
+	b = b.Resolved() // apply the plan preset before scaling it
 	scale := func(n int) int {
 		if n == 0 {
 			return 0
