@@ -20,7 +20,7 @@ import (
 func (g *Gateway) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		req, err := ParseRequest(r, g.clk.Now())
+		req, err := ParseRequest(r, in.start)
 		if err != nil {
 			if errors.Is(err, ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
 				if _, aerr := g.principal(r); aerr != nil {
@@ -78,7 +78,7 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	token, err := auth.ParseAuthorization(r.Header)
 	if err == nil {
 		var p auth.Principal
-		if p, err = rt.keyring.Authenticate(token, g.clk.Now()); err == nil {
+		if p, err = rt.keyring.Authenticate(token, infoFrom(r.Context()).start); err == nil {
 			return p, nil
 		}
 	}

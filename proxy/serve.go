@@ -33,10 +33,15 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	start := g.clk.Now()
+	// One clock read per request serves the whole hit path; a miss took
+	// upstream time, so it reads the clock again.
 	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(req, g.rt.Load()))
-	if res.Outcome == cache.Miss && !res.Coalesced {
-		in.upstream = g.clk.Now().Sub(start)
+	now := in.start
+	if res.Outcome == cache.Miss {
+		now = g.clk.Now()
+		if !res.Coalesced {
+			in.upstream = now.Sub(in.start)
+		}
 	}
 	if err != nil {
 		in.cache = "error"
@@ -56,7 +61,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, r, projectionError(err))
 		return
 	}
-	g.write(w, r, e, v)
+	g.write(w, r, e, v, now)
 	if res.Outcome != cache.Miss && !g.servedFromCache.Load() {
 		g.servedFromCache.Store(true)
 	}
@@ -220,10 +225,9 @@ var (
 
 // write sends the variant with the caching headers, honouring
 // If-None-Match (304), Accept-Encoding (gzip) and HEAD.
-func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant) {
+func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time) {
 	in := infoFrom(r.Context())
 	h := w.Header()
-	now := g.clk.Now()
 	h["Etag"] = v.etag
 	h["Vary"] = varyEnc
 	h["Cache-Control"] = []string{"private, max-age=" + strconv.FormatInt(seconds(e.FreshUntil.Sub(now)), 10)}
