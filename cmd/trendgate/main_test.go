@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"trendgate/auth"
+)
+
+// TestKeysNewAndHash: the printed secret is a valid key, its digest is the
+// one in the printed config lines, and "keys hash" reproduces it.
+func TestKeysNewAndHash(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"keys", "new", "-id", "team-a", "-plan", "full"}, nil, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var secret, digest string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if s, ok := strings.CutPrefix(line, "secret: "); ok {
+			secret = s
+		}
+		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "sha256: "); ok {
+			digest = d
+		}
+	}
+	if err := auth.CheckFormat(secret); err != nil {
+		t.Fatalf("printed secret %q: %v", secret, err)
+	}
+	if digest != auth.Digest(secret) {
+		t.Fatalf("printed digest %q; want %q", digest, auth.Digest(secret))
+	}
+	if !strings.Contains(out.String(), "- id: team-a") || !strings.Contains(out.String(), "plan: full") {
+		t.Errorf("config lines missing:\n%s", out.String())
+	}
+
+	var hashed bytes.Buffer
+	if err := run([]string{"keys", "hash"}, strings.NewReader(secret+"\n"), &hashed, &hashed); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(hashed.String()); got != digest {
+		t.Errorf("keys hash: got %q; want %q", got, digest)
+	}
+	// A non-key on stdin is refused without echoing it.
+	err := run([]string{"keys", "hash"}, strings.NewReader("hunter2\n"), &hashed, &hashed)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("keys hash of a non-key: %v", err)
+	}
+	if err := run([]string{"keys", "new", "-id", "x"}, nil, &out, &out); err == nil {
+		t.Error("keys new without -plan succeeded")
+	}
+}
+
+// TestConfigCheck: the example passes; a broken file fails with its path.
+func TestConfigCheck(t *testing.T) {
+	t.Setenv("TRENDGATE_UPSTREAM_KEY", "test-upstream-key")
+	var out bytes.Buffer
+	if err := run([]string{"config", "check", "../../config.example.yaml"}, nil, &out, &out); err != nil {
+		t.Fatalf("example config: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("server:\n  listen: nowhere\nkeys:\n  - id: a\n    sha256: xyz\n    plan: gold\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run([]string{"config", "check", bad}, nil, &out, &out)
+	if err == nil {
+		t.Fatal("broken config passed the check")
+	}
+	for _, want := range []string{"server.listen", "keys[0].sha256", "keys[0].plan"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestUnknownCommand and help.
+func TestUnknownCommandAndHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"frobnicate"}, nil, &out, &out); err == nil {
+		t.Error("unknown command accepted")
+	}
+	out.Reset()
+	if err := run([]string{"-help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "trendgate serve -config FILE") {
+		t.Errorf("help: %v\n%s", err, out.String())
+	}
+}
