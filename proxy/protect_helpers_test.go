@@ -117,37 +117,7 @@ func newProtectHarness(t *testing.T, mutate func(*config.Config), opts ...func(*
 // registry whose labels include every name/value pair in labels.
 func (h *protectHarness) metric(name string, labels ...string) float64 {
 	h.t.Helper()
-	fams, err := h.gw.Registry().Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	return metric(h.t, h.gw.Registry(), name, labels...)
 }
 
 // upstreamCalls is how many upstream client calls have finished, whatever
