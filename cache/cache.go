@@ -158,7 +158,15 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 			ok = false // too old to serve even on error: a plain miss
 		}
 	}
-	got, coalesced, err := c.fill(ctx, key, fetch)
+	fillCtx := ctx
+	if ok {
+		// A stale entry can answer: wait for the upstream only so long.
+		// The fill runs detached, so it goes on and stores its result.
+		var cancel context.CancelFunc
+		fillCtx, cancel = context.WithTimeout(ctx, cfg.StaleIfErrorWait)
+		defer cancel()
+	}
+	got, coalesced, err := c.fill(fillCtx, key, fetch)
 	if err != nil {
 		if ok && ctx.Err() == nil {
 			c.m.staleIfError.Inc()

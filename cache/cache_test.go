@@ -541,3 +541,60 @@ func TestEntryWithAnotherKeyIsAMiss(t *testing.T) {
 		t.Errorf("Get = %s %q, %v after %d fetches; want a miss fetching %q", res.Outcome, res.Entry.Key, err, n.Load(), key)
 	}
 }
+
+// Regression: an entry past stale-while-revalidate used to wait for a
+// hanging upstream until its fetch timed out. It is now served stale after
+// StaleIfErrorWait, while the fetch goes on and refreshes the entry.
+func TestStaleIfErrorDoesNotWaitForSlowFetch(t *testing.T) {
+	h := newHarness(t)
+	cfg := DefaultConfig()
+	cfg.StaleIfErrorWait = 20 * time.Millisecond // the upstream below never answers in time
+	if err := h.c.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 10 * time.Minute
+	h.store.Set(context.Background(), entry(key, "bitcoin", h.clk.Now(), ttl, `{"old":1}`))
+	h.clk.Advance(ttl + cfg.StaleWhileRevalidate + time.Minute) // past SWR, within MaxStale
+
+	release := make(chan struct{})
+	fetched := make(chan struct{})
+	slow := func(ctx context.Context, background bool) (*Entry, error) {
+		defer close(fetched)
+		select {
+		case <-release: // the upstream finally answers
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return entry(key, "bitcoin", h.clk.Now(), ttl, `{"new":1}`), nil
+	}
+	res, err := h.c.Get(context.Background(), key, slow)
+	if err != nil || res.Outcome != StaleIfError || string(res.Entry.Body) != `{"old":1}` {
+		t.Fatalf("Get = %s %q, %v; want the stale entry served as stale-if-error", res.Outcome, res.Entry.Body, err)
+	}
+	if !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Errorf("Result.Err = %v; want the wait's deadline", res.Err)
+	}
+	close(release) // the detached fetch completes and stores its entry
+	<-fetched
+	waitFor(t, func() bool {
+		e, ok := h.store.Get(context.Background(), key)
+		return ok && string(e.Body) == `{"new":1}`
+	})
+	res, err = h.c.Get(context.Background(), key, slow)
+	if err != nil || res.Outcome != Hit || string(res.Entry.Body) != `{"new":1}` {
+		t.Errorf("after the fetch: Get = %s %q, %v; want a hit on the refreshed entry", res.Outcome, res.Entry.Body, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing after a generous bound. It
+// waits for another goroutine's event, not for time to pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

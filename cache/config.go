@@ -14,6 +14,11 @@ type Config struct {
 	// MaxStale is how long after FreshUntil an entry may still be served when
 	// the upstream fails (stale-if-error; default 24h).
 	MaxStale time.Duration `yaml:"max_stale"`
+	// StaleIfErrorWait is how long a request for an entry past
+	// StaleWhileRevalidate (but within MaxStale) waits for the upstream
+	// before the stale entry is served anyway; the fetch goes on and
+	// refreshes the entry when it succeeds (default 2s).
+	StaleIfErrorWait time.Duration `yaml:"stale_if_error_wait"`
 	// FetchTimeout bounds one coalesced fetch, detached from any client
 	// (default 20s).
 	FetchTimeout time.Duration `yaml:"fetch_timeout"`

@@ -12,6 +12,7 @@ func DefaultConfig() Config {
 		MaxBytes:             256 << 20,
 		StaleWhileRevalidate: time.Hour,
 		MaxStale:             24 * time.Hour,
+		StaleIfErrorWait:     2 * time.Second,
 		FetchTimeout:         20 * time.Second,
 		TTL: TTLConfig{
 			List:          10 * time.Minute,
@@ -43,6 +44,9 @@ func (c Config) Validate() error {
 	}
 	if c.StaleWhileRevalidate >= 0 && c.MaxStale >= 0 && c.StaleWhileRevalidate > c.MaxStale {
 		bad("stale_while_revalidate", fmt.Sprintf("must be <= max_stale (%s)", c.MaxStale))
+	}
+	if c.StaleIfErrorWait <= 0 {
+		bad("stale_if_error_wait", "must be > 0")
 	}
 	if c.FetchTimeout <= 0 {
 		bad("fetch_timeout", "must be > 0")

@@ -499,8 +499,9 @@ func TestProtectFaults(t *testing.T) {
 	}
 }
 
-// TestProtectHang: an upstream that never answers costs the first callers
-// the configured upstream timeout (3 s) and opens the breaker; from then on
+// TestProtectHang: an upstream that never answers costs the first cold
+// callers the configured upstream timeout (3 s) and opens the breaker, while
+// a warm key is served stale after cache.stale_if_error_wait; from then on
 // no request waits for the upstream: warm keys get 200 stale at once, cold
 // keys a prompt 503 with Retry-After. When the backoff has passed exactly
 // one probe goes out while everyone else is still answered promptly.
@@ -518,19 +519,24 @@ func TestProtectHang(t *testing.T) {
 
 	h.up.SetFault(demo.FaultHang)
 	failures := h.cfg.Upstream.Breaker.Failures
-	// Before the breaker opens, callers wait for the upstream timeout: cold
-	// ones then get 504, a warm one its stale entry.
+	// Before the breaker opens, cold callers wait for the upstream timeout
+	// and get 504; a warm one gets its stale entry once stale_if_error_wait
+	// (shorter than the timeout) has passed.
+	wait := h.cfg.Cache.StaleIfErrorWait
 	for i, r := range h.sendAll(h.full, append([]string{warm[0]}, cold[:failures]...)) {
 		checkNoUpstreamHeaders(t, r.target, &http.Response{Header: r.header})
-		if r.took < timeout-100*time.Millisecond {
-			t.Errorf("%s answered after %s, before the %s upstream timeout could have passed", r.target, r.took, timeout)
-		}
 		if i == 0 {
 			t.Logf("warm %s before the breaker opened: %d %q after %s", r.target, r.status, r.header.Get("Cache-Status"), r.took.Round(time.Millisecond))
 			if r.status != http.StatusOK || r.header.Get("Cache-Status") != csStaleIfError {
 				t.Errorf("warm %s on a hanging upstream: got %d %q; want 200 %q", r.target, r.status, r.header.Get("Cache-Status"), csStaleIfError)
 			}
+			if r.took < wait-100*time.Millisecond || r.took >= timeout {
+				t.Errorf("warm %s answered after %s; want after the %s stale_if_error_wait, before the %s upstream timeout", r.target, r.took, wait, timeout)
+			}
 			continue
+		}
+		if r.took < timeout-100*time.Millisecond {
+			t.Errorf("%s answered after %s, before the %s upstream timeout could have passed", r.target, r.took, timeout)
 		}
 		if r.status != http.StatusGatewayTimeout || r.code() != "upstream_timeout" || retryAfter(r) < 1 {
 			t.Errorf("cold %s on a hanging upstream: got %d Retry-After %d %s; want 504 upstream_timeout with Retry-After",
