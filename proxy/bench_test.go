@@ -1,11 +1,13 @@
 package proxy_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"trendgate/auth"
 	"trendgate/config"
@@ -31,8 +33,14 @@ func (w *discardWriter) Write(b []byte) (int, error) {
 
 // BenchmarkHit measures one cache hit through the whole handler chain
 // (request id, parse, auth, limits, cache, projection memo, headers) with
-// the access log off, as the bench harness runs it.
-func BenchmarkHit(b *testing.B) {
+// the access log off.
+func BenchmarkHit(b *testing.B) { benchmarkHit(b, false) }
+
+// BenchmarkHitAccessLog is BenchmarkHit with the JSON access log on,
+// encoded and written to a discarding sink.
+func BenchmarkHitAccessLog(b *testing.B) { benchmarkHit(b, true) }
+
+func benchmarkHit(b *testing.B, accessLog bool) {
 	up, err := demo.New(demo.Options{Clock: clock.NewFake(testNow)})
 	if err != nil {
 		b.Fatal(err)
@@ -42,8 +50,7 @@ func BenchmarkHit(b *testing.B) {
 	full, limited := newKey(b), newKey(b)
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = upSrv.URL
-	off := false
-	cfg.Log.Access = &off
+	cfg.Log.Access = &accessLog
 	for name, p := range cfg.Plans { // never the limit under test here
 		p.PerSecond, p.Burst, p.Daily, p.Monthly = 1e9, 1e9, 0, 0
 		cfg.Plans[name] = p
@@ -52,7 +59,11 @@ func BenchmarkHit(b *testing.B) {
 		{ID: "bench-full", SHA256: auth.Digest(full), Plan: "full"},
 		{ID: "bench-limited", SHA256: auth.Digest(limited), Plan: "limited"},
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Clock: clock.NewFake(testNow), Logger: zap.NewNop()})
+	log := zap.NewNop()
+	if accessLog {
+		log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
+	}
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clock.NewFake(testNow), Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
