@@ -122,30 +122,9 @@ func (d Decision) SetHeaders(h http.Header) {
 		// the header keys are set in canonical form: this runs on every
 		// authenticated response, cache hits included.
 		var buf [384]byte
-		b := buf[:0]
-		for i, it := range items[:n] {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = append(b, '"')
-			b = append(b, it.name...)
-			b = append(b, `";q=`...)
-			b = strconv.AppendInt(b, it.quota, 10)
-			b = append(b, ";w="...)
-			b = strconv.AppendInt(b, it.window, 10)
-		}
+		b := appendItems(buf[:0], items[:n], false)
 		polEnd := len(b)
-		for i, it := range items[:n] {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			b = append(b, '"')
-			b = append(b, it.name...)
-			b = append(b, `";r=`...)
-			b = strconv.AppendInt(b, it.remaining, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, it.reset, 10)
-		}
+		b = appendItems(b, items[:n], true)
 		curEnd := len(b)
 		m := mostRestrictive(items[:n])
 		b = strconv.AppendInt(b, m.quota, 10)
@@ -165,6 +144,31 @@ func (d Decision) SetHeaders(h http.Header) {
 	if !d.Allowed {
 		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(d.RetryAfter), 1), 10))
 	}
+}
+
+// appendItems appends items as a structured-field list: the policy form
+// ("name";q=quota;w=window) or, with current, the RateLimit form
+// ("name";r=remaining;t=reset).
+func appendItems(b []byte, items []item, current bool) []byte {
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, '"')
+		b = append(b, it.name...)
+		if current {
+			b = append(b, `";r=`...)
+			b = strconv.AppendInt(b, it.remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, it.reset, 10)
+		} else {
+			b = append(b, `";q=`...)
+			b = strconv.AppendInt(b, it.quota, 10)
+			b = append(b, ";w="...)
+			b = strconv.AppendInt(b, it.window, 10)
+		}
+	}
+	return b
 }
 
 // item is one limit as written to the headers.
