@@ -113,7 +113,12 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}
 	if he.Status == errClientGone.Status {
-		return // nobody is listening
+		// Nobody is listening: write nothing, but record 499 so the access
+		// log says so and the quota reservation is refunded.
+		if in.sw.status == 0 {
+			in.sw.status = he.Status
+		}
+		return
 	}
 	if he.Status == http.StatusUnauthorized {
 		w.Header()["Www-Authenticate"] = bearerChallenge

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -335,5 +336,39 @@ func TestKeyNeverLogged(t *testing.T) {
 	}
 	if lines != 4 {
 		t.Errorf("access log lines: got %d; want 4", lines)
+	}
+}
+
+// Regression: a client that went away before its answer was charged, because
+// nothing was written and an unwritten status counted as delivered.
+func TestClientGoneIsNotCharged(t *testing.T) {
+	h := newHarness(t, func(c *config.Config) {
+		p := c.Plans["full"]
+		p.Daily = 2
+		c.Plans["full"] = p
+	}, func(o *demo.Options) { o.Latency = 300 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.base+"/api4/public/topic/solana/time-series/v1", nil)
+	req.Header.Set("Authorization", "Bearer "+h.full)
+	if resp, err := h.client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("the request was answered before the client gave up")
+	}
+	// Wait (bounded) until the gateway has finished the abandoned request.
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(t, h.gw.Registry(), "trendgate_requests_total", "status", "499") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never recorded the abandoned request as 499")
+		}
+		time.Sleep(5 * time.Millisecond) // waiting for the server goroutine, not for time
+	}
+	for i := 0; i < 2; i++ { // the whole daily quota is still there
+		if resp, body := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+			t.Fatalf("request %d after the abandoned one: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 429 {
+		t.Errorf("third request: got %d; want 429 (quota of 2 used by delivered responses only)", resp.StatusCode)
 	}
 }
