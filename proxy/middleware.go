@@ -154,15 +154,23 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			g.fail(w, r, limitError(d))
 			return
 		}
-		sw, _ := w.(*statusWriter)
+		refund := func() {
+			if err := g.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
+				g.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
+			}
+		}
+		defer func() { // a panic below is answered with a 500 by observe: refund it
+			if p := recover(); p != nil {
+				refund()
+				panic(p)
+			}
+		}()
 		next.ServeHTTP(w, r)
-		if sw != nil && delivered(sw.status) {
+		if sw, _ := w.(*statusWriter); sw != nil && delivered(sw.status) {
 			g.metrics.quotaCharged.WithLabelValues(in.keyID).Add(float64(in.cost))
 			return
 		}
-		if err := g.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
-			g.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
-		}
+		refund()
 	})
 }
 

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"trendgate/config"
+	"trendgate/internal/clock"
+	"trendgate/limits"
+)
+
+// TestLimitRefundsWhatIsNotDelivered drives the limit middleware alone: a
+// quota reservation is kept only for 2xx/304, and given back for errors, a
+// client that went away, and a panic further down the chain.
+func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = "http://127.0.0.1:1" // never called here
+	g, err := New(cfg, Options{Clock: clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	policy := limits.Policy{PerSecond: 1000, Burst: 1000, Daily: 1}
+
+	serve := func(next http.HandlerFunc) (status int, panicked bool) {
+		in := &info{id: "test", keyID: "k", policy: policy, req: Request{Endpoint: EndpointList}, routed: true}
+		rec := httptest.NewRecorder()
+		in.sw.ResponseWriter = rec
+		r := httptest.NewRequest("GET", "/api4/public/topics/list/v1", nil)
+		r = r.WithContext(contextWithInfo(r.Context(), in))
+		func() {
+			defer func() { panicked = recover() != nil }()
+			g.limit(next).ServeHTTP(&in.sw, r)
+		}()
+		return rec.Code, panicked
+	}
+	fail := func(status int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }
+	}
+	tests := []struct {
+		name string
+		next http.HandlerFunc
+	}{
+		{"upstream error", fail(http.StatusBadGateway)},
+		{"rate limited downstream", fail(http.StatusServiceUnavailable)},
+		{"client gone", func(w http.ResponseWriter, r *http.Request) {
+			g.fail(w, r, context.Canceled)
+		}},
+		{"panic", func(http.ResponseWriter, *http.Request) { panic("boom") }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			serve(tc.next)
+			// The single unit of daily quota must still be there.
+			if status, _ := serve(fail(http.StatusOK)); status != http.StatusOK {
+				t.Fatalf("after %s: got %d; want 200 (the quota was charged)", tc.name, status)
+			}
+			// ...and now it is used up.
+			if status, _ := serve(fail(http.StatusOK)); status != http.StatusTooManyRequests {
+				t.Fatalf("second delivered request: got %d; want 429", status)
+			}
+			g.clk.(*clock.Fake).Advance(24 * time.Hour) // a fresh daily quota for the next case
+		})
+	}
+}
