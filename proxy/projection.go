@@ -214,33 +214,13 @@ func projConfig(out, b []byte, i int) ([]byte, int, error) {
 		return out, 0, errors.New(`"config" is not an object`)
 	}
 	out = append(out, '{')
-	n := 0
-	it := projObjIter{b: b, pos: i + 1}
-	for {
-		m, ok, err := it.next()
-		if err != nil {
-			return out, 0, err
-		}
-		if !ok {
-			break
-		}
-		end, err := projSkipValue(b, m.valStart, 2)
-		if err != nil {
-			return out, 0, err
-		}
-		it.pos = end
-		if m.keyIs(b, "data_mode") {
-			continue
-		}
-		out = projComma(out, n)
-		out = append(out, b[m.keyStart:m.keyEnd]...)
-		out = append(out, ':')
-		out = append(out, b[m.valStart:end]...)
-		n++
+	out, n, pos, err := projCopyMembers(out, b, i, 2, func(m projMember) bool { return !m.keyIs(b, "data_mode") })
+	if err != nil {
+		return out, 0, err
 	}
 	out = projComma(out, n)
 	out = append(out, projLimitedMember...)
-	return append(out, '}'), it.pos, nil
+	return append(out, '}'), pos, nil
 }
 
 // projItems copies the "data" array starting at b[i] to out, keeping only
@@ -287,22 +267,35 @@ func projItems(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 // after the object.
 func projItem(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 	out = append(out, '{')
+	out, _, pos, err := projCopyMembers(out, b, i, 3, func(m projMember) bool { return allowed.hasMember(b, m) })
+	if err != nil {
+		return out, 0, err
+	}
+	return append(out, '}'), pos, nil
+}
+
+// projCopyMembers copies to out the members of the object starting at b[i]
+// for which keep is true, comma-separated, without the braces. depth is the
+// object's nesting depth for projSkipValue. It returns the extended out
+// (also on error), how many members it copied, and the offset just after
+// the object.
+func projCopyMembers(out, b []byte, i, depth int, keep func(projMember) bool) ([]byte, int, int, error) {
 	n := 0
 	it := projObjIter{b: b, pos: i + 1}
 	for {
 		m, ok, err := it.next()
 		if err != nil {
-			return out, 0, err
+			return out, n, 0, err
 		}
 		if !ok {
-			break
+			return out, n, it.pos, nil
 		}
-		end, err := projSkipValue(b, m.valStart, 3)
+		end, err := projSkipValue(b, m.valStart, depth)
 		if err != nil {
-			return out, 0, err
+			return out, n, 0, err
 		}
 		it.pos = end
-		if allowed.hasMember(b, m) {
+		if keep(m) {
 			out = projComma(out, n)
 			out = append(out, b[m.keyStart:m.keyEnd]...)
 			out = append(out, ':')
@@ -310,7 +303,6 @@ func projItem(out, b []byte, i int, allowed projSet) ([]byte, int, error) {
 			n++
 		}
 	}
-	return append(out, '}'), it.pos, nil
 }
 
 // projComma appends the separator needed before member or element number n.
