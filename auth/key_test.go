@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"hash/crc32"
 	"math/big"
@@ -135,8 +137,8 @@ func TestDigest(t *testing.T) {
 		t.Errorf("Digest(\"abc\") = %s; want %s", got, want)
 	}
 	k := fixedKey(1)
-	if Digest(k) != Digest(k) {
-		t.Errorf("Digest is not stable for the same key")
+	if sum := sha256.Sum256([]byte(k)); Digest(k) != hex.EncodeToString(sum[:]) {
+		t.Errorf("Digest(%q) = %s; want the hex SHA-256 of the key's bytes", k, Digest(k))
 	}
 	if _, ok := parseDigest(Digest(k)); !ok {
 		t.Errorf("Digest(key) = %q is not 64 lower-case hex", Digest(k))

@@ -147,7 +147,6 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			g.fail(w, r, err)
 			return
 		}
-		in.decision = d
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
 			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()

@@ -27,8 +27,6 @@ type info struct {
 	keyID    string
 	plan     *plan
 	policy   limits.Policy
-	decision limits.Decision
-	admitted bool
 	cost     int
 	cache    string // Cache-Status summary for the log: hit, miss, stale, ...
 	upstream time.Duration

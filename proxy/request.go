@@ -437,7 +437,7 @@ func scanQuery(raw string) (p queryParams, ok bool) {
 // FuzzCanonical checks it against scanQuerySlow. ok is false when raw is not
 // such a query.
 func scanQueryFast(raw string) (p queryParams, ok bool) {
-	if len(raw) > maxFastQuery || strings.IndexAny(raw, "%+;") >= 0 {
+	if len(raw) > maxFastQuery || strings.ContainsAny(raw, "%+;") {
 		return queryParams{}, false
 	}
 	for raw != "" {
