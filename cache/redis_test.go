@@ -2,10 +2,7 @@ package cache
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 )
 
 // testRedis returns a client for the local Redis and a unique key prefix
@@ -22,31 +20,8 @@ import (
 // a reachable Redis the test is skipped, or failed when CI=true.
 func testRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("Redis at 127.0.0.1:6379 unreachable with CI=true: %v", err)
-		}
-		t.Skipf("Redis at 127.0.0.1:6379 unreachable (set CI=true to fail instead): %v", err)
-	}
-	var raw [6]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		t.Fatalf("rand: %v", err)
-	}
-	prefix := "tg:test:" + hex.EncodeToString(raw[:]) + ":"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
-		for iter.Next(ctx) {
-			rdb.Del(ctx, iter.Val())
-		}
-		rdb.Close()
-	})
-	return rdb, prefix
+	rdb := redistest.Client(t, redistest.Addr)
+	return rdb, redistest.Prefix(t, rdb)
 }
 
 func newRedisStore(t testing.TB, rdb redis.UniversalClient, opts RedisStoreOptions, m *Metrics) *RedisStore {

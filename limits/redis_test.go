@@ -3,8 +3,6 @@ package limits
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net"
@@ -20,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 )
 
 const sharedRedis = "127.0.0.1:6379"
@@ -28,36 +27,14 @@ const sharedRedis = "127.0.0.1:6379"
 // or fails when CI=true.
 func redisOrSkip(t *testing.T, addr string) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		c.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at %s unreachable (CI=true, so this fails): %v", addr, err)
-		}
-		t.Skipf("redis at %s unreachable, skipping: %v", addr, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return redistest.Client(t, addr)
 }
 
 // testPrefix returns a unique "tg:test:<random>:" prefix and deletes its keys
 // when the test ends (before that, it checks every key carries a TTL).
 func testPrefix(t *testing.T, c *redis.Client) string {
 	t.Helper()
-	var b [8]byte
-	rand.Read(b[:])
-	prefix := "tg:test:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		keys, err := c.Keys(ctx, prefix+"*").Result()
-		if err == nil && len(keys) > 0 {
-			c.Del(ctx, keys...)
-		}
-	})
-	return prefix
+	return redistest.Prefix(t, c)
 }
 
 // checkTTLs fails the test when a key under prefix has no expiry, and

@@ -2,11 +2,8 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io/fs"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 )
 
 // certTestNow is the fake clock's time for Stat's Modified.
@@ -26,34 +24,8 @@ var certTestNow = time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
 // whose keys are deleted when the test ends.
 func certRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at 127.0.0.1:6379 unreachable (CI=true requires it): %v", err)
-		}
-		t.Skipf("redis at 127.0.0.1:6379 unreachable, skipping: %v", err)
-	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	prefix := "tg:test:" + hex.EncodeToString(b[:]) + ":certs:"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		keys, err := rdb.Keys(ctx, prefix+"*").Result()
-		if err == nil && len(keys) > 0 {
-			err = rdb.Del(ctx, keys...).Err()
-		}
-		if err != nil {
-			t.Errorf("cleanup %s: %v", prefix, err)
-		}
-		_ = rdb.Close()
-	})
-	return rdb, prefix
+	rdb := redistest.Client(t, redistest.Addr)
+	return rdb, redistest.Prefix(t, rdb) + "certs:"
 }
 
 func newTestCertStorage(t testing.TB, rdb redis.UniversalClient, prefix string, clk clock.Clock) *CertStorage {

@@ -26,6 +26,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 	"trendgate/proxy"
 )
 
@@ -40,16 +41,7 @@ const redisWait = 15 * time.Second
 // "true": there the cluster tests must run, so it fails instead.
 func requireRedis(t *testing.T, addr string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx).Err(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at %s is unreachable and CI=true: %v", addr, err)
-		}
-		t.Skipf("cluster test needs redis at %s (unreachable: %v); with CI=true this fails", addr, err)
-	}
+	redistest.Client(t, addr)
 }
 
 // callLog records the wall-clock arrival time of every upstream API call,

@@ -33,6 +33,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 	"trendgate/proxy"
 )
 
@@ -600,38 +601,10 @@ func waitACMEReady(t *testing.T, s *served) {
 // prefix whose keys, in databases 0 and 1, are deleted when the test ends.
 func testRedis(t testing.TB) (*redis.Client, string) {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at 127.0.0.1:6379 unreachable (CI=true requires it): %v", err)
-		}
-		t.Skipf("redis at 127.0.0.1:6379 unreachable, skipping: %v", err)
-	}
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	prefix := fmt.Sprintf("tg:test:%x:", b)
-	t.Cleanup(func() {
-		defer rdb.Close()
-		for db := range 2 {
-			c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DB: db})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			keys, err := c.Keys(ctx, prefix+"*").Result()
-			if err == nil && len(keys) > 0 {
-				err = c.Del(ctx, keys...).Err()
-			}
-			if err != nil {
-				t.Errorf("cleanup db %d %s: %v", db, prefix, err)
-			}
-			cancel()
-			_ = c.Close()
-		}
-	})
-	return rdb, prefix
+	rdb := redistest.Client(t, redistest.Addr)
+	db1 := redis.NewClient(&redis.Options{Addr: redistest.Addr, DB: 1})
+	t.Cleanup(func() { _ = db1.Close() })
+	return rdb, redistest.Prefix(t, rdb, db1)
 }
 
 // BenchmarkServeCached measures one cached list request through the real

@@ -2,11 +2,8 @@ package upstream
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -14,41 +11,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 )
 
 // testRedis connects to the local Redis, skipping the test when it is
 // unreachable (failing instead when CI=true).
 func testRedis(t *testing.T) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", DialTimeout: 500 * time.Millisecond})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		_ = rdb.Close()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis at 127.0.0.1:6379 unreachable (CI=true requires it): %v", err)
-		}
-		t.Skipf("redis at 127.0.0.1:6379 unreachable, skipping: %v", err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
+	return redistest.Client(t, redistest.Addr)
 }
 
 // testPrefix returns a fresh "tg:test:<random>:" prefix whose keys are
 // deleted when the test ends.
 func testPrefix(t *testing.T, rdb *redis.Client) string {
 	t.Helper()
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	prefix := "tg:test:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := scanKeys(ctx, rdb, prefix)
-		if len(keys) > 0 {
-			_ = rdb.Del(ctx, keys...).Err()
-		}
-	})
-	return prefix
+	return redistest.Prefix(t, rdb)
 }
 
 func scanKeys(ctx context.Context, rdb *redis.Client, prefix string) ([]string, error) {
