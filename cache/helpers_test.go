@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
 )
 
 // t0 is the fake clock's start: 10:17:00 UTC, mid-hour.
@@ -87,35 +88,16 @@ func entry(key, topic string, now time.Time, ttl time.Duration, body string) *En
 		Body: []byte(body), Fetched: now, FreshUntil: now.Add(ttl)}
 }
 
-// metric returns the value of a counter or gauge gathered from reg, selected
+// metric returns the summed counter or gauge samples gathered from reg, selected
 // by name and (when label != "") one label value; 0 when absent.
 func metric(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
+	var labels []string
+	if label != "" {
+		labels = []string{label, value}
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			match := label == ""
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					match = true
-				}
-			}
-			if !match {
-				continue
-			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
+	sum, _ := promtest.Sum(t, reg, name, labels...)
+	return sum
 }
 
 // watchdog fails the test if ch does not deliver within a generous bound; it

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
 )
 
 // t0 is a fake-clock start 10 s into a UTC minute.
@@ -97,38 +98,15 @@ func newTestClient(t *testing.T, cfg Config, clk clock.Clock, opts ...Option) (*
 	return c, reg
 }
 
-// metricValue returns the value of the counter or gauge name whose labels
+// metricValue returns the summed counter or gauge samples of name whose labels
 // include all of labels (name/value pairs), or -1 when absent.
 func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
+	v, found := promtest.Sum(t, reg, name, labels...)
+	if !found {
+		return -1
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return -1
+	return v
 }
 
 var seriesReq = Request{Shape: ShapeSeries, Path: "/api4/public/topic/%23ai/time-series/v1", RawQuery: "bucket=hour&interval=1w"}
