@@ -54,7 +54,7 @@ var KnownFields = map[string][]string{
 // the built-in plans "full" and "limited", and no keys. It is valid. Each
 // call returns a fresh value that the caller may modify.
 func Default() *Config {
-	access := true
+	access, fastHTTP1 := true, true
 	return &Config{
 		Server: Server{
 			Listen:            "127.0.0.1:8080",
@@ -64,6 +64,7 @@ func Default() *Config {
 			IdleTimeout:       120 * time.Second,
 			MaxHeaderBytes:    32 << 10,
 			ShutdownTimeout:   20 * time.Second,
+			FastHTTP1:         &fastHTTP1,
 		},
 		TLS: TLS{
 			Mode:       TLSModeOff,

@@ -11,6 +11,19 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/config"
+	"trendgate/internal/h1"
+)
+
+// server is what Serve runs on the public listener: an *http.Server, or
+// the HTTP/1.1 lane in front of one.
+type server interface {
+	Serve(net.Listener) error
+	Shutdown(context.Context) error
+}
+
+var (
+	_ server = (*http.Server)(nil)
+	_ server = (*h1.Server)(nil)
 )
 
 // Listeners are the sockets Serve uses; Serve closes every one it is given.
@@ -94,6 +107,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
 	}
 	public := g.newServer(handler, "public")
+	var front server = public
+	if sec == nil && cfg.Server.FastHTTP1Enabled() {
+		front = &h1.Server{Handler: handler, Fallback: public}
+	}
 	var plain *http.Server
 	if sec != nil {
 		public.TLSConfig = sec.config
@@ -121,7 +138,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 			errc <- serveErr(public.ServeTLS(ls.Public, "", ""))
 			return
 		}
-		errc <- serveErr(public.Serve(ls.Public))
+		errc <- serveErr(front.Serve(ls.Public))
 	}()
 	if plain != nil {
 		go func() { errc <- serveErr(plain.Serve(ls.HTTP)) }()
@@ -161,7 +178,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if plain != nil {
 		wg.Go(func() { plainErr = plain.Shutdown(sctx) })
 	}
-	if err := public.Shutdown(sctx); err != nil {
+	if err := front.Shutdown(sctx); err != nil {
 		errs = append(errs, fmt.Errorf("proxy: drain: %w", err))
 	}
 	wg.Wait()

@@ -1,0 +1,298 @@
+// Package h1 serves the common shape of HTTP/1.1 requests on a lean
+// per-connection loop and hands every other connection to a net/http
+// server.
+//
+// A cache hit in a gateway is a few microseconds of work; net/http's
+// per-request machinery (a background-read goroutine, a cancelable context,
+// header sorting, a buffered writer that sends a large body in two
+// syscalls) costs more than that. The lane serves the requests a hot API
+// sees all day — GET or HEAD, origin-form target, no body, well-formed
+// fields — with the same http.Handler, and writes each response's head and
+// body with one writev. Everything else (other methods, bodies, HTTP/1.0,
+// bare LF, obs-fold, oversized heads, protocol upgrades) is handed, with
+// every byte already read, to a net/http server that keeps serving that
+// connection, so odd input always meets net/http's behaviour.
+//
+// The lane is plain TCP only; TLS and HTTP/2 stay with net/http.
+package h1
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves the lane's subset of HTTP/1.1 itself and everything else
+// through Fallback. The zero value is not usable: Handler and Fallback are
+// required. Fallback's ReadHeaderTimeout, ReadTimeout, WriteTimeout,
+// IdleTimeout, MaxHeaderBytes and ErrorLog apply to the lane too (zero
+// meaning what it means there); its BaseContext and ConnContext apply only
+// to the connections it is handed.
+type Server struct {
+	Handler  http.Handler
+	Fallback *http.Server
+
+	inShutdown atomic.Bool
+	date       atomic.Pointer[dateLine]
+
+	mu       sync.Mutex // guards the fields below
+	listener net.Listener
+	handoff  *handoffListener
+	conns    map[*conn]struct{}
+}
+
+// headBufferSize is the largest request head the lane reads; a larger one
+// is handed to net/http, whose MaxHeaderBytes then decides.
+const headBufferSize = 8 << 10
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = http.ErrServerClosed
+
+// Serve accepts connections on l until Shutdown or an accept error, and
+// runs Fallback on the connections the lane hands over. It closes l. After
+// Shutdown it returns ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	if s.Handler == nil || s.Fallback == nil {
+		_ = l.Close()
+		return errors.New("h1: Server needs a Handler and a Fallback")
+	}
+	hl := &handoffListener{addr: l.Addr(), conns: make(chan net.Conn), done: make(chan struct{})}
+	s.mu.Lock()
+	if s.inShutdown.Load() {
+		s.mu.Unlock()
+		_ = l.Close()
+		return ErrServerClosed
+	}
+	s.listener, s.handoff = l, hl
+	if s.conns == nil {
+		s.conns = make(map[*conn]struct{})
+	}
+	s.mu.Unlock()
+
+	fallbackDone := make(chan struct{})
+	go func() {
+		defer close(fallbackDone)
+		if err := s.Fallback.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.logf("h1: fallback server: %v", err)
+		}
+	}()
+	defer func() {
+		_ = hl.Close()
+		<-fallbackDone
+	}()
+
+	var backoff time.Duration
+	for {
+		rwc, err := l.Accept()
+		if err != nil {
+			if s.inShutdown.Load() {
+				return ErrServerClosed
+			}
+			// Out of file descriptors and the like: wait and go on, as
+			// net/http does.
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.logf("h1: accept: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			_ = l.Close()
+			return err
+		}
+		backoff = 0
+		c := s.newConn(rwc)
+		if !s.track(c) {
+			_ = rwc.Close()
+			continue
+		}
+		go c.serve()
+	}
+}
+
+// Shutdown stops the lane gracefully: it closes the listener, closes idle
+// connections, lets every request in progress finish (its connection then
+// closes), and shuts Fallback down. It returns when all of that is done, or
+// with ctx's error when ctx ends first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.inShutdown.Store(true)
+	s.mu.Lock()
+	l := s.listener
+	s.mu.Unlock()
+	var lerr error
+	if l != nil {
+		lerr = l.Close()
+		if errors.Is(lerr, net.ErrClosed) {
+			lerr = nil
+		}
+	}
+	fallbackErr := make(chan error, 1)
+	go func() { fallbackErr <- s.Fallback.Shutdown(ctx) }()
+
+	// Poll as net/http does: connections finish their request and leave.
+	wait := time.Millisecond
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for !s.closeIdle() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			wait = min(2*wait, 500*time.Millisecond)
+			timer.Reset(wait)
+		}
+	}
+	return errors.Join(lerr, <-fallbackErr)
+}
+
+// closeIdle closes the connections that wait for a request and reports
+// whether no connection is left.
+func (s *Server) closeIdle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+			_ = c.rwc.Close()
+		}
+	}
+	return len(s.conns) == 0
+}
+
+// track registers c; it reports false once Shutdown has begun.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inShutdown.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Fallback != nil && s.Fallback.ErrorLog != nil {
+		s.Fallback.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// headLimit is the largest head the lane reads before handing off.
+func (s *Server) headLimit() int {
+	if m := s.Fallback.MaxHeaderBytes; m > 0 && m < headBufferSize {
+		return max(m, 512)
+	}
+	return headBufferSize
+}
+
+// headerTimeout is how long a request head may take once its first byte
+// arrived; idleTimeout is how long a connection may wait for that byte.
+// Both follow net/http's rules for the Fallback's settings.
+func (s *Server) headerTimeout() time.Duration {
+	if d := s.Fallback.ReadHeaderTimeout; d > 0 {
+		return d
+	}
+	return s.Fallback.ReadTimeout
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if d := s.Fallback.IdleTimeout; d != 0 {
+		return d
+	}
+	return s.Fallback.ReadTimeout
+}
+
+// dateLine is a formatted "Date: ...\r\n" header line and its second.
+type dateLine struct {
+	unix int64
+	line []byte
+}
+
+// appendDate appends the Date header line for now, formatting it at most
+// once per second per server.
+func (s *Server) appendDate(b []byte, now time.Time) []byte {
+	sec := now.Unix()
+	d := s.date.Load()
+	if d == nil || d.unix != sec {
+		line := now.UTC().AppendFormat([]byte("Date: "), http.TimeFormat)
+		d = &dateLine{unix: sec, line: append(line, "\r\n"...)}
+		s.date.Store(d)
+	}
+	return append(b, d.line...)
+}
+
+// handoffListener is the listener Fallback serves: it yields the
+// connections the lane hands over.
+type handoffListener struct {
+	addr      net.Addr
+	conns     chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// deliver gives c to Fallback; it reports false when Fallback no longer
+// accepts.
+func (l *handoffListener) deliver(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// replayConn is a handed-over connection: reads return the bytes the lane
+// had already read before reading on.
+type replayConn struct {
+	net.Conn
+	pending []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite lets net/http half-close the connection after an error
+// response, as it does on a plain TCP connection.
+func (c *replayConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+var (
+	_ net.Listener = (*handoffListener)(nil)
+	_ net.Conn     = (*replayConn)(nil)
+)
