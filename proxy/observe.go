@@ -91,7 +91,9 @@ func newRequestIDs() *requestIDs {
 }
 
 func (ids *requestIDs) next() string {
-	return ids.prefix + "-" + strconv.FormatUint(ids.n.Add(1), 36)
+	var b [40]byte // 12 hex digits, '-', at most 13 base-36 digits
+	id := append(append(b[:0], ids.prefix...), '-')
+	return string(strconv.AppendUint(id, ids.n.Add(1), 36))
 }
 
 var ids = newRequestIDs()

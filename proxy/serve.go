@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"trendgate/cache"
@@ -161,6 +162,33 @@ type variant struct {
 	gzOnce   sync.Once
 	gz       []byte // nil when compressing does not pay
 	gzLength []string
+
+	timed atomic.Pointer[timedHeaders] // the last Cache-Control and Age values
+}
+
+// timedHeaders are the Cache-Control and Age values for one pair of
+// remaining-freshness and age seconds. They change at most once a second,
+// so the hits of that second share one copy instead of formatting their
+// own.
+type timedHeaders struct {
+	maxAge, age  int64
+	cacheControl []string
+	ageValue     []string
+}
+
+// timedHeaders returns the header values for maxAge and age seconds.
+func (v *variant) timedHeaders(maxAge, age int64) *timedHeaders {
+	if t := v.timed.Load(); t != nil && t.maxAge == maxAge && t.age == age {
+		return t
+	}
+	t := &timedHeaders{
+		maxAge:       maxAge,
+		age:          age,
+		cacheControl: []string{"private, max-age=" + strconv.FormatInt(maxAge, 10)},
+		ageValue:     []string{strconv.FormatInt(age, 10)},
+	}
+	v.timed.Store(t)
+	return t
 }
 
 // fullVariant is the memo key of the unprojected variant shared by all
@@ -230,8 +258,9 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 	h := w.Header()
 	h["Etag"] = v.etag
 	h["Vary"] = varyEnc
-	h["Cache-Control"] = []string{"private, max-age=" + strconv.FormatInt(seconds(e.FreshUntil.Sub(now)), 10)}
-	h["Age"] = []string{strconv.FormatInt(seconds(e.Age(now)), 10)}
+	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
+	h["Cache-Control"] = t.cacheControl
+	h["Age"] = t.ageValue
 	if in.plan.proj != nil {
 		h["X-Data-Mode"] = modeLimited
 	}
