@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime"
 	"sync"
@@ -104,7 +103,7 @@ func (c *conn) serve() {
 			return // closed by Shutdown
 		}
 		now := time.Now()
-		h, u, v := c.readHead(now)
+		h, v := c.readHead(now)
 		switch v {
 		case handOff:
 			handedOff = c.handOff()
@@ -116,7 +115,7 @@ func (c *conn) serve() {
 			// Up to d/64 earlier than asked, never later.
 			c.setWriteDeadline(now.Add(d), d/64)
 		}
-		if !c.serveRequest(&h, u, now) || c.s.inShutdown.Load() {
+		if !c.serveRequest(&h, now) || c.s.inShutdown.Load() {
 			return
 		}
 		c.state.Store(stateIdle)
@@ -130,26 +129,20 @@ func (c *conn) serve() {
 // lane it has consumed the head from the reader; on handOff nothing is
 // consumed; needMore means the head did not complete. The header timeout
 // is armed only when the head did not arrive whole, which is rare.
-func (c *conn) readHead(start time.Time) (head, *url.URL, verdict) {
+func (c *conn) readHead(start time.Time) (head, verdict) {
 	armed := false
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
 		h, n, v := parseHead(buf)
 		switch v {
 		case lane:
-			// net/http parses the target this way too; what it refuses
-			// it answers itself.
-			u, err := url.ParseRequestURI(h.target)
-			if err != nil {
-				return head{}, nil, handOff
-			}
 			_, _ = c.br.Discard(n)
-			return h, u, lane
+			return h, lane
 		case handOff:
-			return head{}, nil, handOff
+			return head{}, handOff
 		}
 		if c.br.Buffered() >= c.limit {
-			return head{}, nil, handOff // too large for the lane
+			return head{}, handOff // too large for the lane
 		}
 		if d := c.s.headerTimeout(); d > 0 && !armed {
 			c.setReadDeadline(start.Add(d), 0)
@@ -157,9 +150,9 @@ func (c *conn) readHead(start time.Time) (head, *url.URL, verdict) {
 		}
 		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return head{}, nil, handOff
+				return head{}, handOff
 			}
-			return head{}, nil, needMore
+			return head{}, needMore
 		}
 	}
 }
@@ -181,7 +174,7 @@ func (c *conn) handOff() bool {
 
 // serveRequest runs the handler for h and writes its response. It reports
 // whether the connection may serve another request.
-func (c *conn) serveRequest(h *head, u *url.URL, now time.Time) (keepAlive bool) {
+func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
 	hdr := make(http.Header, len(h.fields))
 	vals := make([]string, len(h.fields))
 	for i, f := range h.fields {
@@ -193,7 +186,7 @@ func (c *conn) serveRequest(h *head, u *url.URL, now time.Time) (keepAlive bool)
 		}
 	}
 	t := &c.tmpl
-	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, u, hdr, h.host, h.target
+	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, h.url, hdr, h.host, h.target
 	t.Proto, t.ProtoMajor, t.ProtoMinor = "HTTP/1.1", 1, 1
 	t.Body, t.Close, t.RemoteAddr = http.NoBody, h.close, c.remote
 

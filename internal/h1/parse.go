@@ -3,6 +3,7 @@ package h1
 import (
 	"bytes"
 	"net/textproto"
+	"net/url"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -13,6 +14,7 @@ import (
 type head struct {
 	method string // GET or HEAD
 	target string // origin-form request-target, e.g. /a/b?c=d
+	url    *url.URL
 	host   string
 	fields []field // in arrival order, Host excluded
 	close  bool    // the client sent Connection: close
@@ -47,6 +49,7 @@ const maxFields = 64
 // Content-Length, Transfer-Encoding, Expect or Upgrade (no body, no
 // protocol switch). Connection must be absent, "close" or "keep-alive".
 // Field values lose leading and trailing spaces and tabs, as in net/http.
+// The target must parse with url.ParseRequestURI, as net/http parses it.
 func parseHead(b []byte) (head, int, verdict) {
 	// Find the empty line that ends the head, refusing bare LF on the way:
 	// net/http accepts it, and scanning for CRLF CRLF alone would wait
@@ -117,6 +120,11 @@ func parseHead(b []byte) (head, int, verdict) {
 	if !hostSeen {
 		return head{}, 0, handOff
 	}
+	u, err := url.ParseRequestURI(h.target)
+	if err != nil {
+		return head{}, 0, handOff
+	}
+	h.url = u
 	return h, n, lane
 }
 

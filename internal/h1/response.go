@@ -69,6 +69,9 @@ func (w *response) WriteHeader(code int) {
 // net/http's 4 KiB buffer does.
 const holdBytes = 4 << 10
 
+// sniffLen is how much of a body http.DetectContentType looks at.
+const sniffLen = 512
+
 // Write sends (or holds) body bytes.
 func (w *response) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
@@ -84,6 +87,11 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, http.ErrContentLength
 	}
 	if w.isHead {
+		// Not sent; the first bytes only serve to sniff a Content-Type,
+		// as net/http does.
+		if n := sniffLen - len(w.held); n > 0 {
+			w.held = append(w.held, p[:min(n, len(p))]...)
+		}
 		w.written += int64(len(p))
 		return len(p), nil
 	}
