@@ -47,7 +47,7 @@ type conn struct {
 // setReadDeadline arms the read deadline at t (zero: none) unless the one
 // armed is later than t and by less than slack.
 func (c *conn) setReadDeadline(t time.Time, slack time.Duration) {
-	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d < slack {
+	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d < slack || t.IsZero() && c.readDeadline.IsZero() {
 		return
 	}
 	c.readDeadline = t
@@ -94,6 +94,9 @@ func (c *conn) serve() {
 			if d := c.s.idleTimeout(); d > 0 {
 				// A deadline up to d/64 later than asked is as good.
 				c.setReadDeadline(time.Now().Add(d), d/64)
+			} else {
+				// No idle limit: drop a header deadline the last head armed.
+				c.setReadDeadline(time.Time{}, 0)
 			}
 			if _, err := c.br.Peek(1); err != nil {
 				return

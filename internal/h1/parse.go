@@ -49,7 +49,9 @@ const maxFields = 64
 // Content-Length, Transfer-Encoding, Expect or Upgrade (no body, no
 // protocol switch). Connection must be absent, "close" or "keep-alive".
 // Field values lose leading and trailing spaces and tabs, as in net/http.
-// The target must parse with url.ParseRequestURI, as net/http parses it.
+// The target must parse with url.ParseRequestURI, as net/http parses it,
+// and "Pragma: no-cache" without Cache-Control implies
+// "Cache-Control: no-cache", as net/http adds it.
 func parseHead(b []byte) (head, int, verdict) {
 	// Find the empty line that ends the head, refusing bare LF on the way:
 	// net/http accepts it, and scanning for CRLF CRLF alone would wait
@@ -120,12 +122,33 @@ func parseHead(b []byte) (head, int, verdict) {
 	if !hostSeen {
 		return head{}, 0, handOff
 	}
+	h.fixPragma()
 	u, err := url.ParseRequestURI(h.target)
 	if err != nil {
 		return head{}, 0, handOff
 	}
 	h.url = u
 	return h, n, lane
+}
+
+// fixPragma adds Cache-Control: no-cache when the first Pragma field is
+// "no-cache" and no Cache-Control field came, as net/http's readRequest
+// does (RFC 7234 section 5.4).
+func (h *head) fixPragma() {
+	pragma, cc := -1, false
+	for i, f := range h.fields {
+		switch f.name {
+		case "Pragma":
+			if pragma < 0 {
+				pragma = i
+			}
+		case "Cache-Control":
+			cc = true
+		}
+	}
+	if pragma >= 0 && !cc && h.fields[pragma].value == "no-cache" {
+		h.fields = append(h.fields, field{"Cache-Control", "no-cache"})
+	}
 }
 
 // parseRequestLine fills method and target from "METHOD SP target SP

@@ -10,14 +10,19 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// response is the lane's http.ResponseWriter. Like net/http's buffered
-// writer, it holds up to holdBytes of body and sends it with the head
+// response is the lane's http.ResponseWriter. It follows net/http's rules
+// for what a response carries (see WriteHeader and finishHead) and its
+// buffering: it holds up to holdBytes of body and sends it with the head
 // when the handler returns, so a small response leaves after everything
 // the handler did (its access log line included). A larger body goes out
-// as soon as it is written, head and body in one writev. A body written
-// without a Content-Length header is held whole and sent, with its
-// length, when the handler returns; the handlers this serves set one for
-// every large body. It is owned by its connection's goroutine.
+// as soon as it is written, head and body in one writev.
+//
+// Two deliberate differences: a body written without a Content-Length
+// header is held whole and sent, with its length, when the handler
+// returns (never chunked; the handlers this serves set a length for every
+// large body), and it does not implement http.Flusher. Transfer-Encoding
+// set by the handler is therefore dropped. The writer is owned by its
+// connection's goroutine.
 type response struct {
 	c      *conn
 	header http.Header
@@ -31,8 +36,15 @@ type response struct {
 	clen        int64  // the handler's Content-Length; -1 when none
 	setLength   bool   // clen was computed here and goes into the head
 	written     int64  // body bytes accepted: sent, held or, for HEAD, counted
-	held        []byte // body bytes not sent yet
+	held        []byte // body bytes not sent yet (for HEAD: the first sniffLen)
 	err         error  // the first write error; the connection ends
+
+	// Taken from the header at WriteHeader, which also writes the
+	// status line and the handler's fields into c.head: like net/http,
+	// changes to the header after WriteHeader are not sent.
+	sniff        bool     // no Content-Type and no Content-Encoding: sniff one
+	handlerClose bool     // the handler's Connection field says close
+	connection   []string // the handler's Connection field
 }
 
 func (w *response) reset(isHead, clientClose bool, now time.Time) {
@@ -47,22 +59,76 @@ func (w *response) reset(isHead, clientClose bool, now time.Time) {
 // Header returns the response header map.
 func (w *response) Header() http.Header { return w.header }
 
-// WriteHeader records the status; the head is sent with the first body
-// bytes or when the handler returns. Informational (1xx) statuses are not
-// supported and are ignored; a second call is ignored, as in net/http.
+// WriteHeader records the status and writes the start of the head: the
+// status line, the handler's header fields as they are now, and Date.
+// As in net/http, a code outside 100..999 panics, an invalid
+// Content-Length is dropped (and logged), a second call is ignored, and a
+// 304 loses Content-Type and Content-Length (any other status without a
+// body loses Content-Length). Informational (1xx) statuses are not
+// supported and are ignored.
 func (w *response) WriteHeader(code int) {
+	if code < 100 || code > 999 {
+		panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
+	}
 	if w.wroteHeader || code < 200 {
-		if code < 100 || code > 999 {
-			panic("h1: invalid WriteHeader code " + strconv.Itoa(code))
-		}
 		return
 	}
 	w.wroteHeader, w.status = true, code
-	if v := w.header["Content-Length"]; len(v) == 1 {
-		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
+	h := w.header
+	if v := h["Content-Length"]; len(v) > 0 {
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err == nil && n >= 0 && len(v) == 1 {
 			w.clen = n
+		} else {
+			w.c.s.logf("h1: invalid Content-Length of %q", v)
+			delete(h, "Content-Length")
 		}
 	}
+	_, haveType := h["Content-Type"]
+	w.sniff = !haveType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
+	w.connection = h["Connection"]
+	w.handlerClose = httpguts.HeaderValuesContainsToken(w.connection, "close")
+
+	b := append(w.c.head[:0], "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
+	}
+	b = append(b, "\r\n"...)
+	for k, vv := range h {
+		if !httpguts.ValidHeaderFieldName(k) || suppressed(code, k) {
+			continue
+		}
+		for _, v := range vv {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = appendValue(b, v)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if _, ok := h["Date"]; !ok {
+		b = w.c.s.appendDate(b, w.now)
+	}
+	w.c.head = b
+}
+
+// suppressed reports whether WriteHeader leaves the field k out: the
+// ones finishHead decides, and what a response without a body must not
+// carry.
+func suppressed(code int, k string) bool {
+	switch k {
+	case "Connection", "Transfer-Encoding":
+		return true
+	case "Content-Length":
+		return !bodyAllowed(code)
+	case "Content-Type":
+		return code == http.StatusNotModified
+	}
+	return false
 }
 
 // holdBytes is how much body the writer holds before sending, as
@@ -115,8 +181,9 @@ func (w *response) finish() bool {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.headSent {
-		if w.clen < 0 && bodyAllowed(w.status) {
-			// For HEAD, what the handler wrote, as net/http reports it.
+		// As net/http: a length even of zero, except for a HEAD whose
+		// handler wrote nothing (it may have skipped the body on purpose).
+		if w.clen < 0 && bodyAllowed(w.status) && (!w.isHead || w.written > 0) {
 			w.clen, w.setLength = w.written, true
 		}
 		_ = w.send(w.held, nil)
@@ -134,8 +201,7 @@ func (w *response) finish() bool {
 
 // closing reports whether the response ends the connection.
 func (w *response) closing() bool {
-	return w.clientClose || w.c.s.inShutdown.Load() ||
-		httpguts.HeaderValuesContainsToken(w.header["Connection"], "close")
+	return w.clientClose || w.handlerClose || w.c.s.inShutdown.Load()
 }
 
 // send writes a and then b, preceded by the head if it was not sent yet.
@@ -145,11 +211,7 @@ func (w *response) send(a, b []byte) error {
 	var head []byte
 	if !w.headSent {
 		w.headSent = true
-		sniff := a
-		if len(sniff) == 0 {
-			sniff = b
-		}
-		c.head = w.appendHead(c.head[:0], sniff)
+		c.head = w.finishHead(c.head, a, b)
 		head = c.head
 		if w.isHead {
 			a, b = nil, nil
@@ -165,50 +227,40 @@ func (w *response) send(a, b []byte) error {
 	return err
 }
 
-// appendHead appends the status line and header fields. As net/http does,
-// it skips fields with invalid names, turns CR and LF in values into
-// spaces, adds Date unless the handler set the key, sniffs a Content-Type
-// for a body without one, and says Connection: close when it closes.
-func (w *response) appendHead(b []byte, body []byte) []byte {
-	b = append(b, "HTTP/1.1 "...)
-	b = strconv.AppendInt(b, int64(w.status), 10)
-	b = append(b, ' ')
-	if text := http.StatusText(w.status); text != "" {
-		b = append(b, text...)
-	} else {
-		b = append(b, "status code "...)
-		b = strconv.AppendInt(b, int64(w.status), 10)
-	}
-	b = append(b, "\r\n"...)
-	for k, vv := range w.header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			continue
-		}
-		for _, v := range vv {
-			b = append(b, k...)
-			b = append(b, ": "...)
-			b = appendValue(b, v)
-			b = append(b, "\r\n"...)
-		}
-	}
-	if _, ok := w.header["Date"]; !ok {
-		b = w.c.s.appendDate(b, w.now)
-	}
+// finishHead appends to the start WriteHeader wrote what depends on the
+// body and the connection: a computed Content-Length, a sniffed
+// Content-Type (from the first sniffLen bytes of a then b), and
+// Connection: close when the connection ends (replacing the handler's
+// field unless it says close itself, as net/http does), then the empty
+// line.
+func (w *response) finishHead(b, a, rest []byte) []byte {
 	if w.setLength {
 		b = append(b, "Content-Length: "...)
 		b = strconv.AppendInt(b, w.clen, 10)
 		b = append(b, "\r\n"...)
 	}
-	if _, ok := w.header["Content-Type"]; !ok && len(body) > 0 && bodyAllowed(w.status) {
+	if w.sniff && len(a)+len(rest) > 0 {
+		data := a
+		if len(a) < sniffLen && len(rest) > 0 {
+			data = append(a[:len(a):len(a)], rest[:min(len(rest), sniffLen-len(a))]...)
+		}
 		b = append(b, "Content-Type: "...)
-		b = append(b, http.DetectContentType(body)...)
+		b = append(b, http.DetectContentType(data)...)
 		b = append(b, "\r\n"...)
 	}
-	if w.closing() && len(w.header["Connection"]) == 0 {
-		b = append(b, "Connection: close\r\n"...)
+	conn := w.connection
+	if w.closing() && !w.handlerClose {
+		conn = connClose
+	}
+	for _, v := range conn {
+		b = append(b, "Connection: "...)
+		b = appendValue(b, v)
+		b = append(b, "\r\n"...)
 	}
 	return append(b, "\r\n"...)
 }
+
+var connClose = []string{"close"}
 
 // appendValue appends a header value as net/http writes it: CR and LF
 // replaced by spaces, then surrounding white space removed.
