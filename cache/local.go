@@ -100,7 +100,12 @@ func (l *Local) Get(_ context.Context, key string) (*Entry, bool) {
 	return e, true
 }
 
-// Set offers e to ristretto, which may drop or reject it.
+// Set offers e to ristretto, which may drop or reject it. It returns once
+// ristretto has applied the Set: ristretto buffers Sets and applies them
+// on its own goroutine, and until then Get misses. A fill that returned
+// before that would let the next request for the key (arriving after
+// singleflight forgot it) fetch again and spend upstream budget. The wait
+// is one round trip to that goroutine, paid only by fills.
 func (l *Local) Set(_ context.Context, e *Entry) {
 	if e == nil || e.Key == "" {
 		return
@@ -112,7 +117,9 @@ func (l *Local) Set(_ context.Context, e *Entry) {
 	l.ref(e)
 	if !l.rc.SetWithTTL(e.Key, e, cost(e), ttl) {
 		l.exit(e) // dropped: ristretto will never report it
+		return
 	}
+	l.rc.Wait()
 }
 
 // Delete removes key.

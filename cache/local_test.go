@@ -181,3 +181,18 @@ func TestLocalBackstopCoversMaxStale(t *testing.T) {
 		t.Errorf("ristretto TTL = %s, %v; want about %s (fresh life + MaxStale)", ttl, ok, want)
 	}
 }
+
+// Regression: ristretto applies Sets on its own goroutine, so a Get right
+// after Set used to miss; a request arriving just after a fill then
+// fetched again (TestCrossPlanOrder saw 4 upstream calls for 3 paths).
+func TestLocalSetIsVisibleAtOnce(t *testing.T) {
+	l := newLocal(t, 1<<20, nil)
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for i := range 200 {
+		key := fmt.Sprintf("v1|series|topic%d|hour|1w||", i)
+		l.Set(context.Background(), entry(key, "topic", now, time.Minute, "{}"))
+		if _, ok := l.Get(context.Background(), key); !ok {
+			t.Fatalf("Get right after Set of %q missed", key)
+		}
+	}
+}
