@@ -8,43 +8,10 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/internal/httperr"
 	"trendgate/limits"
 	"trendgate/upstream"
-)
-
-// Client-facing errors raised by the gateway itself. Parse errors come as
-// *httperr.Error from ParseRequest.
-var (
-	errMissingKey = httperr.New(http.StatusUnauthorized, "missing_api_key",
-		"an API key is required: send it as 'Authorization: Bearer <key>'")
-	errInvalidKey = httperr.New(http.StatusUnauthorized, "invalid_api_key",
-		"the API key is not valid")
-	errDuplicateAuth = httperr.New(http.StatusBadRequest, "duplicate_authorization",
-		"send exactly one Authorization header")
-	errAuthBlocked = httperr.New(http.StatusTooManyRequests, "too_many_auth_failures",
-		"too many failed authentication attempts from this address; retry later")
-	errNotInPlan = httperr.New(http.StatusForbidden, "endpoint_not_in_plan",
-		"your plan does not include this endpoint")
-	errMetricNotInPlan = httperr.New(http.StatusForbidden, "metric_not_in_plan",
-		"your plan does not include this metric")
-	errUnknownTopic = httperr.New(http.StatusNotFound, "unknown_topic",
-		"the upstream has no data for this topic")
-	errInternal = httperr.New(http.StatusInternalServerError, "internal_error",
-		"internal error; the request id identifies it in the gateway's logs")
-	errBadUpstream = httperr.New(http.StatusBadGateway, "bad_upstream_response",
-		"the upstream answered with something the gateway cannot serve")
-	errUpstreamDown = httperr.New(http.StatusBadGateway, "upstream_unavailable",
-		"the upstream could not be reached")
-	errUpstreamTimeout = httperr.New(http.StatusGatewayTimeout, "upstream_timeout",
-		"the upstream did not answer in time")
-	errUpstreamBreaker = httperr.New(http.StatusServiceUnavailable, "upstream_unavailable",
-		"the upstream is failing; requests to it are paused")
-	errUpstreamBudget = httperr.New(http.StatusServiceUnavailable, "upstream_budget_exhausted",
-		"the upstream request budget is used up and nothing cached can answer")
-	errUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
-		"the upstream is rate limiting the gateway and nothing cached can answer")
-	errClientGone = httperr.New(499, "client_closed_request", "the client went away")
 )
 
 var bearerChallenge = []string{`Bearer realm="trendgate"`}
@@ -87,21 +54,21 @@ func toHTTP(err error) *httperr.Error {
 	}
 	switch {
 	case errors.Is(err, upstream.ErrBudgetExhausted):
-		return withRetry(errUpstreamBudget)
+		return withRetry(api.ErrUpstreamBudget)
 	case errors.Is(err, upstream.ErrRateLimited):
-		return withRetry(errUpstreamLimited)
+		return withRetry(api.ErrUpstreamLimited)
 	case errors.Is(err, upstream.ErrBreakerOpen):
-		return withRetry(errUpstreamBreaker)
+		return withRetry(api.ErrUpstreamBreaker)
 	case errors.Is(err, upstream.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return withRetry(errUpstreamTimeout)
+		return withRetry(api.ErrUpstreamTimeout)
 	case errors.Is(err, upstream.ErrUnavailable):
-		return withRetry(errUpstreamDown)
+		return withRetry(api.ErrUpstreamDown)
 	case errors.Is(err, upstream.ErrBadResponse):
-		return withRetry(errBadUpstream)
+		return withRetry(api.ErrBadUpstream)
 	case errors.Is(err, context.Canceled):
-		return errClientGone
+		return api.ErrClientGone
 	}
-	return errInternal
+	return api.ErrInternal
 }
 
 // fail writes err as the JSON error response and logs what the client is
@@ -109,10 +76,10 @@ func toHTTP(err error) *httperr.Error {
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	in := infoFrom(r.Context())
 	he := toHTTP(err)
-	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == errInternal {
+	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == api.ErrInternal {
 		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}
-	if he.Status == errClientGone.Status {
+	if he.Status == api.ErrClientGone.Status {
 		// Nobody is listening: write nothing, but record 499 so the access
 		// log says so and the quota reservation is refunded.
 		if in.sw.status == 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/config"
@@ -99,7 +100,7 @@ type keyInfo struct {
 // plan is a compiled plan: allowed endpoints and projection.
 type plan struct {
 	name      string
-	endpoints [EndpointTSV + 1]bool
+	endpoints [api.EndpointTSV + 1]bool
 	proj      *Projection // nil: full data
 }
 
@@ -185,8 +186,8 @@ func compile(cfg *config.Config) (*runtime, error) {
 	return rt, nil
 }
 
-func endpointByName(s string) (Endpoint, bool) {
-	for e := EndpointList; e <= EndpointTSV; e++ {
+func endpointByName(s string) (api.Endpoint, bool) {
+	for e := api.EndpointList; e <= api.EndpointTSV; e++ {
 		if e.String() == s {
 			return e, true
 		}

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/internal/httperr"
 )
@@ -20,15 +21,15 @@ import (
 func (g *Gateway) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		req, err := ParseRequest(r, in.start)
+		req, err := api.ParseRequest(r, in.start)
 		if err != nil {
-			if errors.Is(err, ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
+			if errors.Is(err, api.ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
 				if _, aerr := g.principal(r); aerr != nil {
 					err = aerr
 				}
 			}
 			if he := (*httperr.Error)(nil); errors.As(err, &he) && he.Status == http.StatusMethodNotAllowed {
-				w.Header().Set("Allow", AllowedMethods)
+				w.Header().Set("Allow", api.AllowedMethods)
 			}
 			g.fail(w, r, err)
 			return
@@ -56,7 +57,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		rt := g.rt.Load()
 		ki, ok := rt.keys[p.KeyID]
 		if !ok || ki.plan == nil { // removed by a reload between lookup and here
-			g.fail(w, r, errInvalidKey)
+			g.fail(w, r, api.ErrInvalidKey)
 			return
 		}
 		in.keyID, in.plan, in.policy = p.KeyID, ki.plan, ki.policy
@@ -71,7 +72,7 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	ip := clientIP(r, rt.trusted)
 	if blocked, retry := g.authFail.Blocked(ip); blocked {
 		g.metrics.authFailures.WithLabelValues("blocked").Inc()
-		e := *errAuthBlocked
+		e := *api.ErrAuthBlocked
 		e.RetryAfter = retry
 		return auth.Principal{}, &e
 	}
@@ -83,19 +84,19 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 		}
 	}
 	if errors.Is(err, auth.ErrDuplicateHeader) {
-		return auth.Principal{}, errDuplicateAuth
+		return auth.Principal{}, api.ErrDuplicateAuth
 	}
 	g.authFail.Record(ip)
 	if errors.Is(err, auth.ErrMissingKey) {
 		g.metrics.authFailures.WithLabelValues("missing").Inc()
-		return auth.Principal{}, errMissingKey
+		return auth.Principal{}, api.ErrMissingKey
 	}
 	reason := string(auth.ReasonOf(err))
 	g.metrics.authFailures.WithLabelValues(reason).Inc()
 	if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
 		ce.Write(zap.String("reason", reason), zap.String("ip", ip))
 	}
-	return auth.Principal{}, errInvalidKey
+	return auth.Principal{}, api.ErrInvalidKey
 }
 
 // clientIP is the peer address, or the right-most untrusted address of
@@ -141,7 +142,7 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 func (g *Gateway) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		in.cost = in.req.cost(g.rt.Load().costs)
+		in.cost = cost(in.req, g.rt.Load().costs)
 		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
 		if err != nil {
 			g.fail(w, r, err)

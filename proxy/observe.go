@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"trendgate/api"
 	"trendgate/internal/httperr"
 	"trendgate/limits"
 )
@@ -22,7 +23,7 @@ import (
 type info struct {
 	id       string
 	start    time.Time
-	req      Request // zero until route succeeds
+	req      api.Request // zero until route succeeds
 	routed   bool
 	keyID    string
 	plan     *plan
@@ -114,7 +115,7 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 				}
 				g.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
 				if sw.status == 0 {
-					httperr.Write(sw, in.id, errInternal)
+					httperr.Write(sw, in.id, api.ErrInternal)
 				}
 			}
 			g.finish(r, sw, in)

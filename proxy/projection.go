@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"trendgate/api"
 	"trendgate/config"
 )
 
@@ -101,11 +102,11 @@ func (p *Projection) AllowsMetric(metric string) bool {
 // for instance) returns an error: the upstream's answer is bad. Every output
 // is then checked again by an independent pass; if it would carry a field
 // that is not allowed, Apply returns an error wrapping ErrProjectionLeak.
-func (p *Projection) Apply(ep Endpoint, body []byte) ([]byte, error) {
-	if p == nil || ep == EndpointTSV {
+func (p *Projection) Apply(ep api.Endpoint, body []byte) ([]byte, error) {
+	if p == nil || ep == api.EndpointTSV {
 		return body, nil
 	}
-	if ep != EndpointList && ep != EndpointSeries && ep != EndpointWhatsup {
+	if ep != api.EndpointList && ep != api.EndpointSeries && ep != api.EndpointWhatsup {
 		return nil, fmt.Errorf("%w: cannot project endpoint %s", ErrProjectionLeak, ep)
 	}
 	scratch := projScratch.Get().(*[]byte)
@@ -144,13 +145,13 @@ func projPutScratch(b *[]byte) {
 // project appends the limited body for a list, series or whatsup response
 // to out and returns the extended slice. On error it returns the slice
 // emptied, so its storage can be reused.
-func (p *Projection) project(out []byte, ep Endpoint, b []byte) ([]byte, error) {
+func (p *Projection) project(out []byte, ep api.Endpoint, b []byte) ([]byte, error) {
 	i := projSkipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return out[:0], errors.New("body is not a JSON object")
 	}
 	out = append(out, '{')
-	wantConfig := ep != EndpointList
+	wantConfig := ep != api.EndpointList
 	sawConfig := false
 	n := 0 // members written
 	it := projObjIter{b: b, pos: i + 1}
@@ -170,9 +171,9 @@ func (p *Projection) project(out []byte, ep Endpoint, b []byte) ([]byte, error) 
 			out, it.pos, err = projConfig(out, b, m.valStart)
 			sawConfig = true
 			n++
-		case ep != EndpointWhatsup && m.keyIs(b, "data"):
+		case ep != api.EndpointWhatsup && m.keyIs(b, "data"):
 			items := p.list
-			if ep == EndpointSeries {
+			if ep == api.EndpointSeries {
 				items = p.series
 			}
 			out = projComma(out, n)
@@ -183,7 +184,7 @@ func (p *Projection) project(out []byte, ep Endpoint, b []byte) ([]byte, error) 
 		default:
 			var end int
 			end, err = projSkipValue(b, m.valStart, 1)
-			if err == nil && ep == EndpointWhatsup && p.whatsup.hasMember(b, m) {
+			if err == nil && ep == api.EndpointWhatsup && p.whatsup.hasMember(b, m) {
 				out = projComma(out, n)
 				out = append(out, b[m.keyStart:m.keyEnd]...)
 				out = append(out, ':')
@@ -639,17 +640,17 @@ func projSkipLiteral(b []byte, i int, lit string) (int, error) {
 // and every key of every "data" item (list, series) against the allowlist,
 // and that every config object carries "data_mode":"limited". It returns an
 // error wrapping ErrProjectionLeak on any violation.
-func (p *Projection) verify(ep Endpoint, out []byte) error {
+func (p *Projection) verify(ep api.Endpoint, out []byte) error {
 	v := projVerifier{ep: ep}
 	switch ep {
-	case EndpointList:
+	case api.EndpointList:
 		v.items, v.checkItems = p.list, true
 		v.top = projTopList
-	case EndpointSeries:
+	case api.EndpointSeries:
 		v.items, v.checkItems = p.series, true
 		v.top = projTopSeries
 		v.needConfig = true
-	case EndpointWhatsup:
+	case api.EndpointWhatsup:
 		v.top = p.whatsup
 		v.needConfig = true
 	default:
@@ -667,7 +668,7 @@ var (
 // projVerifier is the state of one verify pass. It relies on encoding/json's
 // json.Valid for syntax and otherwise tracks only strings and nesting.
 type projVerifier struct {
-	ep         Endpoint
+	ep         api.Endpoint
 	top        projSet // allowed top-level keys ("config" is allowed when needConfig)
 	items      projSet // allowed keys of data items (nil allows none)
 	checkItems bool    // "data" is an array of items whose keys are checked

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"trendgate/api"
 )
 
 // FuzzProjection projects arbitrary input for each endpoint with the
@@ -17,27 +19,27 @@ func FuzzProjection(f *testing.F) {
 		ep   uint8
 	}{
 		// The realistic fixtures, one per endpoint.
-		{testListBody, uint8(EndpointList)},
-		{testSeriesBody, uint8(EndpointSeries)},
-		{testWhatsup, uint8(EndpointWhatsup)},
+		{testListBody, uint8(api.EndpointList)},
+		{testSeriesBody, uint8(api.EndpointSeries)},
+		{testWhatsup, uint8(api.EndpointWhatsup)},
 		// A non-asset series with no config.
-		{`{"data":[` + testSocialRow + `]}`, uint8(EndpointSeries)},
+		{`{"data":[` + testSocialRow + `]}`, uint8(api.EndpointSeries)},
 		// Escaped keys that decode to allowed and forbidden names.
-		{`{"data":[{"\u0074opic":"a","interactions\u005f24h":1}]}`, uint8(EndpointList)},
+		{`{"data":[{"\u0074opic":"a","interactions\u005f24h":1}]}`, uint8(api.EndpointList)},
 		// An upstream data_mode that must be replaced, escaped.
-		{`{"config":{"data_mod\u0065":"full"},"summary":"s"}`, uint8(EndpointWhatsup)},
+		{`{"config":{"data_mod\u0065":"full"},"summary":"s"}`, uint8(api.EndpointWhatsup)},
 		// Duplicate top-level keys.
-		{`{"data":[{"time":1}],"data":[{"close":2}],"config":{},"config":{}}`, uint8(EndpointSeries)},
+		{`{"data":[{"time":1}],"data":[{"close":2}],"config":{},"config":{}}`, uint8(api.EndpointSeries)},
 		// Nested arrays hiding forbidden keys inside a data item.
-		{`{"data":[[{"interactions_24h":1}]]}`, uint8(EndpointList)},
+		{`{"data":[[{"interactions_24h":1}]]}`, uint8(api.EndpointList)},
 		// Numbers at the edge of the grammar.
-		{`{"data":[{"topic_rank":-0.0e-0,"num_posts":1E+21}]}`, uint8(EndpointList)},
+		{`{"data":[{"topic_rank":-0.0e-0,"num_posts":1E+21}]}`, uint8(api.EndpointList)},
 		// Malformed: truncated, trailing data, bad escape.
-		{`{"config":{},"data":[{"time":1`, uint8(EndpointSeries)},
-		{`{"data":[]}]`, uint8(EndpointList)},
-		{`{"summary":"\q"}`, uint8(EndpointWhatsup)},
+		{`{"config":{},"data":[{"time":1`, uint8(api.EndpointSeries)},
+		{`{"data":[]}]`, uint8(api.EndpointList)},
+		{`{"summary":"\q"}`, uint8(api.EndpointWhatsup)},
 		// TSV bodies pass through untouched.
-		{"time\tinteractions\n1760572800\t3542118\n", uint8(EndpointTSV)},
+		{"time\tinteractions\n1760572800\t3542118\n", uint8(api.EndpointTSV)},
 		// An unknown endpoint fails closed.
 		{`{}`, 0},
 	}
@@ -46,19 +48,19 @@ func FuzzProjection(f *testing.F) {
 	}
 	p := mustCompile(f, testLimitedPlan())
 	f.Fuzz(func(t *testing.T, body []byte, epByte uint8) {
-		ep := Endpoint(epByte % 6)
+		ep := api.Endpoint(epByte % 6)
 		in := append([]byte(nil), body...)
 		out, err := p.Apply(ep, body)
 		if string(in) != string(body) {
 			t.Fatalf("Apply modified its input")
 		}
-		if ep == EndpointTSV {
+		if ep == api.EndpointTSV {
 			if err != nil || string(out) != string(body) {
 				t.Fatalf("Apply(tsv) = %q, %v; want the body unchanged", out, err)
 			}
 			return
 		}
-		known := ep == EndpointList || ep == EndpointSeries || ep == EndpointWhatsup
+		known := ep == api.EndpointList || ep == api.EndpointSeries || ep == api.EndpointWhatsup
 		if !known {
 			if !errors.Is(err, ErrProjectionLeak) {
 				t.Fatalf("Apply(%d) error = %v; want ErrProjectionLeak", ep, err)
@@ -82,19 +84,19 @@ func FuzzProjection(f *testing.F) {
 }
 
 // checkProjected checks a limited output with encoding/json alone.
-func checkProjected(t *testing.T, p *Projection, ep Endpoint, out []byte) {
+func checkProjected(t *testing.T, p *Projection, ep api.Endpoint, out []byte) {
 	t.Helper()
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(out, &top); err != nil {
 		t.Fatalf("output %q is not a JSON object: %v", out, err)
 	}
 	items := p.list
-	if ep == EndpointSeries {
+	if ep == api.EndpointSeries {
 		items = p.series
 	}
 	for k, v := range top {
 		switch {
-		case k == "config" && ep != EndpointList:
+		case k == "config" && ep != api.EndpointList:
 			var cfg map[string]json.RawMessage
 			if err := json.Unmarshal(v, &cfg); err != nil {
 				t.Fatalf("config %s is not an object: %v", v, err)
@@ -102,7 +104,7 @@ func checkProjected(t *testing.T, p *Projection, ep Endpoint, out []byte) {
 			if string(cfg["data_mode"]) != `"limited"` {
 				t.Fatalf("config %s: data_mode = %s; want \"limited\"", v, cfg["data_mode"])
 			}
-		case k == "data" && ep != EndpointWhatsup:
+		case k == "data" && ep != api.EndpointWhatsup:
 			var rows []map[string]json.RawMessage
 			if err := json.Unmarshal(v, &rows); err != nil {
 				t.Fatalf("data %s is not an array of objects: %v", v, err)
@@ -114,12 +116,12 @@ func checkProjected(t *testing.T, p *Projection, ep Endpoint, out []byte) {
 					}
 				}
 			}
-		case ep == EndpointWhatsup && p.whatsup.has(k):
+		case ep == api.EndpointWhatsup && p.whatsup.has(k):
 		default:
 			t.Fatalf("output %s: top-level key %q is not allowed", out, k)
 		}
 	}
-	if _, ok := top["config"]; ep != EndpointList && !ok {
+	if _, ok := top["config"]; ep != api.EndpointList && !ok {
 		t.Fatalf("output %s has no config", out)
 	}
 }

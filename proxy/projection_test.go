@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"trendgate/api"
 	"trendgate/config"
 )
 
@@ -126,15 +127,15 @@ func TestProjectionFullReturnsBodyItself(t *testing.T) {
 	tests := []struct {
 		name string
 		p    *Projection
-		ep   Endpoint
+		ep   api.Endpoint
 		body string
 	}{
-		{"full list", full, EndpointList, testListBody},
-		{"full series", full, EndpointSeries, testSeriesBody},
-		{"full whatsup", full, EndpointWhatsup, testWhatsup},
-		{"full tsv", full, EndpointTSV, "time\tinteractions\n1760572800\t3542118\n"},
-		{"full passes even malformed bodies", full, EndpointSeries, `{"data":[`},
-		{"limited tsv is not projected", limited, EndpointTSV, "time\tsentiment\n1760572800\t78\n"},
+		{"full list", full, api.EndpointList, testListBody},
+		{"full series", full, api.EndpointSeries, testSeriesBody},
+		{"full whatsup", full, api.EndpointWhatsup, testWhatsup},
+		{"full tsv", full, api.EndpointTSV, "time\tinteractions\n1760572800\t3542118\n"},
+		{"full passes even malformed bodies", full, api.EndpointSeries, `{"data":[`},
+		{"limited tsv is not projected", limited, api.EndpointTSV, "time\tsentiment\n1760572800\t78\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,112 +155,112 @@ func TestProjectionApply(t *testing.T) {
 	limited := mustCompile(t, testLimitedPlan())
 	tests := []struct {
 		name string
-		ep   Endpoint
+		ep   api.Endpoint
 		body string
 		want string
 	}{
 		{
 			name: "list drops interactions_24h",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: testListBody,
 			want: `{"data":[` + testListItem1Limited + `,` + testListItem2Limited + `]}`,
 		},
 		{
 			name: "list drops other top-level keys, config included",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: `{"config":{"generated":1},"data":[{"topic":"ai"}],"total":1}`,
 			want: `{"data":[{"topic":"ai"}]}`,
 		},
 		{
 			name: "list item with only unknown fields becomes empty",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: `{"data":[{"interactions_24h":5,"social_dominance":5.67,"interactions_1h":1}]}`,
 			want: `{"data":[{}]}`,
 		},
 		{
 			name: "list with empty data",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: `{"data":[]}`,
 			want: `{"data":[]}`,
 		},
 		{
 			name: "list with null data",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: `{"data":null}`,
 			want: `{"data":null}`,
 		},
 		{
 			name: "list with whitespace everywhere",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: " \n{ \"data\" : [ { \"topic\" : \"ai\" ,\t\"interactions_24h\" : 7 } ] , \"x\" : { } }\r\n",
 			want: `{"data":[{"topic":"ai"}]}`,
 		},
 		{
 			name: "series asset row keeps social fields and config",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: testSeriesBody,
 			want: `{"config":` + testSeriesConfigLimited + `,"data":[` + testAssetRowLimited + `]}`,
 		},
 		{
 			name: "series non-asset row is unchanged",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"config":{"topic":"#ai","id":"#ai"},"data":[` + testSocialRow + `,` + testAssetRow + `]}`,
 			want: `{"config":{"topic":"#ai","id":"#ai","data_mode":"limited"},"data":[` +
 				testSocialRow + `,` + testAssetRowLimited + `]}`,
 		},
 		{
 			name: "series drops unknown top-level keys",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"remote_api":"danode2-13","config":{},"data":[],"debug":{"x":1}}`,
 			want: `{"config":{"data_mode":"limited"},"data":[]}`,
 		},
 		{
 			name: "series upstream data_mode is replaced",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"config":{"data_mode":"full","topic":"ai"},"data":[]}`,
 			want: `{"config":{"topic":"ai","data_mode":"limited"},"data":[]}`,
 		},
 		{
 			name: "series without config gets one",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"data":[{"time":1}]}`,
 			want: `{"data":[{"time":1}],"config":{"data_mode":"limited"}}`,
 		},
 		{
 			name: "series row keys keep their order",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"config":{},"data":[{"spam":1,"close":2,"time":3,"sentiment":4}]}`,
 			want: `{"config":{"data_mode":"limited"},"data":[{"spam":1,"time":3,"sentiment":4}]}`,
 		},
 		{
 			name: "series nested values are copied as written",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"config":{"metrics":[ "a" , {"b" : [1.50, -0e+00]} ]},"data":[{"time":{"x" : [ 1e21 ]}}]}`,
 			want: `{"config":{"metrics":[ "a" , {"b" : [1.50, -0e+00]} ]` + `,"data_mode":"limited"},` +
 				`"data":[{"time":{"x" : [ 1e21 ]}}]}`,
 		},
 		{
 			name: "escaped keys are compared decoded",
-			ep:   EndpointSeries,
+			ep:   api.EndpointSeries,
 			body: `{"config":{"data_mod\u0065":"full"},"data":[{"\u0074ime":1,"inter\u0061ctions_24h":2,"close\u0000":3}]}`,
 			want: `{"config":{"data_mode":"limited"},"data":[{"\u0074ime":1}]}`,
 		},
 		{
 			name: "whatsup keeps summary and config only",
-			ep:   EndpointWhatsup,
+			ep:   api.EndpointWhatsup,
 			body: testWhatsup,
 			want: `{"config":{"topic":"bitcoin","generated":1760654880,"data_mode":"limited"},` +
 				`"summary":"Bitcoin holds near $123k as ETF inflows continue."}`,
 		},
 		{
 			name: "whatsup without config gets one",
-			ep:   EndpointWhatsup,
+			ep:   api.EndpointWhatsup,
 			body: `{"summary":"s","critical":[]}`,
 			want: `{"summary":"s","config":{"data_mode":"limited"}}`,
 		},
 		{
 			name: "whatsup data key is dropped",
-			ep:   EndpointWhatsup,
+			ep:   api.EndpointWhatsup,
 			body: `{"config":{},"data":[{"summary":"x"}],"summary":null}`,
 			want: `{"config":{"data_mode":"limited"},"summary":null}`,
 		},
@@ -294,14 +295,14 @@ func TestProjectionLimitedNeverLeaks(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		ep        Endpoint
+		ep        api.Endpoint
 		body      string
 		forbidden []string
 	}{
-		{"list", EndpointList, testListBody, []string{"interactions_24h"}},
-		{"series", EndpointSeries, `{"config":` + testSeriesConfig + `,"data":[` +
+		{"list", api.EndpointList, testListBody, []string{"interactions_24h"}},
+		{"series", api.EndpointSeries, `{"config":` + testSeriesConfig + `,"data":[` +
 			testAssetRow + `,` + testSocialRow + `,` + testAssetRow + `]}`, market},
-		{"whatsup", EndpointWhatsup, testWhatsup, []string{"supportive", "critical", "Bitcoin Adoption", "percent"}},
+		{"whatsup", api.EndpointWhatsup, testWhatsup, []string{"supportive", "critical", "Bitcoin Adoption", "percent"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,7 +329,7 @@ func TestProjectionLimitedNeverLeaks(t *testing.T) {
 					}
 				}
 			}
-			if tc.ep != EndpointList {
+			if tc.ep != api.EndpointList {
 				if got := decoded.Config["data_mode"]; got != "limited" {
 					t.Errorf("config data_mode = %v; want limited", got)
 				}
@@ -348,7 +349,7 @@ func TestProjectionNumbersAsWritten(t *testing.T) {
 		t.Run(n, func(t *testing.T) {
 			body := fmt.Sprintf(`{"config":{},"data":[{"time":%s,"close":%s,"spam":%s,"big":%s}]}`, n, n, n, n)
 			want := fmt.Sprintf(`{"config":{"data_mode":"limited"},"data":[{"time":%s,"close":%s,"big":%s}]}`, n, n, n)
-			got, err := p.Apply(EndpointSeries, []byte(body))
+			got, err := p.Apply(api.EndpointSeries, []byte(body))
 			if err != nil {
 				t.Fatalf("Apply: %v", err)
 			}
@@ -363,39 +364,39 @@ func TestProjectionMalformed(t *testing.T) {
 	limited := mustCompile(t, testLimitedPlan())
 	tests := []struct {
 		name string
-		ep   Endpoint
+		ep   api.Endpoint
 		body string
 	}{
-		{"empty body", EndpointList, ``},
-		{"whitespace only", EndpointSeries, " \n"},
-		{"top level array", EndpointList, `[{"topic":"ai"}]`},
-		{"top level string", EndpointWhatsup, `"summary"`},
-		{"truncated", EndpointSeries, `{"config":{},"data":[{"time":1`},
-		{"trailing garbage", EndpointList, `{"data":[]} x`},
-		{"two values", EndpointList, `{"data":[]}{}`},
-		{"data item not an object", EndpointList, `{"data":[{"topic":"a"},"b"]}`},
-		{"data item is an array", EndpointSeries, `{"config":{},"data":[[{"time":1}]]}`},
-		{"data is an object", EndpointList, `{"data":{"topic":"ai"}}`},
-		{"data is a number", EndpointSeries, `{"config":{},"data":1}`},
-		{"config not an object", EndpointSeries, `{"config":"x","data":[]}`},
-		{"config is null", EndpointWhatsup, `{"config":null,"summary":"s"}`},
-		{"trailing comma in object", EndpointList, `{"data":[{"topic":"a",}]}`},
-		{"trailing comma in array", EndpointList, `{"data":[{"topic":"a"},]}`},
-		{"missing colon", EndpointList, `{"data" []}`},
-		{"unquoted key", EndpointList, `{data:[]}`},
-		{"single quotes", EndpointList, `{'data':[]}`},
-		{"bad number in a dropped field", EndpointList, `{"data":[{"interactions_24h":01}]}`},
-		{"bad number: lone minus", EndpointList, `{"data":[{"topic_rank":-}]}`},
-		{"bad number: no fraction digits", EndpointList, `{"data":[{"topic_rank":1.}]}`},
-		{"bad number: no exponent digits", EndpointList, `{"data":[{"topic_rank":1e+}]}`},
-		{"NaN", EndpointList, `{"data":[{"topic_rank":NaN}]}`},
-		{"bad literal", EndpointWhatsup, `{"summary":nul}`},
-		{"bad escape", EndpointWhatsup, `{"summary":"\x"}`},
-		{"short unicode escape", EndpointWhatsup, `{"summary":"\u12"}`},
-		{"control character in string", EndpointWhatsup, "{\"summary\":\"a\nb\"}"},
-		{"unterminated string", EndpointWhatsup, `{"summary":"abc}`},
-		{"malformed dropped member", EndpointWhatsup, `{"summary":"s","critical":[1,,2]}`},
-		{"too deep", EndpointWhatsup, `{"critical":` + strings.Repeat("[", projMaxDepth+1) + strings.Repeat("]", projMaxDepth+1) + `}`},
+		{"empty body", api.EndpointList, ``},
+		{"whitespace only", api.EndpointSeries, " \n"},
+		{"top level array", api.EndpointList, `[{"topic":"ai"}]`},
+		{"top level string", api.EndpointWhatsup, `"summary"`},
+		{"truncated", api.EndpointSeries, `{"config":{},"data":[{"time":1`},
+		{"trailing garbage", api.EndpointList, `{"data":[]} x`},
+		{"two values", api.EndpointList, `{"data":[]}{}`},
+		{"data item not an object", api.EndpointList, `{"data":[{"topic":"a"},"b"]}`},
+		{"data item is an array", api.EndpointSeries, `{"config":{},"data":[[{"time":1}]]}`},
+		{"data is an object", api.EndpointList, `{"data":{"topic":"ai"}}`},
+		{"data is a number", api.EndpointSeries, `{"config":{},"data":1}`},
+		{"config not an object", api.EndpointSeries, `{"config":"x","data":[]}`},
+		{"config is null", api.EndpointWhatsup, `{"config":null,"summary":"s"}`},
+		{"trailing comma in object", api.EndpointList, `{"data":[{"topic":"a",}]}`},
+		{"trailing comma in array", api.EndpointList, `{"data":[{"topic":"a"},]}`},
+		{"missing colon", api.EndpointList, `{"data" []}`},
+		{"unquoted key", api.EndpointList, `{data:[]}`},
+		{"single quotes", api.EndpointList, `{'data':[]}`},
+		{"bad number in a dropped field", api.EndpointList, `{"data":[{"interactions_24h":01}]}`},
+		{"bad number: lone minus", api.EndpointList, `{"data":[{"topic_rank":-}]}`},
+		{"bad number: no fraction digits", api.EndpointList, `{"data":[{"topic_rank":1.}]}`},
+		{"bad number: no exponent digits", api.EndpointList, `{"data":[{"topic_rank":1e+}]}`},
+		{"NaN", api.EndpointList, `{"data":[{"topic_rank":NaN}]}`},
+		{"bad literal", api.EndpointWhatsup, `{"summary":nul}`},
+		{"bad escape", api.EndpointWhatsup, `{"summary":"\x"}`},
+		{"short unicode escape", api.EndpointWhatsup, `{"summary":"\u12"}`},
+		{"control character in string", api.EndpointWhatsup, "{\"summary\":\"a\nb\"}"},
+		{"unterminated string", api.EndpointWhatsup, `{"summary":"abc}`},
+		{"malformed dropped member", api.EndpointWhatsup, `{"summary":"s","critical":[1,,2]}`},
+		{"too deep", api.EndpointWhatsup, `{"critical":` + strings.Repeat("[", projMaxDepth+1) + strings.Repeat("]", projMaxDepth+1) + `}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -415,7 +416,7 @@ func TestProjectionMalformed(t *testing.T) {
 
 func TestProjectionUnknownEndpointFailsClosed(t *testing.T) {
 	limited := mustCompile(t, testLimitedPlan())
-	got, err := limited.Apply(Endpoint(0), []byte(testListBody))
+	got, err := limited.Apply(api.Endpoint(0), []byte(testListBody))
 	if !errors.Is(err, ErrProjectionLeak) {
 		t.Errorf("Apply(unknown endpoint) = %q, %v; want ErrProjectionLeak", got, err)
 	}
@@ -428,11 +429,11 @@ func TestProjectionZeroValueAllowsNothing(t *testing.T) {
 	if !p.Limited() || p.AllowsMetric("sentiment") {
 		t.Errorf("zero Projection: Limited() = %v, AllowsMetric = %v; want true, false", p.Limited(), p.AllowsMetric("sentiment"))
 	}
-	got, err := p.Apply(EndpointList, []byte(testListBody))
+	got, err := p.Apply(api.EndpointList, []byte(testListBody))
 	if want := `{"data":[{},{}]}`; err != nil || string(got) != want {
 		t.Errorf("Apply(list) = %s, %v; want %s", got, err, want)
 	}
-	if err := p.verify(EndpointList, []byte(`{"data":[{"topic":"ai"}]}`)); !errors.Is(err, ErrProjectionLeak) {
+	if err := p.verify(api.EndpointList, []byte(`{"data":[{"topic":"ai"}]}`)); !errors.Is(err, ErrProjectionLeak) {
 		t.Errorf("verify(list item key) = %v; want ErrProjectionLeak", err)
 	}
 }
@@ -442,13 +443,13 @@ func TestProjectionZeroValueAllowsNothing(t *testing.T) {
 func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
 	tests := []struct {
 		name   string
-		ep     Endpoint
+		ep     api.Endpoint
 		body   string
 		mutate func([]byte) []byte
 	}{
 		{
 			name: "list item gains a field",
-			ep:   EndpointList,
+			ep:   api.EndpointList,
 			body: testListBody,
 			mutate: func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`"num_posts":`), []byte(`"interactions_24h":1,"num_posts":`), 1)
@@ -456,13 +457,13 @@ func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
 		},
 		{
 			name:   "projector returns its input",
-			ep:     EndpointSeries,
+			ep:     api.EndpointSeries,
 			body:   testSeriesBody,
 			mutate: func([]byte) []byte { return []byte(testSeriesBody) },
 		},
 		{
 			name: "whatsup keeps supportive",
-			ep:   EndpointWhatsup,
+			ep:   api.EndpointWhatsup,
 			body: testWhatsup,
 			mutate: func(b []byte) []byte {
 				return append(b[:len(b)-1], `,"supportive":[]}`...)
@@ -470,7 +471,7 @@ func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
 		},
 		{
 			name: "config loses data_mode",
-			ep:   EndpointWhatsup,
+			ep:   api.EndpointWhatsup,
 			body: testWhatsup,
 			mutate: func(b []byte) []byte {
 				return bytes.Replace(b, []byte(`,"data_mode":"limited"`), nil, 1)
@@ -478,7 +479,7 @@ func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
 		},
 		{
 			name:   "output is cut short",
-			ep:     EndpointSeries,
+			ep:     api.EndpointSeries,
 			body:   testSeriesBody,
 			mutate: func(b []byte) []byte { return b[:len(b)-1] },
 		},
@@ -507,38 +508,38 @@ func TestProjectionVerify(t *testing.T) {
 	p := mustCompile(t, testLimitedPlan())
 	tests := []struct {
 		name     string
-		ep       Endpoint
+		ep       api.Endpoint
 		out      string
 		wantLeak bool
 	}{
-		{"clean list", EndpointList, `{"data":[` + testListItem1Limited + `]}`, false},
-		{"clean list, null data", EndpointList, `{"data":null}`, false},
-		{"clean list, no data", EndpointList, `{}`, false},
-		{"clean series", EndpointSeries, `{"config":` + testSeriesConfigLimited + `,"data":[` + testAssetRowLimited + `]}`, false},
-		{"clean series, escaped allowed key", EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"\u0074ime":1}]}`, false},
-		{"clean series, nested values", EndpointSeries, `{"config":{"m":{"data_mode":"x"},"data_mode":"limited"},"data":[{"time":{"close":[{"spam":1}]}}]}`, false},
-		{"clean whatsup", EndpointWhatsup, `{"config":{"topic":"ai","data_mode":"limited"},"summary":"s \"q\" {x:1}"}`, false},
-		{"list item key", EndpointList, `{"data":[` + testListItem1 + `]}`, true},
-		{"list item escaped key", EndpointList, `{"data":[{"interactions\u005f24h":1}]}`, true},
-		{"list top-level key", EndpointList, `{"data":[],"total":3}`, true},
-		{"list config", EndpointList, `{"config":{"data_mode":"limited"},"data":[]}`, true},
-		{"list item not an object", EndpointList, `{"data":[["interactions_24h"]]}`, true},
-		{"list data not an array", EndpointList, `{"data":{"interactions_24h":1}}`, true},
-		{"list top level not an object", EndpointList, `[{"interactions_24h":1}]`, true},
-		{"invalid JSON", EndpointList, `{"data":[}`, true},
-		{"series market field", EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"time":1,"close":2}]}`, true},
-		{"series market field in later row", EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"time":1},{"time":2,"market_cap":2}]}`, true},
-		{"series top-level key", EndpointSeries, `{"config":{"data_mode":"limited"},"data":[],"extra":1}`, true},
-		{"series without config", EndpointSeries, `{"data":[]}`, true},
-		{"series config without data_mode", EndpointSeries, `{"config":{},"data":[]}`, true},
-		{"series config data_mode full", EndpointSeries, `{"config":{"data_mode":"full"},"data":[]}`, true},
-		{"series config data_mode twice", EndpointSeries, `{"config":{"data_mode":"limited","data_mode":"full"},"data":[]}`, true},
-		{"series config data_mode not a string", EndpointSeries, `{"config":{"data_mode":true},"data":[]}`, true},
-		{"series second config lacks data_mode", EndpointSeries, `{"config":{"data_mode":"limited"},"config":{},"data":[]}`, true},
-		{"series config not an object", EndpointSeries, `{"config":"limited","data":[]}`, true},
-		{"whatsup supportive", EndpointWhatsup, `{"config":{"data_mode":"limited"},"summary":"s","supportive":[]}`, true},
-		{"whatsup data", EndpointWhatsup, `{"config":{"data_mode":"limited"},"data":[]}`, true},
-		{"unknown endpoint", Endpoint(9), `{}`, true},
+		{"clean list", api.EndpointList, `{"data":[` + testListItem1Limited + `]}`, false},
+		{"clean list, null data", api.EndpointList, `{"data":null}`, false},
+		{"clean list, no data", api.EndpointList, `{}`, false},
+		{"clean series", api.EndpointSeries, `{"config":` + testSeriesConfigLimited + `,"data":[` + testAssetRowLimited + `]}`, false},
+		{"clean series, escaped allowed key", api.EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"\u0074ime":1}]}`, false},
+		{"clean series, nested values", api.EndpointSeries, `{"config":{"m":{"data_mode":"x"},"data_mode":"limited"},"data":[{"time":{"close":[{"spam":1}]}}]}`, false},
+		{"clean whatsup", api.EndpointWhatsup, `{"config":{"topic":"ai","data_mode":"limited"},"summary":"s \"q\" {x:1}"}`, false},
+		{"list item key", api.EndpointList, `{"data":[` + testListItem1 + `]}`, true},
+		{"list item escaped key", api.EndpointList, `{"data":[{"interactions\u005f24h":1}]}`, true},
+		{"list top-level key", api.EndpointList, `{"data":[],"total":3}`, true},
+		{"list config", api.EndpointList, `{"config":{"data_mode":"limited"},"data":[]}`, true},
+		{"list item not an object", api.EndpointList, `{"data":[["interactions_24h"]]}`, true},
+		{"list data not an array", api.EndpointList, `{"data":{"interactions_24h":1}}`, true},
+		{"list top level not an object", api.EndpointList, `[{"interactions_24h":1}]`, true},
+		{"invalid JSON", api.EndpointList, `{"data":[}`, true},
+		{"series market field", api.EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"time":1,"close":2}]}`, true},
+		{"series market field in later row", api.EndpointSeries, `{"config":{"data_mode":"limited"},"data":[{"time":1},{"time":2,"market_cap":2}]}`, true},
+		{"series top-level key", api.EndpointSeries, `{"config":{"data_mode":"limited"},"data":[],"extra":1}`, true},
+		{"series without config", api.EndpointSeries, `{"data":[]}`, true},
+		{"series config without data_mode", api.EndpointSeries, `{"config":{},"data":[]}`, true},
+		{"series config data_mode full", api.EndpointSeries, `{"config":{"data_mode":"full"},"data":[]}`, true},
+		{"series config data_mode twice", api.EndpointSeries, `{"config":{"data_mode":"limited","data_mode":"full"},"data":[]}`, true},
+		{"series config data_mode not a string", api.EndpointSeries, `{"config":{"data_mode":true},"data":[]}`, true},
+		{"series second config lacks data_mode", api.EndpointSeries, `{"config":{"data_mode":"limited"},"config":{},"data":[]}`, true},
+		{"series config not an object", api.EndpointSeries, `{"config":"limited","data":[]}`, true},
+		{"whatsup supportive", api.EndpointWhatsup, `{"config":{"data_mode":"limited"},"summary":"s","supportive":[]}`, true},
+		{"whatsup data", api.EndpointWhatsup, `{"config":{"data_mode":"limited"},"data":[]}`, true},
+		{"unknown endpoint", api.Endpoint(9), `{}`, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -584,7 +585,7 @@ func TestProjectionCompileCopiesFields(t *testing.T) {
 	plan := testLimitedPlan()
 	p := mustCompile(t, plan)
 	plan.Fields.List[0] = "interactions_24h"
-	got, err := p.Apply(EndpointList, []byte(testListBody))
+	got, err := p.Apply(api.EndpointList, []byte(testListBody))
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -598,7 +599,7 @@ func TestProjectionCompileCopiesFields(t *testing.T) {
 func TestProjectionConcurrent(t *testing.T) {
 	p := mustCompile(t, testLimitedPlan())
 	body := []byte(testSeriesBody)
-	want, err := p.Apply(EndpointSeries, body)
+	want, err := p.Apply(api.EndpointSeries, body)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -609,7 +610,7 @@ func TestProjectionConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				got, err := p.Apply(EndpointSeries, body)
+				got, err := p.Apply(api.EndpointSeries, body)
 				if err != nil || !bytes.Equal(got, want) {
 					errs <- fmt.Errorf("Apply = %s, %v; want %s", got, err, want)
 					return
@@ -665,12 +666,12 @@ func benchListBody() []byte {
 func TestProjectionBenchBodies(t *testing.T) {
 	p := mustCompile(t, testLimitedPlan())
 	for name, tc := range map[string]struct {
-		ep    Endpoint
+		ep    api.Endpoint
 		body  []byte
 		items int
 	}{
-		"series": {EndpointSeries, benchSeriesBody(), 168},
-		"list":   {EndpointList, benchListBody(), 1000},
+		"series": {api.EndpointSeries, benchSeriesBody(), 168},
+		"list":   {api.EndpointList, benchListBody(), 1000},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := p.Apply(tc.ep, tc.body)
@@ -696,7 +697,7 @@ func BenchmarkProjectSeries(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.Apply(EndpointSeries, body); err != nil {
+		if _, err := p.Apply(api.EndpointSeries, body); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -708,7 +709,7 @@ func BenchmarkProjectList(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := p.Apply(EndpointList, body); err != nil {
+		if _, err := p.Apply(api.EndpointList, body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/limits"
 	"trendgate/upstream"
@@ -26,11 +27,11 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	in := infoFrom(ctx)
 	req := in.req
 	if !in.plan.endpoints[req.Endpoint] {
-		g.fail(w, r, errNotInPlan)
+		g.fail(w, r, api.ErrNotInPlan)
 		return
 	}
-	if req.Endpoint == EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
-		g.fail(w, r, errMetricNotInPlan)
+	if req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
+		g.fail(w, r, api.ErrMetricNotInPlan)
 		return
 	}
 
@@ -54,7 +55,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Cache-Status"] = cacheStatus(res)
 	if e.Status == http.StatusNotFound {
-		g.fail(w, r, errUnknownTopic)
+		g.fail(w, r, api.ErrUnknownTopic)
 		return
 	}
 	v, err := variantOf(e, in.plan, req.Endpoint)
@@ -70,7 +71,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 // fetcher returns the cache's fetch for req: one upstream call built from
 // the canonical request only, turned into an entry with our freshness.
-func (g *Gateway) fetcher(req Request, rt *runtime) cache.Fetcher {
+func (g *Gateway) fetcher(req api.Request, rt *runtime) cache.Fetcher {
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
 		resp, err := g.up.Do(ctx, upstream.Request{
 			Shape:      shapeOf(req.Endpoint),
@@ -102,20 +103,20 @@ func (g *Gateway) fetcher(req Request, rt *runtime) cache.Fetcher {
 }
 
 // shapeOf maps an endpoint to the upstream body shape to validate.
-func shapeOf(e Endpoint) upstream.Shape {
+func shapeOf(e api.Endpoint) upstream.Shape {
 	switch e {
-	case EndpointList:
+	case api.EndpointList:
 		return upstream.ShapeList
-	case EndpointWhatsup:
+	case api.EndpointWhatsup:
 		return upstream.ShapeWhatsup
-	case EndpointTSV:
+	case api.EndpointTSV:
 		return upstream.ShapeTSV
 	}
 	return upstream.ShapeSeries
 }
 
-// cost is the request's price in tokens and quota units.
-func (q Request) cost(c limits.Costs) int { return c.For(q.Endpoint.String()) }
+// cost is q's price in tokens and quota units.
+func cost(q api.Request, c limits.Costs) int { return c.For(q.Endpoint.String()) }
 
 // Cache-Status values (RFC 9211), shared and never mutated.
 var (
@@ -148,7 +149,7 @@ func projectionError(err error) error {
 	if errors.Is(err, ErrProjectionLeak) {
 		return err // toHTTP: 500
 	}
-	return errBadUpstream
+	return api.ErrBadUpstream
 }
 
 // variant is one plan's representation of a cached entry: the projected
@@ -198,7 +199,7 @@ type fullVariant struct{}
 // gzipMinBytes is the smallest body worth compressing.
 const gzipMinBytes = 1024
 
-func variantOf(e *cache.Entry, p *plan, ep Endpoint) (*variant, error) {
+func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
 	var key any = fullVariant{}
 	if p.proj != nil {
 		key = p.proj
@@ -269,7 +270,7 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 		return
 	}
 	h["X-Content-Type-Options"] = nosniff
-	if in.req.Endpoint == EndpointTSV {
+	if in.req.Endpoint == api.EndpointTSV {
 		h["Content-Type"] = ctTSV
 	} else {
 		h["Content-Type"] = ctJSON

@@ -1,0 +1,43 @@
+package api
+
+import (
+	"net/http"
+
+	"trendgate/internal/httperr"
+)
+
+// Client-facing errors raised by the gateway after parsing (ParseRequest
+// returns its own). They are shared values: callers copy one before setting
+// RetryAfter, and nobody may modify them. None echoes client input.
+var (
+	ErrMissingKey = httperr.New(http.StatusUnauthorized, "missing_api_key",
+		"an API key is required: send it as 'Authorization: Bearer <key>'")
+	ErrInvalidKey = httperr.New(http.StatusUnauthorized, "invalid_api_key",
+		"the API key is not valid")
+	ErrDuplicateAuth = httperr.New(http.StatusBadRequest, "duplicate_authorization",
+		"send exactly one Authorization header")
+	ErrAuthBlocked = httperr.New(http.StatusTooManyRequests, "too_many_auth_failures",
+		"too many failed authentication attempts from this address; retry later")
+	ErrNotInPlan = httperr.New(http.StatusForbidden, "endpoint_not_in_plan",
+		"your plan does not include this endpoint")
+	ErrMetricNotInPlan = httperr.New(http.StatusForbidden, "metric_not_in_plan",
+		"your plan does not include this metric")
+	ErrUnknownTopic = httperr.New(http.StatusNotFound, "unknown_topic",
+		"the upstream has no data for this topic")
+	ErrInternal = httperr.New(http.StatusInternalServerError, "internal_error",
+		"internal error; the request id identifies it in the gateway's logs")
+	ErrBadUpstream = httperr.New(http.StatusBadGateway, "bad_upstream_response",
+		"the upstream answered with something the gateway cannot serve")
+	ErrUpstreamDown = httperr.New(http.StatusBadGateway, "upstream_unavailable",
+		"the upstream could not be reached")
+	ErrUpstreamTimeout = httperr.New(http.StatusGatewayTimeout, "upstream_timeout",
+		"the upstream did not answer in time")
+	ErrUpstreamBreaker = httperr.New(http.StatusServiceUnavailable, "upstream_unavailable",
+		"the upstream is failing; requests to it are paused")
+	ErrUpstreamBudget = httperr.New(http.StatusServiceUnavailable, "upstream_budget_exhausted",
+		"the upstream request budget is used up and nothing cached can answer")
+	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
+		"the upstream is rate limiting the gateway and nothing cached can answer")
+	ErrClientGone = httperr.New(499, "client_closed_request", "the client went away")
+)
+
