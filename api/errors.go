@@ -40,4 +40,3 @@ var (
 		"the upstream is rate limiting the gateway and nothing cached can answer")
 	ErrClientGone = httperr.New(499, "client_closed_request", "the client went away")
 )
-
