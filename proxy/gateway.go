@@ -17,6 +17,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/limits"
+	"trendgate/projection"
 	"trendgate/upstream"
 )
 
@@ -101,7 +102,7 @@ type keyInfo struct {
 type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
-	proj      *Projection // nil: full data
+	proj      *projection.Projection // nil: full data
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the
@@ -150,7 +151,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 		ttl:   cfg.Cache,
 	}
 	for name, p := range cfg.Plans {
-		proj, err := CompileProjection(p)
+		proj, err := projection.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/limits"
+	"trendgate/projection"
 	"trendgate/upstream"
 )
 
@@ -146,7 +147,7 @@ func cacheStatus(res cache.Result) []string {
 // (500, fail closed); anything else means the cached body was not the shape
 // we validated, which is an upstream problem (502).
 func projectionError(err error) error {
-	if errors.Is(err, ErrProjectionLeak) {
+	if errors.Is(err, projection.ErrLeak) {
 		return err // toHTTP: 500
 	}
 	return api.ErrBadUpstream

@@ -1,4 +1,4 @@
-package proxy
+package projection
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 
 // FuzzProjection projects arbitrary input for each endpoint with the
 // limited test plan. Apply must never panic; it must reject input that is
-// not valid JSON; it must never report ErrProjectionLeak (that would be a
+// not valid JSON; it must never report ErrLeak (that would be a
 // projector bug); and whatever it returns must be JSON whose top-level keys
 // and data item keys, decoded by encoding/json, are all allowed.
 func FuzzProjection(f *testing.F) {
@@ -62,12 +62,12 @@ func FuzzProjection(f *testing.F) {
 		}
 		known := ep == api.EndpointList || ep == api.EndpointSeries || ep == api.EndpointWhatsup
 		if !known {
-			if !errors.Is(err, ErrProjectionLeak) {
-				t.Fatalf("Apply(%d) error = %v; want ErrProjectionLeak", ep, err)
+			if !errors.Is(err, ErrLeak) {
+				t.Fatalf("Apply(%d) error = %v; want ErrLeak", ep, err)
 			}
 			return
 		}
-		if errors.Is(err, ErrProjectionLeak) {
+		if errors.Is(err, ErrLeak) {
 			t.Fatalf("Apply(%s, %q): projector bug caught by verify: %v", ep, body, err)
 		}
 		if err != nil {

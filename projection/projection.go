@@ -1,4 +1,11 @@
-package proxy
+// Package projection applies a plan's limited data mode: an allowlist of
+// fields per endpoint, compiled once per plan and applied to the upstream's
+// full JSON representation after the cache.
+//
+// Projection never sees a key, a request or a cache entry: bytes in, bytes
+// out. It fails closed: a body it cannot parse, or an output that would carry
+// a field the plan does not list, is an error and nothing is returned.
+package projection
 
 import (
 	"encoding/json"
@@ -10,12 +17,12 @@ import (
 	"trendgate/config"
 )
 
-// ErrProjectionLeak is returned by Projection.Apply when the projected body
+// ErrLeak is returned by Projection.Apply when the projected body
 // would carry a field the plan does not allow, or when the projector's own
 // output fails its check in any other way. The projection fails closed: the
 // body is withheld and the gateway answers 500. It always signals a gateway
 // bug, never a bad upstream answer.
-var ErrProjectionLeak = errors.New("proxy: projection would leak a field the plan does not allow")
+var ErrLeak = errors.New("projection: would leak a field the plan does not allow")
 
 // The data modes of config.Plan.DataMode.
 const (
@@ -34,7 +41,7 @@ const projLimitedMember = `"data_mode":"limited"`
 // Projection is a plan's compiled data projection (limited data mode): an
 // allowlist of fields per endpoint. A nil *Projection is the full data mode
 // and passes every body through unchanged. A non-nil Projection is immutable
-// and safe for concurrent use; build it with CompileProjection. The zero
+// and safe for concurrent use; build it with Compile. The zero
 // Projection is limited and allows no field and no TSV metric.
 type Projection struct {
 	list    projSet // fields kept in each topic list item
@@ -48,11 +55,11 @@ type Projection struct {
 	afterProject func([]byte) []byte
 }
 
-// CompileProjection compiles a plan's data mode and field allowlists. It
+// Compile compiles a plan's data mode and field allowlists. It
 // returns nil (the full, identity projection) for DataMode "full", a limited
 // Projection for DataMode "limited", and an error for any other data mode,
 // including the empty one: an unset mode must not silently mean "full".
-func CompileProjection(p config.Plan) (*Projection, error) {
+func Compile(p config.Plan) (*Projection, error) {
 	switch p.DataMode {
 	case projModeFull:
 		return nil, nil
@@ -64,7 +71,7 @@ func CompileProjection(p config.Plan) (*Projection, error) {
 			tsv:     newProjSet(p.Fields.TSV),
 		}, nil
 	}
-	return nil, fmt.Errorf("proxy: unknown data_mode %q (want %q or %q)", p.DataMode, projModeFull, projModeLimited)
+	return nil, fmt.Errorf("projection: unknown data_mode %q (want %q or %q)", p.DataMode, projModeFull, projModeLimited)
 }
 
 // Limited reports whether p is a limited projection; it is false for nil
@@ -101,20 +108,20 @@ func (p *Projection) AllowsMetric(metric string) bool {
 // Malformed JSON or an unexpected shape (a data item that is not an object,
 // for instance) returns an error: the upstream's answer is bad. Every output
 // is then checked again by an independent pass; if it would carry a field
-// that is not allowed, Apply returns an error wrapping ErrProjectionLeak.
+// that is not allowed, Apply returns an error wrapping ErrLeak.
 func (p *Projection) Apply(ep api.Endpoint, body []byte) ([]byte, error) {
 	if p == nil || ep == api.EndpointTSV {
 		return body, nil
 	}
 	if ep != api.EndpointList && ep != api.EndpointSeries && ep != api.EndpointWhatsup {
-		return nil, fmt.Errorf("%w: cannot project endpoint %s", ErrProjectionLeak, ep)
+		return nil, fmt.Errorf("%w: cannot project endpoint %s", ErrLeak, ep)
 	}
 	scratch := projScratch.Get().(*[]byte)
 	defer projPutScratch(scratch)
 	out, err := p.project((*scratch)[:0], ep, body)
 	*scratch = out
 	if err != nil {
-		return nil, fmt.Errorf("proxy: projecting %s body: %w", ep, err)
+		return nil, fmt.Errorf("projection: projecting %s body: %w", ep, err)
 	}
 	if p.afterProject != nil {
 		out = p.afterProject(out)
@@ -639,7 +646,7 @@ func projSkipLiteral(b []byte, i int, lit string) (int, error) {
 // independent of the projector's parser, that checks every top-level key
 // and every key of every "data" item (list, series) against the allowlist,
 // and that every config object carries "data_mode":"limited". It returns an
-// error wrapping ErrProjectionLeak on any violation.
+// error wrapping ErrLeak on any violation.
 func (p *Projection) verify(ep api.Endpoint, out []byte) error {
 	v := projVerifier{ep: ep}
 	switch ep {
@@ -684,7 +691,7 @@ type projVerifier struct {
 }
 
 func (v *projVerifier) leak(format string, args ...any) error {
-	return fmt.Errorf("%w: %s: "+format, append([]any{ErrProjectionLeak, v.ep}, args...)...)
+	return fmt.Errorf("%w: %s: "+format, append([]any{ErrLeak, v.ep}, args...)...)
 }
 
 func (v *projVerifier) run(out []byte) error {

@@ -1,4 +1,4 @@
-package proxy
+package projection
 
 import (
 	"bytes"
@@ -36,9 +36,9 @@ func testLimitedPlan() config.Plan {
 
 func mustCompile(t testing.TB, plan config.Plan) *Projection {
 	t.Helper()
-	p, err := CompileProjection(plan)
+	p, err := Compile(plan)
 	if err != nil {
-		t.Fatalf("CompileProjection: %v", err)
+		t.Fatalf("Compile: %v", err)
 	}
 	return p
 }
@@ -84,7 +84,7 @@ const (
 		`"generated":1760654880,"data_mode":"limited"}`
 )
 
-func TestCompileProjection(t *testing.T) {
+func TestCompile(t *testing.T) {
 	tests := []struct {
 		name        string
 		mode        string
@@ -101,13 +101,13 @@ func TestCompileProjection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := testLimitedPlan()
 			plan.DataMode = tc.mode
-			p, err := CompileProjection(plan)
+			p, err := Compile(plan)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("CompileProjection(%q) error = %v; want error %v", tc.mode, err, tc.wantErr)
+				t.Fatalf("Compile(%q) error = %v; want error %v", tc.mode, err, tc.wantErr)
 			}
 			if err != nil {
 				if p != nil {
-					t.Errorf("CompileProjection(%q) = %p with an error; want nil", tc.mode, p)
+					t.Errorf("Compile(%q) = %p with an error; want nil", tc.mode, p)
 				}
 				return
 			}
@@ -115,7 +115,7 @@ func TestCompileProjection(t *testing.T) {
 				t.Errorf("Limited() = %v; want %v", got, tc.wantLimited)
 			}
 			if tc.mode == "full" && p != nil {
-				t.Errorf("CompileProjection(full) = %p; want nil", p)
+				t.Errorf("Compile(full) = %p; want nil", p)
 			}
 		})
 	}
@@ -404,8 +404,8 @@ func TestProjectionMalformed(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Apply(%s, %q) = %s; want an error", tc.ep, tc.body, got)
 			}
-			if errors.Is(err, ErrProjectionLeak) {
-				t.Errorf("Apply error = %v; want a malformed-body error, not ErrProjectionLeak", err)
+			if errors.Is(err, ErrLeak) {
+				t.Errorf("Apply error = %v; want a malformed-body error, not ErrLeak", err)
 			}
 			if got != nil {
 				t.Errorf("Apply returned %q with its error; want nil", got)
@@ -417,8 +417,8 @@ func TestProjectionMalformed(t *testing.T) {
 func TestProjectionUnknownEndpointFailsClosed(t *testing.T) {
 	limited := mustCompile(t, testLimitedPlan())
 	got, err := limited.Apply(api.Endpoint(0), []byte(testListBody))
-	if !errors.Is(err, ErrProjectionLeak) {
-		t.Errorf("Apply(unknown endpoint) = %q, %v; want ErrProjectionLeak", got, err)
+	if !errors.Is(err, ErrLeak) {
+		t.Errorf("Apply(unknown endpoint) = %q, %v; want ErrLeak", got, err)
 	}
 }
 
@@ -433,8 +433,8 @@ func TestProjectionZeroValueAllowsNothing(t *testing.T) {
 	if want := `{"data":[{},{}]}`; err != nil || string(got) != want {
 		t.Errorf("Apply(list) = %s, %v; want %s", got, err, want)
 	}
-	if err := p.verify(api.EndpointList, []byte(`{"data":[{"topic":"ai"}]}`)); !errors.Is(err, ErrProjectionLeak) {
-		t.Errorf("verify(list item key) = %v; want ErrProjectionLeak", err)
+	if err := p.verify(api.EndpointList, []byte(`{"data":[{"topic":"ai"}]}`)); !errors.Is(err, ErrLeak) {
+		t.Errorf("verify(list item key) = %v; want ErrLeak", err)
 	}
 }
 
@@ -492,11 +492,11 @@ func TestProjectionVerifyCatchesProjectorBug(t *testing.T) {
 			}
 			p.afterProject = tc.mutate
 			got, err := p.Apply(tc.ep, []byte(tc.body))
-			if !errors.Is(err, ErrProjectionLeak) {
-				t.Errorf("Apply with the bug = %s, %v; want ErrProjectionLeak", got, err)
+			if !errors.Is(err, ErrLeak) {
+				t.Errorf("Apply with the bug = %s, %v; want ErrLeak", got, err)
 			}
 			if got != nil {
-				t.Errorf("Apply returned %s with ErrProjectionLeak; want nil", got)
+				t.Errorf("Apply returned %s with ErrLeak; want nil", got)
 			}
 		})
 	}
@@ -544,7 +544,7 @@ func TestProjectionVerify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := p.verify(tc.ep, []byte(tc.out))
-			if gotLeak := errors.Is(err, ErrProjectionLeak); gotLeak != tc.wantLeak || (err != nil && !gotLeak) {
+			if gotLeak := errors.Is(err, ErrLeak); gotLeak != tc.wantLeak || (err != nil && !gotLeak) {
 				t.Errorf("verify(%s, %s) = %v; want leak %v", tc.ep, tc.out, err, tc.wantLeak)
 			}
 		})
