@@ -38,5 +38,7 @@ var (
 		"the upstream request budget is used up and nothing cached can answer")
 	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
 		"the upstream is rate limiting the gateway and nothing cached can answer")
+	ErrHTTPSRequired = httperr.New(http.StatusForbidden, "https_required",
+		"this API is served over HTTPS only; send the request to https:// (a key sent over plain HTTP should be treated as exposed)")
 	ErrClientGone = httperr.New(499, "client_closed_request", "the client went away")
 )

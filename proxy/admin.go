@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"trendgate/cache"
+	"trendgate/certs"
 	"trendgate/internal/httperr"
 	"trendgate/upstream"
 )
@@ -22,7 +23,7 @@ func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler(nil) }
 
 // adminHandler is AdminHandler whose readiness also covers sec (nil: TLS
 // off or files, nothing to wait for).
-func (g *Gateway) adminHandler(sec *secure) http.Handler {
+func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -71,17 +72,14 @@ func (g *Gateway) adminAuth(next http.Handler) http.Handler {
 func (g *Gateway) Ready() (bool, string) { return g.ready(nil) }
 
 // ready is Ready that, in ACME mode, also needs every domain's certificate.
-func (g *Gateway) ready(sec *secure) (bool, string) {
+func (g *Gateway) ready(sec *certs.Manager) (bool, string) {
 	if g.draining.Load() {
 		return false, "shutting down"
 	}
 	if g.up.State() == upstream.BreakerOpen && !g.servedFromCache.Load() {
 		return false, "upstream unavailable and cache cold"
 	}
-	if sec != nil && sec.acme != nil {
-		return sec.acme.ready()
-	}
-	return true, "ok"
+	return sec.Ready()
 }
 
 func (g *Gateway) servePurge(w http.ResponseWriter, r *http.Request) {

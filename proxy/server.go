@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/h1"
 )
@@ -97,7 +98,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	cfg := g.Config()
-	sec, err := g.newSecure(cfg)
+	sec, err := certs.New(cfg, g.clk, g.log)
 	if err != nil {
 		ls.close()
 		return err
@@ -113,9 +114,9 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	}
 	var plain *http.Server
 	if sec != nil {
-		public.TLSConfig = sec.config
+		public.TLSConfig = sec.TLSConfig()
 		if ls.HTTP != nil {
-			plain = g.newServer(sec.plainHandler(), "http")
+			plain = g.newServer(sec.ChallengeHandler(httpsRequired()), "http")
 		}
 	} else if ls.HTTP != nil {
 		_ = ls.HTTP.Close()
@@ -148,11 +149,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		admin = g.newServer(g.adminHandler(sec), "admin")
 		go func() { errc <- serveErr(admin.Serve(ls.Admin)) }()
 	}
-	var startErr error
-	if sec != nil && sec.acme != nil {
-		sec.acme.onCached(setReady)
-		startErr = sec.acme.start(context.WithoutCancel(ctx))
-	}
+	startErr := sec.Start(context.WithoutCancel(ctx), setReady)
 	setReady()
 	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
 		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil))
@@ -188,10 +185,8 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
-	if sec != nil && sec.acme != nil {
-		if err := sec.acme.stop(); err != nil {
-			errs = append(errs, err)
-		}
+	if err := sec.Close(); err != nil {
+		errs = append(errs, err)
 	}
 	if admin != nil {
 		if err := admin.Shutdown(sctx); err != nil {

@@ -1,4 +1,4 @@
-package proxy
+package certs
 
 import (
 	"context"
@@ -28,9 +28,9 @@ func certRedis(t testing.TB) (*redis.Client, string) {
 	return rdb, redistest.Prefix(t, rdb) + "certs:"
 }
 
-func newTestCertStorage(t testing.TB, rdb redis.UniversalClient, prefix string, clk clock.Clock) *CertStorage {
+func newTestStorage(t testing.TB, rdb redis.UniversalClient, prefix string, clk clock.Clock) *RedisStorage {
 	t.Helper()
-	s, err := NewCertStorage(rdb, CertStorageOptions{Prefix: prefix, LockTTL: 10 * time.Second, LockPoll: time.Millisecond, Clock: clk})
+	s, err := NewRedisStorage(rdb, RedisStorageOptions{Prefix: prefix, LockTTL: 10 * time.Second, LockPoll: time.Millisecond, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,23 +38,23 @@ func newTestCertStorage(t testing.TB, rdb redis.UniversalClient, prefix string, 
 	return s
 }
 
-func TestNewCertStorageValidates(t *testing.T) {
+func TestNewRedisStorageValidates(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted
 	defer rdb.Close()
 	tests := []struct {
 		name string
 		rdb  redis.UniversalClient
-		opts CertStorageOptions
+		opts RedisStorageOptions
 		ok   bool
 	}{
-		{"defaults", rdb, CertStorageOptions{Prefix: "p:"}, true},
-		{"nil client", nil, CertStorageOptions{Prefix: "p:"}, false},
-		{"empty prefix", rdb, CertStorageOptions{}, false},
-		{"ttl too short", rdb, CertStorageOptions{Prefix: "p:", LockTTL: time.Millisecond}, false},
+		{"defaults", rdb, RedisStorageOptions{Prefix: "p:"}, true},
+		{"nil client", nil, RedisStorageOptions{Prefix: "p:"}, false},
+		{"empty prefix", rdb, RedisStorageOptions{}, false},
+		{"ttl too short", rdb, RedisStorageOptions{Prefix: "p:", LockTTL: time.Millisecond}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := NewCertStorage(tc.rdb, tc.opts)
+			s, err := NewRedisStorage(tc.rdb, tc.opts)
 			if (err == nil) != tc.ok {
 				t.Fatalf("got error %v; want ok=%v", err, tc.ok)
 			}
@@ -65,13 +65,13 @@ func TestNewCertStorageValidates(t *testing.T) {
 	}
 }
 
-// TestCertStorageFiles checks the file-system semantics certmagic relies
+// TestRedisStorageFiles checks the file-system semantics certmagic relies
 // on: component-wise prefixes, implicit directories, recursive listing and
 // directory deletion.
-func TestCertStorageFiles(t *testing.T) {
+func TestRedisStorageFiles(t *testing.T) {
 	rdb, prefix := certRedis(t)
 	clk := clock.NewFake(certTestNow)
-	s := newTestCertStorage(t, rdb, prefix, clk)
+	s := newTestStorage(t, rdb, prefix, clk)
 	ctx := context.Background()
 	files := map[string]string{
 		"certificates/acme/tg.test/tg.test.crt":  "CERT",
@@ -187,15 +187,15 @@ func TestCertStorageFiles(t *testing.T) {
 	})
 }
 
-// TestCertStorageLockContention has two storages (as two gateway
+// TestRedisStorageLockContention has two storages (as two gateway
 // instances) contend for one lock.
-func TestCertStorageLockContention(t *testing.T) {
+func TestRedisStorageLockContention(t *testing.T) {
 	rdbA, prefix := certRedis(t)
 	rdbB := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdbB.Close()
 	clk := clock.NewFake(certTestNow)
-	a := newTestCertStorage(t, rdbA, prefix, clk)
-	b := newTestCertStorage(t, rdbB, prefix, clk)
+	a := newTestStorage(t, rdbA, prefix, clk)
+	b := newTestStorage(t, rdbB, prefix, clk)
 	ctx := context.Background()
 	const name = "issue_cert_tg.test"
 
@@ -237,7 +237,7 @@ func TestCertStorageLockContention(t *testing.T) {
 	const perInstance = 25
 	var wg sync.WaitGroup
 	errc := make(chan error, 2)
-	for _, s := range []*CertStorage{a, b} {
+	for _, s := range []*RedisStorage{a, b} {
 		wg.Go(func() {
 			for range perInstance {
 				if err := incrementUnderLock(ctx, s, name, "counter"); err != nil {
@@ -258,7 +258,7 @@ func TestCertStorageLockContention(t *testing.T) {
 	}
 }
 
-func incrementUnderLock(ctx context.Context, s *CertStorage, lock, key string) error {
+func incrementUnderLock(ctx context.Context, s *RedisStorage, lock, key string) error {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Lock(lctx, lock); err != nil {
@@ -274,13 +274,13 @@ func incrementUnderLock(ctx context.Context, s *CertStorage, lock, key string) e
 	return s.Store(ctx, key, []byte(strconv.Itoa(n+1)))
 }
 
-// TestCertStorageLostLock: a holder whose lock expired and was taken over
+// TestRedisStorageLostLock: a holder whose lock expired and was taken over
 // neither refreshes nor deletes the new owner's lock.
-func TestCertStorageLostLock(t *testing.T) {
+func TestRedisStorageLostLock(t *testing.T) {
 	rdb, prefix := certRedis(t)
 	clk := clock.NewFake(certTestNow)
-	a := newTestCertStorage(t, rdb, prefix, clk)
-	b := newTestCertStorage(t, rdb, prefix, clk)
+	a := newTestStorage(t, rdb, prefix, clk)
+	b := newTestStorage(t, rdb, prefix, clk)
 	ctx := context.Background()
 	const name = "renew"
 	key := prefix + "lock:" + name
@@ -316,12 +316,12 @@ func TestCertStorageLostLock(t *testing.T) {
 	}
 }
 
-// TestCertStorageClose: Close releases held locks and ends a blocked Lock.
-func TestCertStorageClose(t *testing.T) {
+// TestRedisStorageClose: Close releases held locks and ends a blocked Lock.
+func TestRedisStorageClose(t *testing.T) {
 	rdb, prefix := certRedis(t)
 	clk := clock.NewFake(certTestNow)
-	a := newTestCertStorage(t, rdb, prefix, clk)
-	b := newTestCertStorage(t, rdb, prefix, clk)
+	a := newTestStorage(t, rdb, prefix, clk)
+	b := newTestStorage(t, rdb, prefix, clk)
 	ctx := context.Background()
 	if err := a.Lock(ctx, "x"); err != nil {
 		t.Fatal(err)
@@ -344,11 +344,11 @@ func TestCertStorageClose(t *testing.T) {
 	}
 }
 
-// BenchmarkCertStorageLoad measures loading a 4 KiB certificate bundle
+// BenchmarkRedisStorageLoad measures loading a 4 KiB certificate bundle
 // from the local Redis (one round trip).
-func BenchmarkCertStorageLoad(b *testing.B) {
+func BenchmarkRedisStorageLoad(b *testing.B) {
 	rdb, prefix := certRedis(b)
-	s := newTestCertStorage(b, rdb, prefix, clock.NewFake(certTestNow))
+	s := newTestStorage(b, rdb, prefix, clock.NewFake(certTestNow))
 	ctx := context.Background()
 	const key = "certificates/acme/tg.test/tg.test.crt"
 	if err := s.Store(ctx, key, make([]byte, 4096)); err != nil {

@@ -1,4 +1,12 @@
-package proxy
+// Package certs provides the public listener's certificates: static
+// certificate files, or certmagic's ACME management with its storage on disk
+// or, in cluster mode, on Redis (RedisStorage) so instances share
+// certificates and take turns issuing them.
+//
+// It owns the tls.Config (TLS 1.2 or later, ALPN h2 and http/1.1) and the
+// ACME HTTP-01 challenge responder; it never sees an API request, a key or a
+// cache entry, and it does not serve HTTP itself.
+package certs
 
 import (
 	"context"
@@ -8,31 +16,26 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"trendgate/config"
-	"trendgate/internal/httperr"
+	"trendgate/internal/clock"
 )
-
-// errHTTPSRequired answers every plain-HTTP request that is not an ACME
-// challenge. It is not a redirect: a key sent in clear is already exposed,
-// and a redirect would teach clients that plain HTTP works.
-var errHTTPSRequired = httperr.New(http.StatusForbidden, "https_required",
-	"this API is served over HTTPS only; send the request to https:// (a key sent over plain HTTP should be treated as exposed)")
 
 // certRedisTimeout is the floor for each certificate-storage command: a
 // certificate bundle is larger than a counter and rarely read, so the
 // counters' short redis.timeout does not apply.
 const certRedisTimeout = 2 * time.Second
 
-// secure is HTTPS for one Serve call: the public listener's tls.Config and,
-// in ACME mode, the certificate manager. A nil *secure means TLS is off.
-type secure struct {
+// Manager holds the certificates for one Serve call: the public listener's
+// tls.Config and, in ACME mode, certmagic's manager. A nil *Manager means
+// TLS is off; its methods are then no-ops that report ready.
+type Manager struct {
 	config *tls.Config
 	acme   *acmeManager // nil in files mode
 }
@@ -52,21 +55,22 @@ type acmeManager struct {
 	onCache func()             // called when a managed certificate is cached; nil: nothing
 }
 
-// newSecure builds HTTPS from cfg.TLS. It returns nil, nil when TLS is off.
-func (g *Gateway) newSecure(cfg *config.Config) (*secure, error) {
+// New builds the certificates of cfg.TLS. It returns nil, nil when TLS is
+// off. In ACME mode nothing is requested until Start.
+func New(cfg *config.Config, clk clock.Clock, log *zap.Logger) (*Manager, error) {
 	switch cfg.TLS.Mode {
 	case "", config.TLSModeOff:
 		return nil, nil
 	case config.TLSModeFiles:
 		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("proxy: tls files: %w", err)
+			return nil, fmt.Errorf("certs: tls files: %w", err)
 		}
 		tc := baseTLSConfig()
 		tc.Certificates = []tls.Certificate{cert}
-		return &secure{config: tc}, nil
+		return &Manager{config: tc}, nil
 	case config.TLSModeACME:
-		m, err := g.newACME(cfg)
+		m, err := newACME(cfg, clk, log)
 		if err != nil {
 			return nil, err
 		}
@@ -75,9 +79,9 @@ func (g *Gateway) newSecure(cfg *config.Config) (*secure, error) {
 		tc.GetCertificate = mc.GetCertificate
 		// acme-tls/1 stays last so TLS-ALPN-01 challenges can be answered.
 		tc.NextProtos = append(tc.NextProtos, mc.NextProtos...)
-		return &secure{config: tc, acme: m}, nil
+		return &Manager{config: tc, acme: m}, nil
 	default:
-		return nil, fmt.Errorf("proxy: tls: unknown mode %q", cfg.TLS.Mode)
+		return nil, fmt.Errorf("certs: tls: unknown mode %q", cfg.TLS.Mode)
 	}
 }
 
@@ -93,23 +97,23 @@ func baseTLSConfig() *tls.Config {
 // tls.acme.directory_url, storage on Redis in cluster mode (so instances
 // share certificates and coordinate issuance) or on disk, and no on-demand
 // issuance: only tls.acme.domains are ever requested.
-func (g *Gateway) newACME(cfg *config.Config) (*acmeManager, error) {
+func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger) (*acmeManager, error) {
 	a := cfg.TLS.ACME
 	if len(a.Domains) == 0 {
-		return nil, errors.New("proxy: tls.acme.domains is empty")
+		return nil, errors.New("certs: tls.acme.domains is empty")
 	}
-	log := g.log.Named("acme")
+	log = log.Named("acme")
 	m := &acmeManager{domains: append([]string(nil), a.Domains...)}
 
 	var roots *x509.CertPool
 	if a.CARoot != "" {
 		pem, err := os.ReadFile(a.CARoot)
 		if err != nil {
-			return nil, fmt.Errorf("proxy: tls.acme.ca_root: %w", err)
+			return nil, fmt.Errorf("certs: tls.acme.ca_root: %w", err)
 		}
 		roots = x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("proxy: tls.acme.ca_root: no PEM certificate in %s", a.CARoot)
+			return nil, fmt.Errorf("certs: tls.acme.ca_root: no PEM certificate in %s", a.CARoot)
 		}
 	}
 
@@ -117,12 +121,12 @@ func (g *Gateway) newACME(cfg *config.Config) (*acmeManager, error) {
 	if cfg.ClusterMode() {
 		opts, err := redis.ParseURL(cfg.Redis.URL)
 		if err != nil {
-			return nil, fmt.Errorf("proxy: redis.url: %w", err)
+			return nil, fmt.Errorf("certs: redis.url: %w", err)
 		}
 		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
 		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
 		client := redis.NewClient(opts)
-		st, err := NewCertStorage(client, CertStorageOptions{Prefix: cfg.Redis.Prefix + "certs:", Clock: g.clk})
+		st, err := NewRedisStorage(client, RedisStorageOptions{Prefix: cfg.Redis.Prefix + "certs:", Clock: clk})
 		if err != nil {
 			_ = client.Close()
 			return nil, err
@@ -172,7 +176,7 @@ func (m *acmeManager) start(ctx context.Context) error {
 	m.cancel = cancel
 	m.mu.Unlock()
 	if err := m.magic.ManageAsync(ctx, m.domains); err != nil {
-		return fmt.Errorf("proxy: acme: %w", err)
+		return fmt.Errorf("certs: acme: %w", err)
 	}
 	return nil
 }
@@ -227,33 +231,48 @@ func (m *acmeManager) stop() error {
 	return errors.Join(errs...)
 }
 
-// plainHandler serves the plain-HTTP listener: ACME HTTP-01 challenges in
-// ACME mode, 403 https_required for everything else.
-func (s *secure) plainHandler() http.Handler {
-	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := ids.next()
-		w.Header().Set("X-Request-Id", id)
-		w.Header().Set("Connection", "close")
-		httperr.Write(w, id, errHTTPSRequired)
-	})
-	if s.acme != nil {
-		h = s.acme.issuer.HTTPChallengeHandler(h)
+// TLSConfig is the public listener's configuration; nil when m is nil.
+func (m *Manager) TLSConfig() *tls.Config {
+	if m == nil {
+		return nil
 	}
-	return h
+	return m.config
 }
 
-// hsts adds Strict-Transport-Security to every HTTPS response; a maxAge
-// under one second turns it off.
-func hsts(maxAge time.Duration) func(http.Handler) http.Handler {
-	secs := int64(maxAge / time.Second)
-	if secs <= 0 {
-		return func(next http.Handler) http.Handler { return next }
+// ChallengeHandler wraps next, the plain-HTTP listener's handler, so that
+// ACME HTTP-01 challenges are answered in ACME mode. Otherwise it returns
+// next itself.
+func (m *Manager) ChallengeHandler(next http.Handler) http.Handler {
+	if m == nil || m.acme == nil {
+		return next
 	}
-	value := []string{"max-age=" + strconv.FormatInt(secs, 10)}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header()["Strict-Transport-Security"] = value
-			next.ServeHTTP(w, r)
-		})
+	return m.acme.issuer.HTTPChallengeHandler(next)
+}
+
+// Start begins managing the ACME domains in the background, calling
+// onCached each time a certificate is cached (loaded, obtained or renewed);
+// see acmeManager.start. In files mode it does nothing.
+func (m *Manager) Start(ctx context.Context, onCached func()) error {
+	if m == nil || m.acme == nil {
+		return nil
 	}
+	m.acme.onCached(onCached)
+	return m.acme.start(ctx)
+}
+
+// Ready reports whether every managed domain has a certificate; always true
+// with TLS off or in files mode. The second result says why not.
+func (m *Manager) Ready() (bool, string) {
+	if m == nil || m.acme == nil {
+		return true, "ok"
+	}
+	return m.acme.ready()
+}
+
+// Close stops certificate management and closes the storage.
+func (m *Manager) Close() error {
+	if m == nil || m.acme == nil {
+		return nil
+	}
+	return m.acme.stop()
 }

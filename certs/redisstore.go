@@ -1,4 +1,4 @@
-package proxy
+package certs
 
 import (
 	"context"
@@ -20,15 +20,15 @@ import (
 	"trendgate/internal/clock"
 )
 
-// ErrLockNotHeld is returned by CertStorage.Unlock for a name this storage
+// ErrLockNotHeld is returned by RedisStorage.Unlock for a name this storage
 // did not lock.
-var ErrLockNotHeld = errors.New("proxy: certstore: lock not held by this instance")
+var ErrLockNotHeld = errors.New("certs: redis storage: lock not held by this instance")
 
-var _ certmagic.Storage = (*CertStorage)(nil)
+var _ certmagic.Storage = (*RedisStorage)(nil)
 
-// CertStorageOptions configure a CertStorage. Prefix is required; every
+// RedisStorageOptions configure a RedisStorage. Prefix is required; every
 // other zero value picks the default named on the field.
-type CertStorageOptions struct {
+type RedisStorageOptions struct {
 	// Prefix starts every Redis key, e.g. "tg:certs:". Required.
 	Prefix string
 	// LockTTL is how long a lock outlives an instance that died holding it;
@@ -44,7 +44,7 @@ type CertStorageOptions struct {
 	Logger *zap.Logger
 }
 
-// CertStorage is a certmagic.Storage on Redis, so that gateway instances
+// RedisStorage is a certmagic.Storage on Redis, so that gateway instances
 // share certificates, ACME accounts and challenge tokens, and only one of
 // them obtains or renews a certificate at a time.
 //
@@ -55,9 +55,9 @@ type CertStorageOptions struct {
 // a TTL. Directories are implicit. Delete's Lua script touches keys it does
 // not declare, so the layout needs a single Redis (not Redis Cluster).
 //
-// Build one with NewCertStorage; the zero value is not usable. Close stops
+// Build one with NewRedisStorage; the zero value is not usable. Close stops
 // lock refreshes and releases held locks.
-type CertStorage struct {
+type RedisStorage struct {
 	rdb     redis.UniversalClient
 	prefix  string
 	index   string
@@ -79,19 +79,19 @@ type heldLock struct {
 	done   chan struct{}
 }
 
-// NewCertStorage returns a CertStorage on rdb. It does not contact Redis.
-func NewCertStorage(rdb redis.UniversalClient, opts CertStorageOptions) (*CertStorage, error) {
+// NewRedisStorage returns a RedisStorage on rdb. It does not contact Redis.
+func NewRedisStorage(rdb redis.UniversalClient, opts RedisStorageOptions) (*RedisStorage, error) {
 	if rdb == nil {
-		return nil, errors.New("proxy: certstore: nil redis client")
+		return nil, errors.New("certs: redis storage: nil redis client")
 	}
 	if opts.Prefix == "" {
-		return nil, errors.New("proxy: certstore: empty key prefix")
+		return nil, errors.New("certs: redis storage: empty key prefix")
 	}
 	if opts.LockTTL == 0 {
 		opts.LockTTL = 30 * time.Second
 	}
 	if opts.LockTTL < 3*time.Millisecond {
-		return nil, fmt.Errorf("proxy: certstore: lock ttl %v is below 3ms", opts.LockTTL)
+		return nil, fmt.Errorf("certs: redis storage: lock ttl %v is below 3ms", opts.LockTTL)
 	}
 	if opts.LockPoll <= 0 {
 		opts.LockPoll = time.Second
@@ -102,15 +102,15 @@ func NewCertStorage(rdb redis.UniversalClient, opts CertStorageOptions) (*CertSt
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
-	return &CertStorage{
+	return &RedisStorage{
 		rdb: rdb, prefix: opts.Prefix, index: opts.Prefix + "idx",
 		ttl: opts.LockTTL, poll: opts.LockPoll, clk: opts.Clock, log: opts.Logger,
 		held: make(map[string]*heldLock), closing: make(chan struct{}),
 	}, nil
 }
 
-func (s *CertStorage) fileKey(key string) string  { return s.prefix + "f:" + key }
-func (s *CertStorage) lockKey(name string) string { return s.prefix + "lock:" + name }
+func (s *RedisStorage) fileKey(key string) string  { return s.prefix + "f:" + key }
+func (s *RedisStorage) lockKey(name string) string { return s.prefix + "lock:" + name }
 
 // under returns the lexicographic range of index members below dir
 // ("a" covers "a/…" but not "ab"); dir "" covers everything.
@@ -122,26 +122,26 @@ func under(dir string) (lo, hi string) {
 }
 
 // Store writes value at key, creating or replacing it.
-func (s *CertStorage) Store(ctx context.Context, key string, value []byte) error {
+func (s *RedisStorage) Store(ctx context.Context, key string, value []byte) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, s.fileKey(key), "v", value, "m", strconv.FormatInt(s.clk.Now().UnixNano(), 10))
 		p.ZAdd(ctx, s.index, redis.Z{Member: key})
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("proxy: certstore: store %s: %w", key, err)
+		return fmt.Errorf("certs: redis storage: store %s: %w", key, err)
 	}
 	return nil
 }
 
 // Load returns the value at key, or an error wrapping fs.ErrNotExist.
-func (s *CertStorage) Load(ctx context.Context, key string) ([]byte, error) {
+func (s *RedisStorage) Load(ctx context.Context, key string) ([]byte, error) {
 	b, err := s.rdb.HGet(ctx, s.fileKey(key), "v").Bytes()
 	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("proxy: certstore: load %s: %w", key, fs.ErrNotExist)
+		return nil, fmt.Errorf("certs: redis storage: load %s: %w", key, fs.ErrNotExist)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("proxy: certstore: load %s: %w", key, err)
+		return nil, fmt.Errorf("certs: redis storage: load %s: %w", key, err)
 	}
 	return b, nil
 }
@@ -160,23 +160,23 @@ return #below
 
 // Delete removes key and, if key is a directory, everything below it. A
 // missing key is not an error.
-func (s *CertStorage) Delete(ctx context.Context, key string) error {
+func (s *RedisStorage) Delete(ctx context.Context, key string) error {
 	lo, hi := under(key)
 	if err := deleteScript.Run(ctx, s.rdb, []string{s.index}, s.prefix+"f:", key, lo, hi).Err(); err != nil {
-		return fmt.Errorf("proxy: certstore: delete %s: %w", key, err)
+		return fmt.Errorf("certs: redis storage: delete %s: %w", key, err)
 	}
 	return nil
 }
 
 // Exists reports whether key is a file or a directory. A Redis error
 // reports false.
-func (s *CertStorage) Exists(ctx context.Context, key string) bool {
+func (s *RedisStorage) Exists(ctx context.Context, key string) bool {
 	file, dir, _, _, err := s.stat(ctx, key)
 	return err == nil && (file || dir)
 }
 
 // stat reads what Exists and Stat need in one round trip.
-func (s *CertStorage) stat(ctx context.Context, key string) (file, dir bool, size int64, modified time.Time, err error) {
+func (s *RedisStorage) stat(ctx context.Context, key string) (file, dir bool, size int64, modified time.Time, err error) {
 	lo, hi := under(key)
 	var fields *redis.SliceCmd
 	var children *redis.StringSliceCmd
@@ -186,7 +186,7 @@ func (s *CertStorage) stat(ctx context.Context, key string) (file, dir bool, siz
 		return nil
 	})
 	if err != nil {
-		return false, false, 0, time.Time{}, fmt.Errorf("proxy: certstore: stat %s: %w", key, err)
+		return false, false, 0, time.Time{}, fmt.Errorf("certs: redis storage: stat %s: %w", key, err)
 	}
 	vals := fields.Val()
 	if v, ok := vals[0].(string); ok {
@@ -201,7 +201,7 @@ func (s *CertStorage) stat(ctx context.Context, key string) (file, dir bool, siz
 }
 
 // Stat describes key, or returns an error wrapping fs.ErrNotExist.
-func (s *CertStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
+func (s *RedisStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, error) {
 	file, dir, size, modified, err := s.stat(ctx, key)
 	switch {
 	case err != nil:
@@ -211,21 +211,21 @@ func (s *CertStorage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, 
 	case dir:
 		return certmagic.KeyInfo{Key: key, IsTerminal: false}, nil
 	}
-	return certmagic.KeyInfo{}, fmt.Errorf("proxy: certstore: stat %s: %w", key, fs.ErrNotExist)
+	return certmagic.KeyInfo{}, fmt.Errorf("certs: redis storage: stat %s: %w", key, fs.ErrNotExist)
 }
 
 // List returns the keys below dir, sorted: only its direct children (files
 // and directories) unless recursive, which also walks subdirectories and
 // lists them together with their files. An empty or missing dir returns an
 // error wrapping fs.ErrNotExist.
-func (s *CertStorage) List(ctx context.Context, dir string, recursive bool) ([]string, error) {
+func (s *RedisStorage) List(ctx context.Context, dir string, recursive bool) ([]string, error) {
 	lo, hi := under(dir)
 	members, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.index, Start: lo, Stop: hi, ByLex: true}).Result()
 	if err != nil {
-		return nil, fmt.Errorf("proxy: certstore: list %s: %w", dir, err)
+		return nil, fmt.Errorf("certs: redis storage: list %s: %w", dir, err)
 	}
 	if len(members) == 0 {
-		return nil, fmt.Errorf("proxy: certstore: list %s: %w", dir, fs.ErrNotExist)
+		return nil, fmt.Errorf("certs: redis storage: list %s: %w", dir, fs.ErrNotExist)
 	}
 	base := ""
 	if dir != "" {
@@ -261,7 +261,7 @@ func (s *CertStorage) List(ctx context.Context, dir string, recursive bool) ([]s
 // TTL ran out), ctx is done or the storage is closed. While held, a
 // goroutine owned by this storage extends the TTL every LockTTL/3 until
 // Unlock or Close.
-func (s *CertStorage) Lock(ctx context.Context, name string) error {
+func (s *RedisStorage) Lock(ctx context.Context, name string) error {
 	token, err := newToken()
 	if err != nil {
 		return err
@@ -271,7 +271,7 @@ func (s *CertStorage) Lock(ctx context.Context, name string) error {
 	for {
 		ok, err := s.rdb.SetNX(ctx, key, token, s.ttl).Result()
 		if err != nil {
-			return fmt.Errorf("proxy: certstore: lock %s: %w", name, err)
+			return fmt.Errorf("certs: redis storage: lock %s: %w", name, err)
 		}
 		if ok {
 			break
@@ -284,9 +284,9 @@ func (s *CertStorage) Lock(ctx context.Context, name string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("proxy: certstore: lock %s: %w", name, ctx.Err())
+			return fmt.Errorf("certs: redis storage: lock %s: %w", name, ctx.Err())
 		case <-s.closing:
-			return fmt.Errorf("proxy: certstore: lock %s: storage closed", name)
+			return fmt.Errorf("certs: redis storage: lock %s: storage closed", name)
 		case <-timer.C:
 		}
 	}
@@ -301,7 +301,7 @@ func (s *CertStorage) Lock(ctx context.Context, name string) error {
 
 // keepAlive extends a held lock's TTL until ctx is canceled or the lock
 // turns out to be lost.
-func (s *CertStorage) keepAlive(ctx context.Context, name string, h *heldLock) {
+func (s *RedisStorage) keepAlive(ctx context.Context, name string, h *heldLock) {
 	defer close(h.done)
 	t := time.NewTicker(s.ttl / 3)
 	defer t.Stop()
@@ -314,12 +314,12 @@ func (s *CertStorage) keepAlive(ctx context.Context, name string, h *heldLock) {
 		ok, err := s.refresh(ctx, name, h.token)
 		if err != nil {
 			if ctx.Err() == nil {
-				s.log.Warn("certstore: lock refresh failed", zap.String("lock", name), zap.Error(err))
+				s.log.Warn("certs: lock refresh failed", zap.String("lock", name), zap.Error(err))
 			}
 			continue // the TTL still has two thirds left; try again next tick
 		}
 		if !ok {
-			s.log.Warn("certstore: lock lost (expired or taken over)", zap.String("lock", name))
+			s.log.Warn("certs: lock lost (expired or taken over)", zap.String("lock", name))
 			return
 		}
 	}
@@ -334,10 +334,10 @@ return 0
 `)
 
 // refresh extends the named lock's TTL to LockTTL if token owns it.
-func (s *CertStorage) refresh(ctx context.Context, name, token string) (bool, error) {
+func (s *RedisStorage) refresh(ctx context.Context, name, token string) (bool, error) {
 	n, err := refreshScript.Run(ctx, s.rdb, []string{s.lockKey(name)}, token, s.ttl.Milliseconds()).Int()
 	if err != nil {
-		return false, fmt.Errorf("proxy: certstore: refresh %s: %w", name, err)
+		return false, fmt.Errorf("certs: redis storage: refresh %s: %w", name, err)
 	}
 	return n == 1, nil
 }
@@ -354,7 +354,7 @@ return 0
 // lock another instance took over after this one's TTL ran out (that is
 // logged). Unlocking a name this storage does not hold returns
 // ErrLockNotHeld.
-func (s *CertStorage) Unlock(ctx context.Context, name string) error {
+func (s *RedisStorage) Unlock(ctx context.Context, name string) error {
 	s.mu.Lock()
 	h, ok := s.held[name]
 	delete(s.held, name)
@@ -366,22 +366,22 @@ func (s *CertStorage) Unlock(ctx context.Context, name string) error {
 }
 
 // release stops h's refresh goroutine and deletes the lock if h owns it.
-func (s *CertStorage) release(ctx context.Context, name string, h *heldLock) error {
+func (s *RedisStorage) release(ctx context.Context, name string, h *heldLock) error {
 	h.cancel()
 	<-h.done
 	n, err := unlockScript.Run(ctx, s.rdb, []string{s.lockKey(name)}, h.token).Int()
 	if err != nil {
-		return fmt.Errorf("proxy: certstore: unlock %s: %w", name, err)
+		return fmt.Errorf("certs: redis storage: unlock %s: %w", name, err)
 	}
 	if n == 0 {
-		s.log.Warn("certstore: lock was lost before unlock", zap.String("lock", name))
+		s.log.Warn("certs: lock was lost before unlock", zap.String("lock", name))
 	}
 	return nil
 }
 
 // Close ends blocked Lock calls, stops every refresh goroutine and releases
 // the locks this storage still holds. It does not close the Redis client.
-func (s *CertStorage) Close() error {
+func (s *RedisStorage) Close() error {
 	s.once.Do(func() { close(s.closing) })
 	s.mu.Lock()
 	held := s.held
@@ -402,7 +402,7 @@ func (s *CertStorage) Close() error {
 func newToken() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("proxy: certstore: token: %w", err)
+		return "", fmt.Errorf("certs: redis storage: token: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
 }
