@@ -1,0 +1,128 @@
+// Package admin serves the operator routes of the admin listener: liveness,
+// readiness, Prometheus metrics and cache purge, behind the admin token.
+//
+// It holds no state of its own: everything it reports or changes comes
+// through the hooks of Options. It never sees an API key and never serves
+// the public API.
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"trendgate/cache"
+	"trendgate/internal/httperr"
+)
+
+// Purger removes cache entries; cache.Cache implements it.
+type Purger interface {
+	Purge(ctx context.Context, sel cache.Selector) int
+}
+
+// Options are the hooks the admin routes work through.
+type Options struct {
+	// Token returns the admin token in force (it changes on reload). A nil
+	// Token or an empty token leaves every route open.
+	Token func() string
+	// Ready reports readiness and why, for /readyz. If nil, the process is
+	// always ready.
+	Ready func() (bool, string)
+	// Metrics serves /metrics. If nil, there is no /metrics route.
+	Metrics http.Handler
+	// Purger serves /purge. If nil, there is no /purge route.
+	Purger Purger
+	// NewID returns a fresh request id for each admin request. If nil,
+	// responses carry no X-Request-Id and error bodies an empty request_id.
+	NewID func() string
+}
+
+var errInvalidToken = httperr.New(http.StatusUnauthorized, "invalid_admin_token", "the admin token is missing or wrong")
+
+var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge", "give one of key=<canonical key>, topic=<topic> or all=true")
+
+// New returns the admin handler: /healthz (process alive), /readyz (ready
+// to take traffic), /metrics (Prometheus) and /purge (POST with key=,
+// topic= or all=true). With a token set, every route but /healthz requires
+// "Authorization: Bearer <token>". Every response carries X-Request-Id.
+func New(o Options) http.Handler {
+	if o.Ready == nil {
+		o.Ready = func() (bool, string) { return true, "ok" }
+	}
+	s := &server{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.Handle("GET /readyz", s.auth(http.HandlerFunc(s.serveReady)))
+	if o.Metrics != nil {
+		mux.Handle("GET /metrics", s.auth(o.Metrics))
+	}
+	if o.Purger != nil {
+		mux.Handle("POST /purge", s.auth(http.HandlerFunc(s.servePurge)))
+	}
+	if o.NewID == nil {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", o.NewID())
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type server struct{ o Options }
+
+// requestID is the id New gave the response.
+func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }
+
+func (s *server) auth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.o.Token != nil {
+			if token := s.o.Token(); token != "" {
+				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+				if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+					w.Header().Set("WWW-Authenticate", "Bearer")
+					httperr.Write(w, requestID(w), errInvalidToken)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) serveReady(w http.ResponseWriter, r *http.Request) {
+	ok, why := s.o.Ready()
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, map[string]any{"ready": ok, "status": why})
+}
+
+func (s *server) servePurge(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var sel cache.Selector
+	switch {
+	case q.Get("all") == "true":
+		sel.All = true
+	case q.Get("key") != "":
+		sel.Key = q.Get("key")
+	case q.Get("topic") != "":
+		sel.Topic = strings.ToLower(q.Get("topic"))
+	default:
+		httperr.Write(w, requestID(w), errInvalidPurge)
+		return
+	}
+	n := s.o.Purger.Purge(r.Context(), sel)
+	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,100 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"trendgate/cache"
+)
+
+type recordingPurger struct{ got []cache.Selector }
+
+func (p *recordingPurger) Purge(_ context.Context, sel cache.Selector) int {
+	p.got = append(p.got, sel)
+	return 3
+}
+
+func serve(h http.Handler, method, target, token string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, target, nil)
+	if token != "" {
+		r.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestTokenGuardsAllButHealthz(t *testing.T) {
+	p := &recordingPurger{}
+	h := New(Options{
+		Token:   func() string { return "admin-test-token" },
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("m 1\n")) }),
+		Purger:  p,
+		NewID:   func() string { return "rid-1" },
+	})
+	if w := serve(h, "GET", "/healthz", ""); w.Code != http.StatusOK {
+		t.Errorf("/healthz without token: %d; want 200", w.Code)
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/readyz"}, {"GET", "/metrics"}, {"POST", "/purge?all=true"}} {
+		for _, tok := range []string{"", "wrong"} {
+			w := serve(h, c.method, c.path, tok)
+			var body struct {
+				RequestID string `json:"request_id"`
+			}
+			_ = json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != "Bearer" || body.RequestID != "rid-1" {
+				t.Errorf("%s %s token %q: %d %q %+v; want 401 with a Bearer challenge and the request id", c.method, c.path, tok, w.Code, w.Header().Get("WWW-Authenticate"), body)
+			}
+		}
+		if w := serve(h, c.method, c.path, "admin-test-token"); w.Code != http.StatusOK {
+			t.Errorf("%s %s with the token: %d; want 200", c.method, c.path, w.Code)
+		}
+	}
+	if len(p.got) != 1 || !p.got[0].All {
+		t.Errorf("purges: %+v; want exactly the authorized all=true", p.got)
+	}
+}
+
+func TestPurgeSelectors(t *testing.T) {
+	p := &recordingPurger{}
+	h := New(Options{Purger: p})
+	for _, c := range []struct {
+		query string
+		want  cache.Selector
+	}{
+		{"all=true", cache.Selector{All: true}},
+		{"key=v1%7Clist", cache.Selector{Key: "v1|list"}},
+		{"topic=Bitcoin", cache.Selector{Topic: "bitcoin"}},
+	} {
+		p.got = nil
+		w := serve(h, "POST", "/purge?"+c.query, "")
+		if w.Code != http.StatusOK || w.Body.String() != "{\"purged\":3}\n" {
+			t.Errorf("%s: %d %q; want 200 {\"purged\":3}", c.query, w.Code, w.Body)
+		}
+		if len(p.got) != 1 || p.got[0] != c.want {
+			t.Errorf("%s: purged %+v; want %+v", c.query, p.got, c.want)
+		}
+	}
+	p.got = nil
+	if w := serve(h, "POST", "/purge?all=yes", ""); w.Code != http.StatusBadRequest || len(p.got) != 0 {
+		t.Errorf("purge with no valid selector: %d, purged %+v; want 400 and nothing purged", w.Code, p.got)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	ready := false
+	h := New(Options{Ready: func() (bool, string) { return ready, "warming up" }})
+	if w := serve(h, "GET", "/readyz", ""); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("not ready: %d; want 503", w.Code)
+	}
+	ready = true
+	if w := serve(h, "GET", "/readyz", ""); w.Code != http.StatusOK {
+		t.Errorf("ready: %d; want 200", w.Code)
+	}
+	if w := serve(New(Options{}), "GET", "/metrics", ""); w.Code != http.StatusNotFound {
+		t.Errorf("/metrics without a Metrics hook: %d; want 404", w.Code)
+	}
+}
