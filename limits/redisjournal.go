@@ -1,0 +1,150 @@
+package limits
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// journalKey identifies one quota counter: key id, daily or monthly, window.
+type journalKey struct {
+	key     string
+	monthly bool
+	window  int
+}
+
+// journalEntry is a net quota change waiting for Redis. Once sealed (in
+// Redis.pending) it never changes, so replaying it twice is detectable.
+type journalEntry struct {
+	journalKey
+	delta int64
+	seq   uint64
+}
+
+// journal records sign × the reservation of d for later replay.
+func (r *Redis) journal(key string, d Decision, sign int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	add := func(k journalKey, delta int64) {
+		if delta == 0 {
+			return
+		}
+		e := r.open[k]
+		if e == nil {
+			r.seq++
+			e = &journalEntry{journalKey: k, seq: r.seq}
+			r.open[k] = e
+		}
+		e.delta += sign * delta
+	}
+	add(journalKey{key: key, window: d.Day}, d.DayReserved)
+	add(journalKey{key: key, monthly: true, window: d.Month}, d.MonthReserved)
+	r.m.JournalSize.Set(float64(len(r.open) + len(r.pending)))
+}
+
+// JournalLen returns the number of quota changes waiting for replay.
+func (r *Redis) JournalLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.open) + len(r.pending)
+}
+
+// Reconcile replays the journal into Redis: each entry is applied at most
+// once (INCRBY + EXPIREAT, or DECRBY never below 0, together with a replay
+// marker) and removed when Redis confirms it. It stops at the first error,
+// keeping what is left for the next call.
+func (r *Redis) Reconcile(ctx context.Context) error {
+	r.reconcileMu.Lock()
+	defer r.reconcileMu.Unlock()
+
+	r.mu.Lock()
+	for k, e := range r.open { // seal: from now on these entries never change
+		delete(r.open, k)
+		if e.delta != 0 {
+			r.pending = append(r.pending, e)
+		}
+	}
+	todo := append([]*journalEntry(nil), r.pending...)
+	r.mu.Unlock()
+
+	for _, e := range todo {
+		if err := r.replay(ctx, e); err != nil {
+			if ctx.Err() == nil {
+				r.failed(err)
+			}
+			return err
+		}
+		r.succeeded()
+		r.mu.Lock()
+		r.pending = r.pending[1:] // e is always the head: only Reconcile removes, in order
+		r.m.JournalSize.Set(float64(len(r.open) + len(r.pending)))
+		r.mu.Unlock()
+	}
+	if len(todo) > 0 {
+		r.log.Info("quota journal replayed", zap.Int("entries", len(todo)))
+	}
+	return nil
+}
+
+// replay applies one sealed journal entry.
+func (r *Redis) replay(ctx context.Context, e *journalEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	counter, end := r.dayKey(e.key, e.window), dayEndOf(e.window)
+	if e.monthly {
+		counter, end = r.monthKey(e.key, e.window), monthEndOf(e.window)
+	}
+	marker := r.opts.Prefix + "j:" + r.instance + ":" + strconv.FormatUint(e.seq, 10)
+	err := replayScript.Run(ctx, r.rdb, []string{counter, marker}, e.delta, end.Unix(), markerTTL).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("limits: redis replay: %w", err)
+	}
+	return nil
+}
+
+// reconciler replays the journal in the background while it is not empty.
+func (r *Redis) reconciler() {
+	defer close(r.done)
+	t := time.NewTicker(r.opts.ReconcileEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+		if r.JournalLen() == 0 || !r.usable() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*r.opts.Timeout)
+		if err := r.Reconcile(ctx); err != nil {
+			r.log.Warn("quota journal replay failed", zap.Error(err))
+		}
+		cancel()
+	}
+}
+
+// replayScript applies one journal entry unless its marker exists. KEYS:
+// counter, marker. ARGV: delta, counter expiry (unix seconds), marker TTL.
+var replayScript = redis.NewScript(`
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then return 0 end
+local delta = tonumber(ARGV[1])
+if delta > 0 then
+  redis.call('INCRBY', KEYS[1], delta)
+  redis.call('EXPIREAT', KEYS[1], ARGV[2])
+else
+  local v = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if v > 0 then redis.call('DECRBY', KEYS[1], math.min(-delta, v)) end
+end
+return 1
+`)
+
+// markerTTL is how long a replay marker lives, in seconds: far longer than
+// any retry of its entry.
+const markerTTL = 7 * 24 * 3600
