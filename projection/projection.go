@@ -5,6 +5,13 @@
 // Projection never sees a key, a request or a cache entry: bytes in, bytes
 // out. It fails closed: a body it cannot parse, or an output that would carry
 // a field the plan does not list, is an error and nothing is returned.
+//
+// The JSON scanner here is hand-written on purpose. A projector on
+// github.com/go-json-experiment/json/jsontext (tokens in, allowed members'
+// raw values out, no leak check) measured 310 µs and 56 allocations per
+// one-week hourly series body, against 218 µs and 2 allocations for this
+// one with its leak check (BenchmarkProjectSeries, same machine, November 2026);
+// the bar for switching was within 10% and no more allocations.
 package projection
 
 import (
