@@ -14,11 +14,12 @@ import (
 // Budget is the account-wide outbound request budget. Implementations are
 // safe for concurrent use.
 type Budget interface {
-	// Take spends one token for an upstream attempt. ok is false when the
-	// budget refuses; retryAfter then says when a token frees up. A
-	// background take (a refresh nobody waits for) also fails when it would
-	// dip into the refresh reserve. err reports a broken budget backend.
-	Take(ctx context.Context, background bool) (ok bool, retryAfter time.Duration, err error)
+	// Take spends one token for an upstream attempt on c's behalf, or
+	// refuses: when the account's windows are used up, when a background
+	// claim (a refresh nobody waits for) would dip into the refresh
+	// reserve, or when c's tenant has used its fair share (see the rule in
+	// fair.go) or its per-minute cap. err reports a broken budget backend.
+	Take(ctx context.Context, c Claim) (Verdict, error)
 	// Observe reconciles the budget with an upstream answer's
 	// x-rate-limit-{minute,day}-{remaining,reset} headers: tokens are lowered
 	// to the upstream's remaining count when that is lower, and after a 429
@@ -170,9 +171,10 @@ type LocalBudget struct {
 	clk     clock.Clock
 	reserve float64
 
-	mu           sync.Mutex // guards minute, day and blockedUntil
+	mu           sync.Mutex // guards minute, day, blockedUntil and fair
 	minute, day  window
 	blockedUntil time.Time
+	fair         fairTenants
 }
 
 var (
@@ -195,6 +197,7 @@ func NewLocalBudget(cfg BudgetConfig, clk clock.Clock) (*LocalBudget, error) {
 		reserve: cfg.RefreshReserve,
 		minute:  window{limit: int64(cfg.PerMinute)},
 		day:     window{limit: int64(cfg.PerDay)},
+		fair:    fairTenants{window: cfg.FairWindow, reserve: cfg.NewcomerReserve},
 	}, nil
 }
 
@@ -209,29 +212,59 @@ func validateBudget(cfg BudgetConfig) error {
 }
 
 // Take implements Budget; it never returns an error.
-func (b *LocalBudget) Take(_ context.Context, background bool) (bool, time.Duration, error) {
+func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	now := b.clk.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if now.Before(b.blockedUntil) {
-		return false, b.blockedUntil.Sub(now), nil
+		return Verdict{RetryAfter: b.blockedUntil.Sub(now)}, nil
 	}
 	ms, ds := minuteStart(now), dayStart(now)
+	minuteEnd, dayEnd := ms.Add(time.Minute).Sub(now), ds.Add(24*time.Hour).Sub(now)
 	b.minute.roll(ms)
 	b.day.roll(ds)
 	var wait time.Duration
-	if !b.minute.allows(background, b.reserve) {
-		wait = ms.Add(time.Minute).Sub(now)
+	if !b.minute.allows(c.Background, b.reserve) {
+		wait = minuteEnd
 	}
-	if !b.day.allows(background, b.reserve) {
-		wait = ds.Add(24 * time.Hour).Sub(now)
+	if !b.day.allows(c.Background, b.reserve) {
+		wait = dayEnd
+	}
+	var tenant *tenantUse
+	if c.Tenant != "" && !c.Background {
+		tenant = b.fair.claim(c, now, ms, ds)
+		if wait == 0 {
+			if share := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
+				return Verdict{RetryAfter: share, Share: true}, nil
+			}
+		}
 	}
 	if wait > 0 {
-		return false, wait, nil
+		return Verdict{RetryAfter: wait}, nil
 	}
 	b.minute.used++
 	b.day.used++
-	return true, 0, nil
+	if tenant != nil {
+		tenant.minute.used++
+		tenant.day.used++
+	}
+	return Verdict{OK: true}, nil
+}
+
+// shareWait is how long tenant t must wait for its fair share or per-minute
+// cap to allow c, 0 when they allow it now.
+func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) time.Duration {
+	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
+		return minuteEnd
+	}
+	om, od := b.fair.others(t, now, ms, ds)
+	if shareRefuses(b.day.limit, b.day.used, newcomerReserve(b.day.limit, b.fair.reserve), standing{t.weight, t.day.used}, od) {
+		return dayEnd
+	}
+	if shareRefuses(b.minute.limit, b.minute.used, newcomerReserve(b.minute.limit, b.fair.reserve), standing{t.weight, t.minute.used}, om) {
+		return minuteEnd
+	}
+	return 0
 }
 
 // Observe implements Budget.

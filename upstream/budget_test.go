@@ -25,7 +25,7 @@ func takeN(t *testing.T, b Budget, n int, background bool) (int, time.Duration) 
 	okCount := 0
 	var wait time.Duration
 	for range n {
-		ok, ra, err := b.Take(context.Background(), background)
+		ok, ra, err := take(b, context.Background(), background)
 		if err != nil {
 			t.Fatalf("Take: %v", err)
 		}
@@ -178,7 +178,7 @@ func TestLocalBudgetObserve(t *testing.T) {
 			if m, d := b.tokens(); m != tc.wantMinute || d != tc.wantDay {
 				t.Errorf("got tokens %d/%d; want %d/%d", m, d, tc.wantMinute, tc.wantDay)
 			}
-			ok, wait, _ := b.Take(context.Background(), false)
+			ok, wait, _ := take(b, context.Background(), false)
 			if tc.wantBlock == 0 {
 				if !ok && tc.wantMinute != 0 {
 					t.Errorf("got refused (wait %v); want a token", wait)
@@ -189,7 +189,7 @@ func TestLocalBudgetObserve(t *testing.T) {
 				t.Fatalf("got ok=%v wait %v; want blocked for %v", ok, wait, tc.wantBlock)
 			}
 			clk.Advance(tc.wantBlock - time.Second)
-			if ok, _, _ := b.Take(context.Background(), false); ok {
+			if ok, _, _ := take(b, context.Background(), false); ok {
 				t.Fatal("one second before the reset: got a token; want none")
 			}
 		})
@@ -201,11 +201,17 @@ func TestLocalBudgetBlockNeverShrinks(t *testing.T) {
 	b := newBudget(t, BudgetConfig{}, clk)
 	b.Observe(context.Background(), hdr(hdrMinuteReset, unixStr(t0.Add(40*time.Second))), 429)
 	b.Observe(context.Background(), hdr(hdrMinuteReset, unixStr(t0.Add(10*time.Second))), 429)
-	if ok, wait, _ := b.Take(context.Background(), false); ok || wait != 40*time.Second {
+	if ok, wait, _ := take(b, context.Background(), false); ok || wait != 40*time.Second {
 		t.Fatalf("got ok=%v wait %v; want blocked for 40s", ok, wait)
 	}
 	clk.Advance(40 * time.Second)
-	if ok, _, _ := b.Take(context.Background(), false); !ok {
+	if ok, _, _ := take(b, context.Background(), false); !ok {
 		t.Fatal("after the reset: got refused; want a token")
 	}
+}
+
+// take is Take for a claim that names no tenant, as three values.
+func take(b Budget, ctx context.Context, background bool) (bool, time.Duration, error) {
+	v, err := b.Take(ctx, Claim{Background: background})
+	return v.OK, v.RetryAfter, err
 }

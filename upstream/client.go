@@ -34,6 +34,12 @@ type Request struct {
 	// Background marks a refresh nobody waits for: it may not use the
 	// budget's refresh reserve.
 	Background bool
+	// Tenant, Weight and PerMinute name the key whose cold miss causes the
+	// call, for the budget's fair share (see Claim). An empty Tenant is not
+	// subject to it.
+	Tenant    string
+	Weight    float64
+	PerMinute int
 }
 
 // Response is a validated upstream answer.
@@ -173,7 +179,8 @@ func (c *Client) State() BreakerState { return c.breaker.current() }
 
 // Do fetches req from the upstream. It returns a Response for a valid 200
 // or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
-// ErrRateLimited, ErrBreakerOpen (these three carry RetryAfter),
+// ErrShareExhausted, ErrRateLimited, ErrBreakerOpen (these four carry
+// RetryAfter),
 // ErrTimeout, ErrUnavailable or ErrBadResponse, or ctx's error when the
 // caller gave up. No request is made while the breaker is open or the
 // budget refuses.
@@ -204,6 +211,8 @@ func resultOf(resp *Response, err error) string {
 		return "ok"
 	case errors.Is(err, ErrBudgetExhausted):
 		return "budget"
+	case errors.Is(err, ErrShareExhausted):
+		return "share"
 	case errors.Is(err, ErrRateLimited):
 		return "rate_limited"
 	case errors.Is(err, ErrBreakerOpen):
@@ -241,8 +250,8 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				break // out of time: report the connection error we had
 			}
 		}
-		took, retryAfter, err := c.budget.Take(ctx, req.Background)
-		if err != nil || !took {
+		v, err := c.budget.Take(ctx, Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background})
+		if err != nil || !v.OK {
 			if attempt > 0 {
 				break
 			}
@@ -253,7 +262,10 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: budget: %w", ErrUnavailable, err)
 			}
-			return nil, withWait(ErrBudgetExhausted, retryAfter)
+			if v.Share {
+				return nil, withWait(ErrShareExhausted, v.RetryAfter)
+			}
+			return nil, withWait(ErrBudgetExhausted, v.RetryAfter)
 		}
 		if attempt > 0 {
 			c.metrics.Retries.Inc()

@@ -40,6 +40,15 @@ type BudgetConfig struct {
 	// RefreshReserve is the share (0..1) of each bucket kept for cold misses:
 	// background refreshes may not dip into it (default 0.25).
 	RefreshReserve float64 `yaml:"refresh_reserve"`
+	// NewcomerReserve is the share (0 to below 1) of each window held back
+	// for keys that have not used that window yet, so a key that arrives
+	// after another has flooded the upstream still finds calls left
+	// (default 0.2). See the fair-share rule in fair.go.
+	NewcomerReserve float64 `yaml:"newcomer_reserve"`
+	// FairWindow is how long a key counts as asking for upstream data after
+	// its last cold miss; while others are, no key may take more than its
+	// fair share of a window (default 5m; 0 also means 5m).
+	FairWindow time.Duration `yaml:"fair_window"`
 }
 
 // BreakerConfig configures the circuit breaker.

@@ -19,7 +19,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:          8 << 20,
 		MaxConns:              16,
 		Retries:               1,
-		Budget:                BudgetConfig{RefreshReserve: 0.25},
+		Budget:                BudgetConfig{RefreshReserve: 0.25, NewcomerReserve: 0.2, FairWindow: defaultFairWindow},
 		Breaker:               BreakerConfig{Failures: 5, Backoff: 5 * time.Second, MaxBackoff: 2 * time.Minute},
 	}
 }
@@ -47,10 +47,17 @@ func planNames() string {
 	return strings.Join(names, ", ")
 }
 
+// defaultFairWindow is FairWindow's value when it is zero.
+const defaultFairWindow = 5 * time.Minute
+
 // Resolved returns b with its Plan preset applied: PerMinute and PerDay
 // that are zero take the preset's numbers. An empty or unknown Plan (the
-// latter is reported by Validate) leaves b unchanged.
+// latter is reported by Validate) leaves them unchanged. A zero FairWindow
+// becomes 5m.
 func (b BudgetConfig) Resolved() BudgetConfig {
+	if b.FairWindow == 0 {
+		b.FairWindow = defaultFairWindow
+	}
 	p, ok := planPresets[b.Plan]
 	if !ok {
 		return b
@@ -109,6 +116,12 @@ func (c Config) Validate() error {
 	}
 	if !(b.RefreshReserve >= 0 && b.RefreshReserve <= 1) { // also rejects NaN
 		add("budget.refresh_reserve", "must be between 0 and 1")
+	}
+	if !(b.NewcomerReserve >= 0 && b.NewcomerReserve < 1) {
+		add("budget.newcomer_reserve", "must be at least 0 and below 1")
+	}
+	if b.FairWindow < 0 {
+		add("budget.fair_window", "must be >= 0 (0 means %s)", defaultFairWindow)
 	}
 
 	k := c.Breaker

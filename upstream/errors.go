@@ -12,6 +12,11 @@ var (
 	// ErrBudgetExhausted means the account-wide outbound budget refused the
 	// call; no request was made. RetryAfter tells when a token frees up.
 	ErrBudgetExhausted = errors.New("upstream: outbound budget exhausted")
+	// ErrShareExhausted means the budget had tokens left, but the claiming
+	// tenant has used its fair share of them (or its per-minute cap) while
+	// other tenants are asking for upstream data; no request was made.
+	// RetryAfter tells when the tenant's window starts over.
+	ErrShareExhausted = errors.New("upstream: tenant's share of the outbound budget exhausted")
 	// ErrRateLimited means the upstream answered 429. RetryAfter tells the
 	// time to its reset; until then the budget refuses every call.
 	ErrRateLimited = errors.New("upstream: rate limited by upstream")
@@ -51,7 +56,7 @@ func withWait(kind error, wait time.Duration) error {
 }
 
 // RetryAfter returns the wait hint carried by an ErrBudgetExhausted,
-// ErrRateLimited or ErrBreakerOpen error, and 0 for any other error
+// ErrShareExhausted, ErrRateLimited or ErrBreakerOpen error, and 0 for any other error
 // (including nil).
 func RetryAfter(err error) time.Duration {
 	var we *waitError

@@ -20,10 +20,12 @@ import (
 // Build it with NewRedisBudget; the zero value is not usable.
 type RedisBudget struct {
 	rdb      redis.Scripter
-	keys     []string // minute window, day window, block-until
+	keys     []string // minute window, day window, block-until, then the fair-share keys
 	perMin   int64
 	perDay   int64
 	reserve  float64
+	newcomer float64       // NewcomerReserve
+	window   time.Duration // FairWindow
 	timeout  time.Duration
 	fallback Budget
 	log      *zap.Logger
@@ -76,10 +78,13 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 	base := prefix + "ub:{acct}:"
 	b := &RedisBudget{
 		rdb:      client,
-		keys:     []string{base + "minute", base + "day", base + "block"},
+		keys: []string{base + "minute", base + "day", base + "block",
+			base + "tenant-minute", base + "tenant-day", base + "tenant-seen", base + "tenant-weight"},
 		perMin:   int64(cfg.PerMinute),
 		perDay:   int64(cfg.PerDay),
 		reserve:  cfg.RefreshReserve,
+		newcomer: cfg.NewcomerReserve,
+		window:   cfg.FairWindow,
 		timeout:  timeout,
 		fallback: fallback,
 		log:      log.Named("upstream.budget"),
@@ -115,12 +120,20 @@ local function save(key, w, n, len)
 end
 `
 
-// takeScript spends one token from both windows unless blocked, exhausted
-// or (background) into the reserve.
-// KEYS: minute, day, block. ARGV: per_minute, per_day, background (0/1),
-// reserve. Returns {ok, wait_ms, minute_left, day_left} (left -1: unlimited).
+// takeScript spends one token from both windows unless blocked, exhausted,
+// (background) into the reserve, or (a tenant's claim) beyond the tenant's
+// fair share or per-minute cap; the rule is shareRefuses in fair.go.
+// KEYS: minute, day, block, tenant-minute (hash: w = window start, tenant ->
+// used), tenant-day (the same), tenant-seen (zset: tenant -> last claim ms),
+// tenant-weight (hash: tenant -> weight). ARGV: per_minute, per_day,
+// background (0/1), reserve, tenant ("" for none), weight, per-minute cap
+// (0 none), newcomer reserve, fair window ms. Returns {verdict (1 granted, 0
+// refused, 2 refused for the tenant's share), wait_ms, minute_left,
+// day_left} (left -1: unlimited).
 var takeScript = redis.NewScript(luaPrelude + `
 local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
+local tenant, weight, cap = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local newcomer, fairwin = tonumber(ARGV[8]), tonumber(ARGV[9])
 local mw, mn = load(KEYS[1], 60000)
 local dw, dn = load(KEYS[2], 86400000)
 local ml, dl = -1, -1
@@ -137,7 +150,54 @@ end
 local wait = 0
 if not allows(pm, mn) then wait = mw + 60000 - now end
 if not allows(pd, dn) then wait = dw + 86400000 - now end
+local fair = tenant ~= '' and not bg
+if fair then
+  redis.call('ZADD', KEYS[6], now, tenant)
+  redis.call('HSET', KEYS[7], tenant, weight)
+  for _, k in ipairs({KEYS[6], KEYS[7]}) do redis.call('PEXPIRE', k, fairwin + 86400000) end
+  for i, w in ipairs({mw, dw}) do
+    local k = KEYS[3 + i]
+    if tonumber(redis.call('HGET', k, 'w') or '-1') ~= w then
+      redis.call('DEL', k)
+      redis.call('HSET', k, 'w', w)
+    end
+    redis.call('PEXPIREAT', k, w + 2 * ({60000, 86400000})[i])
+  end
+end
 if wait > 0 then return {0, wait, ml, dl} end
+if fair then
+  local mine_m = tonumber(redis.call('HGET', KEYS[4], tenant) or '0')
+  local mine_d = tonumber(redis.call('HGET', KEYS[5], tenant) or '0')
+  if cap > 0 and mine_m >= cap then return {2, mw + 60000 - now, ml, dl} end
+  local active = redis.call('ZRANGEBYSCORE', KEYS[6], now - fairwin, '+inf')
+  local function refuses(limit, used, mine, key)
+    if limit == 0 then return false end
+    local nres = 0
+    if limit > 1 and newcomer > 0 then nres = math.min(math.ceil(newcomer * limit), limit - 1) end
+    local pool = limit - nres
+    local total = weight
+    local others = {}
+    for _, t in ipairs(active) do
+      if t ~= tenant then
+        local w = tonumber(redis.call('HGET', KEYS[7], t) or '1') or 1
+        total = total + w
+        others[#others + 1] = {w, tonumber(redis.call('HGET', key, t) or '0') or 0}
+      end
+    end
+    local held = 0
+    for _, o in ipairs(others) do
+      local g = pool * o[1] / total - o[2]
+      if g > 0 then held = held + g end
+    end
+    if mine >= pool * weight / total then held = held + nres end
+    return (limit - used - 1) < held - 1e-9
+  end
+  if refuses(pd, dn, mine_d, KEYS[5]) then return {2, dw + 86400000 - now, ml, dl} end
+  if refuses(pm, mn, mine_m, KEYS[4]) then return {2, mw + 60000 - now, ml, dl} end
+  redis.call('HINCRBY', KEYS[4], tenant, 1)
+  redis.call('HINCRBY', KEYS[5], tenant, 1)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - fairwin - 86400000)
+end
 if pm > 0 then save(KEYS[1], mw, mn + 1, 60000); ml = ml - 1 end
 if pd > 0 then save(KEYS[2], dw, dn + 1, 86400000); dl = dl - 1 end
 return {1, 0, ml, dl}
@@ -180,30 +240,31 @@ return 1
 `)
 
 // Take implements Budget. On a Redis error it answers from the fallback.
-func (b *RedisBudget) Take(ctx context.Context, background bool) (bool, time.Duration, error) {
+func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	bg := 0
-	if background {
+	if c.Background {
 		bg = 1
 	}
-	res, err := takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve).Int64Slice()
+	res, err := takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve,
+		c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds()).Int64Slice()
 	if err == nil && len(res) != 4 {
 		err = fmt.Errorf("unexpected reply of %d values", len(res))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, 0, fmt.Errorf("upstream: budget: %w", ctx.Err())
+			return Verdict{}, fmt.Errorf("upstream: budget: %w", ctx.Err())
 		}
 		b.fellBack("take", err)
-		return b.fallback.Take(ctx, background)
+		return b.fallback.Take(ctx, c)
 	}
 	b.minuteLeft.Store(res[2])
 	b.dayLeft.Store(res[3])
 	if res[0] != 1 {
-		return false, time.Duration(res[1]) * time.Millisecond, nil
+		return Verdict{RetryAfter: time.Duration(res[1]) * time.Millisecond, Share: res[0] == 2}, nil
 	}
-	return true, 0, nil
+	return Verdict{OK: true}, nil
 }
 
 // Observe implements Budget. The fallback always observes too; a Redis

@@ -101,7 +101,7 @@ func TestRedisBudgetShared(t *testing.T) {
 					if i%2 == 1 {
 						budget = b
 					}
-					ok, wait, err := budget.Take(context.Background(), tc.background)
+					ok, wait, err := take(budget, context.Background(), tc.background)
 					if err != nil {
 						return err
 					}
@@ -135,7 +135,7 @@ func TestRedisBudgetSharedBackoff(t *testing.T) {
 	}
 	reset := now.Add(30 * time.Second)
 	a.Observe(ctx, hdr(hdrMinuteReset, unixStr(reset), hdrMinuteRemaining, "0"), http.StatusTooManyRequests)
-	ok, wait, err := b.Take(ctx, false)
+	ok, wait, err := take(b, ctx, false)
 	if err != nil || ok {
 		t.Fatalf("other instance after 429: got ok=%v err=%v; want refused", ok, err)
 	}
@@ -144,7 +144,7 @@ func TestRedisBudgetSharedBackoff(t *testing.T) {
 	}
 	// A shorter reset seen later does not shorten the block.
 	b.Observe(ctx, hdr(hdrMinuteReset, unixStr(now.Add(5*time.Second))), http.StatusTooManyRequests)
-	if _, wait2, _ := a.Take(ctx, false); wait2 < wait-time.Second {
+	if _, wait2, _ := take(a, ctx, false); wait2 < wait-time.Second {
 		t.Errorf("got wait %v after a shorter reset; want at least %v", wait2, wait-time.Second)
 	}
 	if n := m.BudgetFallbacks; readCounter(t, n) != 0 {

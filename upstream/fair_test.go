@@ -1,0 +1,175 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"trendgate/internal/clock"
+)
+
+// grants makes n claims for c and counts the grants; every refusal must
+// carry a wait, and share refusals are counted apart.
+func grants(b Budget, c Claim, n int) (granted, shareRefused int, err error) {
+	for range n {
+		v, err := b.Take(context.Background(), c)
+		if err != nil {
+			return granted, shareRefused, err
+		}
+		switch {
+		case v.OK:
+			granted++
+		case v.RetryAfter <= 0:
+			return granted, shareRefused, fmt.Errorf("refusal without a wait: %+v", v)
+		case v.Share:
+			shareRefused++
+		}
+	}
+	return granted, shareRefused, nil
+}
+
+// fairScenario is one sequence of claims with the grants each must get.
+type fairScenario struct {
+	name  string
+	cfg   BudgetConfig
+	steps []fairStep
+}
+
+type fairStep struct {
+	claim              Claim
+	n                  int
+	wantGranted, share int
+}
+
+var (
+	keyA = Claim{Tenant: "key-a"}
+	keyB = Claim{Tenant: "key-b"}
+	keyC = Claim{Tenant: "key-c"}
+)
+
+// fairScenarios all fit in one minute. With per_minute 20 and the default
+// newcomer reserve of 0.2, 4 calls are held back for newcomers and the pool
+// of 16 is split among the active keys.
+var fairScenarios = []fairScenario{
+	{"a key alone floods, then a newcomer", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
+		{keyA, 25, 16, 9}, // the pool, never the newcomers' part
+		{keyB, 3, 3, 0},   // the B: whatsup, list, series all served
+		{keyB, 5, 1, 0},   // B may finish the minute: A is past its share
+		{keyA, 1, 0, 0},   // the minute is empty: an account refusal
+	}},
+	{"the other key asked first", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
+		{keyB, 1, 1, 0},
+		{keyA, 25, 8, 17}, // A stops at its share; B's guarantee is kept
+		{keyB, 11, 7, 4},  // B uses its share; 4 stay held for newcomers
+		{keyC, 5, 4, 0},   // a newcomer finds them; then the minute is empty
+	}},
+	{"weights split the pool", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
+		{Claim{Tenant: "small", Weight: 1}, 1, 1, 0},
+		{Claim{Tenant: "big", Weight: 3}, 30, 12, 18},  // 16 × 3/4
+		{Claim{Tenant: "small", Weight: 1}, 30, 3, 27}, // 16 × 1/4, 4 held for newcomers
+	}},
+	{"per-minute cap", BudgetConfig{PerMinute: 20}, []fairStep{
+		{Claim{Tenant: "capped", PerMinute: 3}, 5, 3, 2},
+		{keyB, 5, 5, 0},
+	}},
+	{"no newcomer reserve", BudgetConfig{PerMinute: 10, NewcomerReserve: 0}, []fairStep{
+		{keyA, 12, 10, 0},
+	}},
+	{"background claims keep only the refresh reserve", BudgetConfig{PerMinute: 8, RefreshReserve: 0.25, NewcomerReserve: 0.2}, []fairStep{
+		{Claim{Background: true}, 10, 6, 0},
+		{keyA, 5, 2, 0},
+	}},
+	{"day window", BudgetConfig{PerDay: 10, NewcomerReserve: 0.2}, []fairStep{
+		{keyA, 10, 8, 2},
+		{keyB, 3, 2, 0},
+	}},
+}
+
+func TestLocalBudgetFairShare(t *testing.T) {
+	for _, sc := range fairScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			b := newBudget(t, sc.cfg, clock.NewFake(t0))
+			for i, st := range sc.steps {
+				got, share, err := grants(b, st.claim, st.n)
+				if err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+				if got != st.wantGranted || share != st.share {
+					t.Fatalf("step %d (%s ×%d): %d granted, %d refused for share; want %d, %d",
+						i, st.claim.Tenant, st.n, got, share, st.wantGranted, st.share)
+				}
+			}
+		})
+	}
+}
+
+func TestRedisBudgetFairShare(t *testing.T) {
+	rdb, rdb2 := testRedis(t), testRedis(t)
+	for _, sc := range fairScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			inOneMinute(t, rdb, func(prefix string) error {
+				// Two instances: the share is account-wide, not per instance.
+				a := newRedisBudget(t, rdb, sc.cfg, prefix, nil)
+				b := newRedisBudget(t, rdb2, sc.cfg, prefix, nil)
+				for i, st := range sc.steps {
+					inst := Budget(a)
+					if i%2 == 1 {
+						inst = b
+					}
+					got, share, err := grants(inst, st.claim, st.n)
+					if err != nil {
+						return fmt.Errorf("step %d: %w", i, err)
+					}
+					if got != st.wantGranted || share != st.share {
+						return fmt.Errorf("step %d (%s ×%d): %d granted, %d refused for share; want %d, %d",
+							i, st.claim.Tenant, st.n, got, share, st.wantGranted, st.share)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestLocalBudgetFairWindow checks that a key that stopped asking stops
+// holding its guarantee after the fair window, and that share refusals
+// wait for the next minute.
+func TestLocalBudgetFairWindow(t *testing.T) {
+	clk := clock.NewFake(t0) // 10 s into a minute
+	b := newBudget(t, BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2, FairWindow: 2 * time.Minute}, clk)
+	if got, _, _ := grants(b, keyB, 1); got != 1 {
+		t.Fatal("B's first call refused")
+	}
+	clk.Advance(time.Minute)
+	if got, _, _ := grants(b, keyA, 20); got != 8 {
+		t.Fatalf("A with B active: %d granted; want 8", got)
+	}
+	v, _ := b.Take(context.Background(), keyA)
+	if v.OK || !v.Share || v.RetryAfter != 50*time.Second {
+		t.Fatalf("A past its share: %+v; want a share refusal until the next minute (50s)", v)
+	}
+	clk.Advance(2 * time.Minute) // B quiet for 3 minutes now
+	if got, _, _ := grants(b, keyA, 20); got != 16 {
+		t.Fatalf("A after B went quiet: %d granted; want the whole pool, 16", got)
+	}
+}
+
+func TestShareRefusesEdges(t *testing.T) {
+	for _, c := range []struct {
+		limit, used, reserve int64
+		self                 standing
+		others               []standing
+		want                 bool
+	}{
+		{0, 100, 0, standing{1, 100}, nil, false},                                  // unlimited
+		{1, 0, newcomerReserve(1, 0.2), standing{1, 0}, nil, false},                // a one-call window is usable
+		{3, 2, newcomerReserve(3, 0.2), standing{1, 2}, nil, true},                 // hobby: 1 held back
+		{3, 2, newcomerReserve(3, 0.2), standing{1, 0}, []standing{{1, 2}}, false}, // newcomer gets it
+		{10, 5, 0, standing{1, 0}, []standing{{1, 0}, {1, 5}}, false},
+	} {
+		if got := shareRefuses(c.limit, c.used, c.reserve, c.self, c.others); got != c.want {
+			t.Errorf("shareRefuses(%d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.self, c.others, got, c.want)
+		}
+	}
+}
