@@ -105,7 +105,7 @@ func shareRefuses(limit, used, reserve int64, self standing, others []standing) 
 type tenantUse struct {
 	weight      float64
 	seen        time.Time // last claim
-	minute, day window     // the tenant's own use; limit unused
+	minute, day window    // the tenant's own use; limit unused
 }
 
 // fairTenants is the fair-share state of a LocalBudget; its owner's mutex

@@ -77,7 +77,7 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 	cfg = cfg.Resolved()
 	base := prefix + "ub:{acct}:"
 	b := &RedisBudget{
-		rdb:      client,
+		rdb: client,
 		keys: []string{base + "minute", base + "day", base + "block",
 			base + "tenant-minute", base + "tenant-day", base + "tenant-seen", base + "tenant-weight"},
 		perMin:   int64(cfg.PerMinute),
