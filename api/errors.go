@@ -36,6 +36,8 @@ var (
 		"the upstream is failing; requests to it are paused")
 	ErrUpstreamBudget = httperr.New(http.StatusServiceUnavailable, "upstream_budget_exhausted",
 		"the upstream request budget is used up and nothing cached can answer")
+	ErrUpstreamShare = httperr.New(http.StatusTooManyRequests, "upstream_share_exhausted",
+		"this key has used its fair share of the upstream budget while other keys are waiting for it, and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
 		"the upstream is rate limiting the gateway and nothing cached can answer")
 	ErrHTTPSRequired = httperr.New(http.StatusForbidden, "https_required",

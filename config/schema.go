@@ -125,6 +125,12 @@ type Plan struct {
 	// Fields is the allowlist per endpoint for DataMode limited: fields of
 	// list items, of series rows, top-level whatsup fields, and TSV metrics.
 	Fields Fields `yaml:"fields"`
+	// UpstreamWeight is the plan's weight in the fair share of the upstream
+	// budget among keys asking for upstream data (0 means 1).
+	UpstreamWeight float64 `yaml:"upstream_weight"`
+	// UpstreamPerMinute caps the upstream calls one key of the plan may
+	// cause per minute; 0 means no cap beyond the fair share.
+	UpstreamPerMinute int `yaml:"upstream_per_minute"`
 }
 
 // Fields is a per-endpoint allowlist of field names (see KnownFields). It

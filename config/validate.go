@@ -219,6 +219,12 @@ func validatePlan(p *problems, path string, pl Plan) {
 	if pl.Monthly < 0 {
 		p.add(path+".monthly", "must not be negative (0 means no monthly quota)")
 	}
+	if !(pl.UpstreamWeight >= 0 && pl.UpstreamWeight <= 1e6) { // also rejects NaN
+		p.add(path+".upstream_weight", "must be between 0 and 1000000 (0 means 1)")
+	}
+	if pl.UpstreamPerMinute < 0 {
+		p.add(path+".upstream_per_minute", "must not be negative (0 means no cap)")
+	}
 	if len(pl.Endpoints) == 0 {
 		p.add(path+".endpoints", "must list at least one of %s", strings.Join(Endpoints, ", "))
 	}

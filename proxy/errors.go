@@ -55,6 +55,8 @@ func toHTTP(err error) *httperr.Error {
 	switch {
 	case errors.Is(err, upstream.ErrBudgetExhausted):
 		return withRetry(api.ErrUpstreamBudget)
+	case errors.Is(err, upstream.ErrShareExhausted):
+		return withRetry(api.ErrUpstreamShare)
 	case errors.Is(err, upstream.ErrRateLimited):
 		return withRetry(api.ErrUpstreamLimited)
 	case errors.Is(err, upstream.ErrBreakerOpen):

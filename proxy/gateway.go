@@ -103,6 +103,8 @@ type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
 	proj      *projection.Projection // nil: full data
+	upWeight  float64                // upstream fair-share weight; 0 means 1
+	upPerMin  int                    // upstream calls per key per minute; 0 no cap
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the
@@ -155,7 +157,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}
-		cp := &plan{name: name, proj: proj}
+		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute}
 		for _, e := range p.Endpoints {
 			if ep, ok := endpointByName(e); ok {
 				cp.endpoints[ep] = true

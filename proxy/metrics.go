@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"errors"
 	"strconv"
 	"time"
+
+	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,6 +21,7 @@ type metrics struct {
 	quotaCharged *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	ready        prometheus.Gauge
+	upByKey      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,13 +51,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_config_reloads_total",
 			Help: "Configuration reloads by result (ok, refused).",
 		}, []string{"result"}),
+		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_upstream_calls_by_key_total",
+			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
+		}, []string{"key_id", "result"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trendgate_ready",
 			Help: "1 while the gateway reports ready.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready,
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready, m.upByKey,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m
@@ -69,4 +77,18 @@ func (m *metrics) observe(route string, status int, plan string, d time.Duration
 	}
 	m.requests.WithLabelValues(route, s, plan).Inc()
 	m.duration.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// countUpstreamByKey records the result of a cold fetch caused by keyID.
+func (m *metrics) countUpstreamByKey(keyID string, err error) {
+	result := "sent"
+	switch {
+	case errors.Is(err, upstream.ErrShareExhausted):
+		result = "share_refused"
+	case errors.Is(err, upstream.ErrBudgetExhausted):
+		result = "budget_refused"
+	case errors.Is(err, upstream.ErrBreakerOpen):
+		result = "breaker_open"
+	}
+	m.upByKey.WithLabelValues(keyID, result).Inc()
 }

@@ -69,7 +69,7 @@ func TestProtectSimulatedHour(t *testing.T) {
 
 	type tally struct {
 		requests, hit, stale, staleIfError, miss, collapsed int
-		budget503, other                                    int
+		budget503, share429, other                          int
 		otherSample                                         string
 	}
 	var (
@@ -107,6 +107,10 @@ func TestProtectSimulatedHour(t *testing.T) {
 		case r.status == http.StatusServiceUnavailable && r.code() == "upstream_budget_exhausted" && retryAfter(r) >= 1 && retryAfter(r) <= 60:
 			// The minute budget is out; a token frees up within the minute.
 			tot.budget503++
+		case r.status == http.StatusTooManyRequests && r.code() == "upstream_share_exhausted" && retryAfter(r) >= 1 && retryAfter(r) <= 86400:
+			// This key had its fair share of the minute (or of the day:
+			// then Retry-After runs to midnight) while others wait.
+			tot.share429++
 		default:
 			tot.other++
 			tot.otherSample = strconv.Itoa(r.status) + " " + r.text()
@@ -153,7 +157,7 @@ func TestProtectSimulatedHour(t *testing.T) {
 		clients, minutes, rounds, tot.requests, len(targets))
 	t.Logf("answered 200: %d (%.1f%%): hit %d, stale %d, stale-if-error %d, miss %d, collapsed %d",
 		answered, 100*share, tot.hit, tot.stale, tot.staleIfError, tot.miss, tot.collapsed)
-	t.Logf("503 upstream_budget_exhausted: %d; other: %d", tot.budget503, tot.other)
+	t.Logf("503 upstream_budget_exhausted: %d; 429 upstream_share_exhausted: %d; other: %d", tot.budget503, tot.share429, tot.other)
 	t.Logf("upstream calls: %d in %d minutes, max %d in one minute (budget %d/min, %d/day; account 10/min, 2000/day); upstream 429s: %d",
 		calls, len(perMinute), maxPerMinute, budget.PerMinute, budget.PerDay, h.upTap.status(http.StatusTooManyRequests))
 
@@ -161,7 +165,7 @@ func TestProtectSimulatedHour(t *testing.T) {
 		t.Errorf("client requests: got %d; want %d", tot.requests, clients*minutes*rounds)
 	}
 	if tot.other > 0 {
-		t.Errorf("%d responses were neither a 200 nor a budget 503 with Retry-After within the minute, e.g. %.300s", tot.other, tot.otherSample)
+		t.Errorf("%d responses were neither a 200 nor a budget 503 (Retry-After within the minute) or a share 429, e.g. %.300s", tot.other, tot.otherSample)
 	}
 	if n := h.upTap.status(http.StatusTooManyRequests); n != 0 {
 		t.Errorf("upstream 429 answers: got %d; want 0", n)

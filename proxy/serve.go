@@ -38,7 +38,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
-	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(req, g.rt.Load()))
+	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(in, g.rt.Load()))
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()
@@ -70,16 +70,25 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fetcher returns the cache's fetch for req: one upstream call built from
-// the canonical request only, turned into an entry with our freshness.
-func (g *Gateway) fetcher(req api.Request, rt *runtime) cache.Fetcher {
+// fetcher returns the cache's fetch for in's request: one upstream call
+// built from the canonical request only, turned into an entry with our
+// freshness. A cold fetch is claimed on behalf of in's key for the fair
+// share of the upstream budget; a background refresh on nobody's.
+func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
+	req, keyID, p := in.req, in.keyID, in.plan
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
 		resp, err := g.up.Do(ctx, upstream.Request{
 			Shape:      shapeOf(req.Endpoint),
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
 			Background: background,
+			Tenant:     keyID,
+			Weight:     p.upWeight,
+			PerMinute:  p.upPerMin,
 		})
+		if !background {
+			g.metrics.countUpstreamByKey(keyID, err)
+		}
 		if err != nil {
 			return nil, err
 		}

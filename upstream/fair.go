@@ -51,16 +51,19 @@ type Verdict struct {
 // for tenants that have not used that window yet; the rest, the pool
 // L-N, is split max-min fairly: each active tenant j is guaranteed
 // share_j = (L-N)×w_j/W, where W sums the weights of the active tenants
-// and the claimant. A claim by tenant k is granted only if, after it, the
-// tokens left still cover what every other active tenant has not yet used
-// of its guarantee, plus N when k has already used its own share:
+// and the claimant. A claim by tenant k is granted while k is within its
+// share and the window has a token left. Beyond its share, k is granted
+// only tokens that neither the other active tenants' unused guarantees nor
+// the newcomers' part need:
 //
-//	left-1 >= Σ_{j≠k} max(0, share_j-used_j) + (used_k >= share_k ? N : 0)
+//	used_k < share_k, or left-1 >= Σ_{j≠k} max(0, share_j-used_j) + N
 //
 // So a tenant alone may use the whole pool (never the newcomers' part), a
 // newcomer always finds N tokens, and no tenant can take another's
-// guarantee. Unused guarantees of tenants that went quiet stop counting
-// after FairWindow.
+// guarantee. With more active tenants than tokens every share is below one
+// call: then each tenant gets at most one call before any gets a second.
+// Unused guarantees of tenants that went quiet stop counting after
+// FairWindow.
 
 // standing is one tenant's position in a window: weight and tokens used.
 type standing struct {
@@ -79,7 +82,8 @@ func newcomerReserve(limit int64, frac float64) int64 {
 
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
-// and newcomer reserve, while others are the other active tenants.
+// and newcomer reserve, while others are the other active tenants. It
+// never refuses for want of tokens: that is the window's own check.
 func shareRefuses(limit, used, reserve int64, self standing, others []standing) bool {
 	if limit == 0 {
 		return false
@@ -89,14 +93,14 @@ func shareRefuses(limit, used, reserve int64, self standing, others []standing) 
 	for _, o := range others {
 		total += o.weight
 	}
-	var held float64
+	if float64(self.used) < pool*self.weight/total {
+		return false
+	}
+	held := float64(reserve)
 	for _, o := range others {
 		if g := pool*o.weight/total - float64(o.used); g > 0 {
 			held += g
 		}
-	}
-	if float64(self.used) >= pool*self.weight/total {
-		held += float64(reserve)
 	}
 	return float64(limit-used-1) < held-1e-9
 }

@@ -184,12 +184,12 @@ if fair then
         others[#others + 1] = {w, tonumber(redis.call('HGET', key, t) or '0') or 0}
       end
     end
-    local held = 0
+    if mine < pool * weight / total then return false end
+    local held = nres
     for _, o in ipairs(others) do
       local g = pool * o[1] / total - o[2]
       if g > 0 then held = held + g end
     end
-    if mine >= pool * weight / total then held = held + nres end
     return (limit - used - 1) < held - 1e-9
   end
   if refuses(pd, dn, mine_d, KEYS[5]) then return {2, dw + 86400000 - now, ml, dl} end
