@@ -407,3 +407,29 @@ func isIP(s string) bool {
 	_, err := netip.ParseAddr(s)
 	return err == nil
 }
+
+// Warnings returns settings that are valid but probably not what the
+// operator wants, each starting with its YAML path. config check prints
+// them and serve logs them at start.
+func (c *Config) Warnings() []string {
+	var w []string
+	if len(c.Server.TrustedProxies) == 0 && !loopbackListen(c.Server.Listen) {
+		w = append(w, "server.trusted_proxies: empty while server.listen ("+c.Server.Listen+
+			") is not loopback; behind a load balancer every client then shares its address, "+
+			"for the failed-authentication limit and the access log alike")
+	}
+	return w
+}
+
+// loopbackListen reports whether a listen address binds only loopback.
+func loopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}

@@ -65,17 +65,14 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// principal authenticates r's Bearer key, applying the per-IP limit on
-// failed attempts. Its errors are client-facing.
+// principal authenticates r's Bearer key. A valid, active key is always
+// accepted: the per-IP limit on failed attempts exists to slow guessing,
+// and a valid key is not a guess. Only a presented key that is not valid
+// counts as a failure, and only such requests are refused while their
+// address is blocked; a missing key is a plain 401. Its errors are
+// client-facing.
 func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	rt := g.rt.Load()
-	ip := clientIP(r, rt.trusted)
-	if blocked, retry := g.authFail.Blocked(ip); blocked {
-		g.metrics.authFailures.WithLabelValues("blocked").Inc()
-		e := *api.ErrAuthBlocked
-		e.RetryAfter = retry
-		return auth.Principal{}, &e
-	}
 	token, err := auth.ParseAuthorization(r.Header)
 	if err == nil {
 		var p auth.Principal
@@ -83,14 +80,21 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 			return p, nil
 		}
 	}
-	if errors.Is(err, auth.ErrDuplicateHeader) {
+	switch {
+	case errors.Is(err, auth.ErrDuplicateHeader):
 		return auth.Principal{}, api.ErrDuplicateAuth
-	}
-	g.authFail.Record(ip)
-	if errors.Is(err, auth.ErrMissingKey) {
+	case errors.Is(err, auth.ErrMissingKey):
 		g.metrics.authFailures.WithLabelValues("missing").Inc()
 		return auth.Principal{}, api.ErrMissingKey
 	}
+	ip := clientIP(r, rt.trusted)
+	if blocked, retry := g.authFail.Blocked(ip); blocked {
+		g.metrics.authFailures.WithLabelValues("blocked").Inc()
+		e := *api.ErrAuthBlocked
+		e.RetryAfter = retry
+		return auth.Principal{}, &e
+	}
+	g.authFail.Record(ip)
 	reason := string(auth.ReasonOf(err))
 	g.metrics.authFailures.WithLabelValues(reason).Inc()
 	if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {

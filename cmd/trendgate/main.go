@@ -127,6 +127,9 @@ func runServe(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopLog()
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
 
 	g, err := proxy.New(cfg, proxy.Options{Logger: log})
 	if err != nil {
@@ -167,6 +170,9 @@ func checkConfig(path string, stdout io.Writer) error {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d plans, %d keys, cluster mode %v)\n", path, len(cfg.Plans), len(cfg.Keys), cfg.ClusterMode())
 	return nil

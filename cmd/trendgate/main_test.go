@@ -75,6 +75,35 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
+// TestConfigCheckWarnsOfSharedClientAddress: a public listener with no
+// trusted proxies passes the check with a warning naming the setting; a
+// loopback listener gets none.
+func TestConfigCheckWarnsOfSharedClientAddress(t *testing.T) {
+	t.Setenv("TRENDGATE_UPSTREAM_KEY", "test-upstream-key")
+	example, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		listen string
+		warn   bool
+	}{{"127.0.0.1:8080", false}, {"[::1]:8080", false}, {"localhost:8080", false}, {"0.0.0.0:443", true}, {":443", true}} {
+		file := filepath.Join(t.TempDir(), "c.yaml")
+		body := strings.Replace(string(example), "listen: 127.0.0.1:8080", "listen: \""+c.listen+"\"", 1)
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run([]string{"config", "check", file}, nil, &out, &out); err != nil {
+			t.Fatalf("listen %s: %v", c.listen, err)
+		}
+		got := strings.Contains(out.String(), "warning: server.trusted_proxies: empty")
+		if got != c.warn {
+			t.Errorf("listen %s: warning %v; want %v\n%s", c.listen, got, c.warn, out.String())
+		}
+	}
+}
+
 // TestUnknownCommand and help.
 func TestUnknownCommandAndHelp(t *testing.T) {
 	var out bytes.Buffer
