@@ -198,7 +198,9 @@ func TestEmptyFileIsDefault(t *testing.T) {
 
 func TestExpand(t *testing.T) {
 	env := func(name string) (string, bool) {
-		v, ok := map[string]string{"A": "alpha", "B_2": "beta", "EMPTY": "", "NL": "x\ny", "DOLLAR": "$B_2"}[name]
+		v, ok := map[string]string{"A": "alpha", "B_2": "beta", "EMPTY": "", "NL": "x\ny", "DOLLAR": "$B_2",
+			"BANG": "!secret", "AMP": "&anchor", "HASH": "a #b", "COLON": "a: b", "NULLV": "null", "NUM": "42",
+			"DQ": `say "hi" \ ok`, "SQ": "it's"}[name]
 		return v, ok
 	}
 	tests := []struct {
@@ -223,12 +225,22 @@ func TestExpand(t *testing.T) {
 			problems: []string{`line 1: invalid variable name "1A"`}},
 		{name: "line break in value", in: "\n\nk: ${NL}\n", want: "\n\nk: \n",
 			problems: []string{"line 3: environment variable NL holds a line break"}},
+		{name: "plain value starting with !", in: "k: ${BANG}\n", want: "k: \"!secret\"\n"},
+		{name: "plain value starting with &", in: "k: ${AMP} # note\n", want: "k: \"&anchor\" # note\n"},
+		{name: "plain value with ' #'", in: "k: ${HASH}\n", want: "k: \"a #b\"\n"},
+		{name: "plain value with ': '", in: "- ${COLON}\n", want: "- \"a: b\"\n"},
+		{name: "plain value reading as null", in: "k: ${NULLV}\n", want: "k: \"null\"\n"},
+		{name: "number stays plain", in: "k: ${NUM}\n", want: "k: 42\n"},
+		{name: "inside double quotes", in: "k: \"<${DQ}>\"\n", want: "k: \"<say \\\"hi\\\" \\\\ ok>\"\n"},
+		{name: "inside single quotes", in: "k: '${SQ}'\n", want: "k: 'it''s'\n"},
+		{name: "unsafe inside a longer plain value", in: "k: pre-${HASH}\n", want: "k: pre-\n",
+			problems: []string{"line 1: environment variable HASH holds characters that would change the YAML around it"}},
 		{name: "several problems", in: "a: ${X}\nb: ${Y}\n", want: "a: \nb: \n",
 			problems: []string{"line 1: environment variable X is not set", "line 2: environment variable Y is not set"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, problems := expand([]byte(tc.in), env)
+			got, _, problems := expand([]byte(tc.in), env)
 			if string(got) != tc.want {
 				t.Errorf("expand(%q) = %q; want %q", tc.in, got, tc.want)
 			}
@@ -239,18 +251,41 @@ func TestExpand(t *testing.T) {
 				if !strings.HasPrefix(p, tc.problems[i]) {
 					t.Errorf("problem %d = %q; want prefix %q", i, p, tc.problems[i])
 				}
-				if strings.Contains(p, "x\ny") || strings.Contains(p, "alpha") {
+				if strings.Contains(p, "x\ny") || strings.Contains(p, "alpha") || strings.Contains(p, "a #b") {
 					t.Errorf("problem %q echoes a value", p)
 				}
 			}
 		})
 	}
 	t.Run("nil lookup", func(t *testing.T) {
-		_, problems := expand([]byte("k: ${A}\n"), nil)
+		_, _, problems := expand([]byte("k: ${A}\n"), nil)
 		if len(problems) != 1 {
 			t.Errorf("problems = %q; want one", problems)
 		}
 	})
+}
+
+// TestParseKeepsSecretsIntact: a secret reaches its setting byte for byte
+// whatever it holds, and no error echoes one.
+func TestParseKeepsSecretsIntact(t *testing.T) {
+	for _, secret := range []string{"!tok en", "&anchor", "a #b", "x: y", "*alias", "null", `q"uo'te\`, "  padded  "} {
+		env := func(string) (string, bool) { return secret, true }
+		for _, text := range []string{"admin:\n  token: ${T}\n", "admin:\n  token: \"${T}\"\n", "admin:\n  token: '${T}'\n"} {
+			c, err := Parse([]byte(text), env)
+			if err != nil {
+				t.Errorf("%q with %q: %v", text, secret, err)
+				continue
+			}
+			if c.Admin.Token != secret {
+				t.Errorf("%q with %q: token %q", text, secret, c.Admin.Token)
+			}
+		}
+	}
+	env := func(string) (string, bool) { return "s3cret-not-a-number", true }
+	_, err := Parse([]byte("upstream:\n  max_conns: ${N}\n"), env)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "${N}") {
+		t.Errorf("type error for a variable: %v; want an error naming ${N} and never its value", err)
+	}
 }
 
 func TestParseExpandsBeforeDecoding(t *testing.T) {

@@ -83,7 +83,7 @@ func parseFile(path string, data []byte) (*Config, error) {
 // when the text could not be expanded or parsed, since it would then
 // report the same mistake again in other words.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
-	expanded, problems := expand(data, lookupEnv)
+	expanded, vars, problems := expand(data, lookupEnv)
 	cfg := Default()
 	decodeProblems, fatal := decodeStrict(expanded, cfg)
 	problems = append(problems, decodeProblems...)
@@ -94,6 +94,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 		}
 	}
 	if len(problems) > 0 {
+		for i := range problems {
+			problems[i] = redact(problems[i], vars)
+		}
 		return nil, &Error{Problems: problems}
 	}
 	return cfg, nil
