@@ -10,7 +10,9 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"trendgate/cache"
@@ -39,6 +41,9 @@ type Options struct {
 	NewID func() string
 }
 
+var errNotLocal = httperr.New(http.StatusForbidden, "admin_not_local",
+	"without admin.token the admin routes answer only same-host requests: no Origin header, and a loopback Host")
+
 var errInvalidToken = httperr.New(http.StatusUnauthorized, "invalid_admin_token", "the admin token is missing or wrong")
 
 var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge", "give one of key=<canonical key>, topic=<topic> or all=true")
@@ -46,7 +51,11 @@ var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge", "give 
 // New returns the admin handler: /healthz (process alive), /readyz (ready
 // to take traffic), /metrics (Prometheus) and /purge (POST with key=,
 // topic= or all=true). With a token set, every route but /healthz requires
-// "Authorization: Bearer <token>". Every response carries X-Request-Id.
+// "Authorization: Bearer <token>". Without one, every route but /healthz
+// refuses requests that carry an Origin header or name a Host that is not
+// a loopback name or address, so a web page cannot reach them through the
+// operator's browser (cross-site requests, DNS rebinding). Every response
+// carries X-Request-Id.
 func New(o Options) http.Handler {
 	if o.Ready == nil {
 		o.Ready = func() (bool, string) { return true, "ok" }
@@ -79,18 +88,40 @@ func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-
 
 func (s *server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := ""
 		if s.o.Token != nil {
-			if token := s.o.Token(); token != "" {
-				got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-				if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-					w.Header().Set("WWW-Authenticate", "Bearer")
-					httperr.Write(w, requestID(w), errInvalidToken)
-					return
-				}
+			token = s.o.Token()
+		}
+		if token == "" {
+			if _, cross := r.Header["Origin"]; cross || !loopbackHost(r.Host) {
+				httperr.Write(w, requestID(w), errNotLocal)
+				return
 			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			httperr.Write(w, requestID(w), errInvalidToken)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback:
+// "localhost" or a loopback address, with or without a port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func (s *server) serveReady(w http.ResponseWriter, r *http.Request) {

@@ -19,6 +19,7 @@ func (p *recordingPurger) Purge(_ context.Context, sel cache.Selector) int {
 
 func serve(h http.Handler, method, target, token string) *httptest.ResponseRecorder {
 	r := httptest.NewRequest(method, target, nil)
+	r.Host = "127.0.0.1:9090"
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -96,5 +97,46 @@ func TestReadyz(t *testing.T) {
 	}
 	if w := serve(New(Options{}), "GET", "/metrics", ""); w.Code != http.StatusNotFound {
 		t.Errorf("/metrics without a Metrics hook: %d; want 404", w.Code)
+	}
+}
+
+// TestNoTokenRefusesCrossSite: without a token, a browser-borne request (an
+// Origin header, or a rebound DNS name in Host) cannot purge or read.
+func TestNoTokenRefusesCrossSite(t *testing.T) {
+	p := &recordingPurger{}
+	h := New(Options{Purger: p, Metrics: http.NotFoundHandler()})
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"127.0.0.1:9090", "", http.StatusOK},
+		{"localhost:9090", "", http.StatusOK},
+		{"[::1]:9090", "", http.StatusOK},
+		{"127.0.0.1:9090", "https://evil.example", http.StatusForbidden},
+		{"127.0.0.1:9090", "null", http.StatusForbidden},
+		{"evil.example:9090", "", http.StatusForbidden},
+		{"192.0.2.10:9090", "", http.StatusForbidden},
+	} {
+		p.got = nil
+		r := httptest.NewRequest("POST", "/purge?all=true", nil)
+		r.Host = c.host
+		if c.origin != "" {
+			r.Header.Set("Origin", c.origin)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("Host %q Origin %q: %d %s; want %d", c.host, c.origin, w.Code, w.Body, c.want)
+		}
+		if c.want != http.StatusOK && len(p.got) != 0 {
+			t.Errorf("Host %q Origin %q: purged %+v", c.host, c.origin, p.got)
+		}
+	}
+	r := httptest.NewRequest("GET", "/healthz", nil)
+	r.Host = "evil.example"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Errorf("/healthz from any Host: %d; want 200", w.Code)
 	}
 }
