@@ -23,6 +23,13 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		in := infoFrom(r.Context())
 		req, err := api.ParseRequest(r, in.start)
 		if err != nil {
+			if r.ProtoMajor == 1 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
+				// A body we refuse is not read: close after answering, so
+				// bytes framed one way by a client and another way by a
+				// front proxy can never be read as a request (RFC 9112 §6.3;
+				// with Content-Length and Transfer-Encoding both, a must).
+				w.Header().Set("Connection", "close")
+			}
 			if errors.Is(err, api.ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
 				if _, aerr := g.principal(r); aerr != nil {
 					err = aerr
