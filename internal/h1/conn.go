@@ -109,7 +109,7 @@ func (c *conn) serve() {
 		h, v := c.readHead(now)
 		switch v {
 		case handOff:
-			handedOff = c.handOff()
+			handedOff = c.handOff(now)
 			return
 		case needMore: // the head never completed: timeout, EOF or reset
 			return
@@ -161,10 +161,16 @@ func (c *conn) readHead(start time.Time) (head, verdict) {
 }
 
 // handOff gives the connection, with every byte read so far, to Fallback.
-// It reports whether Fallback took it.
-func (c *conn) handOff() bool {
+// The head whose first byte arrived at start keeps its deadline: net/http's
+// own header timeout starts when it begins reading, so without the clamp a
+// slow head could take the lane's timeout and then net/http's. It reports
+// whether Fallback took it.
+func (c *conn) handOff(start time.Time) bool {
 	pending, _ := c.br.Peek(c.br.Buffered())
 	rc := &replayConn{Conn: c.rwc, pending: bytes.Clone(pending)}
+	if d := c.s.headerTimeout(); d > 0 {
+		rc.headDeadline = start.Add(d)
+	}
 	_ = c.rwc.SetDeadline(time.Time{}) // net/http sets its own
 	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
 	c.s.mu.Lock()

@@ -268,10 +268,28 @@ func (l *handoffListener) deliver(c net.Conn) bool {
 }
 
 // replayConn is a handed-over connection: reads return the bytes the lane
-// had already read before reading on.
+// had already read before reading on, and the first read deadline net/http
+// sets (the one for the head it is reading) is clamped to headDeadline.
 type replayConn struct {
 	net.Conn
 	pending []byte
+	// headDeadline bounds the first request's head as the lane counted it;
+	// zero means no bound. clamped is set once it has been applied. Only
+	// net/http's serving goroutine calls SetReadDeadline.
+	headDeadline time.Time
+	clamped      bool
+}
+
+// SetReadDeadline applies t, except that the first call may not go past
+// headDeadline (a zero t, no deadline, is clamped too).
+func (c *replayConn) SetReadDeadline(t time.Time) error {
+	if !c.clamped {
+		c.clamped = true
+		if !c.headDeadline.IsZero() && (t.IsZero() || t.After(c.headDeadline)) {
+			t = c.headDeadline
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 func (c *replayConn) Read(p []byte) (int, error) {
