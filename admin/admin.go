@@ -10,11 +10,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/httperr"
 )
@@ -142,7 +144,13 @@ func (s *server) servePurge(w http.ResponseWriter, r *http.Request) {
 	case q.Get("key") != "":
 		sel.Key = q.Get("key")
 	case q.Get("topic") != "":
-		sel.Topic = strings.ToLower(q.Get("topic"))
+		topic, err := api.CanonicalTopic(q.Get("topic"))
+		var he *httperr.Error
+		if errors.As(err, &he) {
+			httperr.Write(w, requestID(w), he)
+			return
+		}
+		sel.Topic = topic
 	default:
 		httperr.Write(w, requestID(w), errInvalidPurge)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"trendgate/cache"
@@ -69,6 +70,8 @@ func TestPurgeSelectors(t *testing.T) {
 		{"all=true", cache.Selector{All: true}},
 		{"key=v1%7Clist", cache.Selector{Key: "v1|list"}},
 		{"topic=Bitcoin", cache.Selector{Topic: "bitcoin"}},
+		{"topic=%23AI", cache.Selector{Topic: "#ai"}},
+		{"topic=AI+Agents", cache.Selector{Topic: "ai agents"}},
 	} {
 		p.got = nil
 		w := serve(h, "POST", "/purge?"+c.query, "")
@@ -79,9 +82,11 @@ func TestPurgeSelectors(t *testing.T) {
 			t.Errorf("%s: purged %+v; want %+v", c.query, p.got, c.want)
 		}
 	}
-	p.got = nil
-	if w := serve(h, "POST", "/purge?all=yes", ""); w.Code != http.StatusBadRequest || len(p.got) != 0 {
-		t.Errorf("purge with no valid selector: %d, purged %+v; want 400 and nothing purged", w.Code, p.got)
+	for _, query := range []string{"all=yes", "topic=a%2Fb", "topic=%20btc", "topic=" + strings.Repeat("x", 65)} {
+		p.got = nil
+		if w := serve(h, "POST", "/purge?"+query, ""); w.Code != http.StatusBadRequest || len(p.got) != 0 {
+			t.Errorf("purge?%s: %d, purged %+v; want 400 and nothing purged", query, w.Code, p.got)
+		}
 	}
 }
 

@@ -285,6 +285,22 @@ func cutSegment(p string) (seg, rest string) {
 	return p, ""
 }
 
+// CanonicalTopic returns the canonical form of an already decoded topic
+// name (as a query parameter yields it), by the same rules as a topic in a
+// request path: ASCII upper case folds, and the result must be 1 to 64
+// bytes of [a-z0-9 #$] with single inner spaces. Anything else, a '+' or
+// '%' included, is a 400 invalid_topic error.
+func CanonicalTopic(topic string) (string, error) {
+	if strings.ContainsAny(topic, "+%") {
+		return "", errTopicChars
+	}
+	t, err := decodeTopic(topic)
+	if err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
 // decodeTopic turns an escaped path segment into a canonical topic: '+' is
 // a space, %XX is decoded exactly once, A-Z is folded to a-z, and the result
 // must be 1 to 64 bytes of [a-z0-9 #$] that neither starts nor ends with a

@@ -1,7 +1,7 @@
 // Package auth decides who a request comes from. It owns the API key format
 // (generation, checksum, SHA-256 digest), the strict parsing of the
-// Authorization header, the lookup of a key in a Keyring of configured keys,
-// and the Principal that later stages read from the request context.
+// Authorization header, and the lookup of a key in a Keyring of configured
+// keys, which yields the request's Principal: its key id and plan name.
 //
 // A key is a secret the gateway never stores: configuration holds only its
 // Digest. Every way a presented key can be wrong (malformed, bad checksum,

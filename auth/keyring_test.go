@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -265,22 +264,6 @@ func TestAuthenticateConcurrent(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-func TestPrincipalContext(t *testing.T) {
-	if p, ok := PrincipalFrom(context.Background()); ok || p != (Principal{}) {
-		t.Errorf("PrincipalFrom(empty ctx) = (%+v, %v); want zero, false", p, ok)
-	}
-	want := Principal{KeyID: "team-a", Plan: "full"}
-	ctx := WithPrincipal(context.Background(), want)
-	if got, ok := PrincipalFrom(ctx); !ok || got != want {
-		t.Errorf("PrincipalFrom = (%+v, %v); want (%+v, true)", got, ok, want)
-	}
-	// A string key with the same spelling must not collide.
-	ctx = context.WithValue(context.Background(), "principalKey", want) //nolint:staticcheck // deliberate collision attempt
-	if _, ok := PrincipalFrom(ctx); ok {
-		t.Errorf("PrincipalFrom found a principal stored under a foreign key")
 	}
 }
 

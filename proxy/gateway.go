@@ -81,21 +81,17 @@ type Gateway struct {
 }
 
 // runtime is one immutable snapshot of everything a reload swaps: keys,
-// plans, costs and TTLs. Requests load it once and use it throughout.
+// plans, costs and TTLs. A request loads it once, in observe, and every
+// stage reads that copy (info.rt), so a reload can never pair a key with
+// another snapshot's plan or costs.
 type runtime struct {
-	cfg     *config.Config
-	keyring *auth.Keyring
-	keys    map[string]keyInfo // key id → resolved plan and policy
-	plans   map[string]*plan   // plan name → compiled plan
-	costs   limits.Costs
-	ttl     cache.Config
-	trusted []netip.Prefix
-}
-
-// keyInfo is a key's resolved plan and policy.
-type keyInfo struct {
-	plan   *plan
-	policy limits.Policy
+	cfg      *config.Config
+	keyring  *auth.Keyring
+	plans    map[string]*plan         // plan name → compiled plan
+	policies map[string]limits.Policy // key id → resolved rate and quotas
+	costs    limits.Costs
+	ttl      cache.Config
+	trusted  []netip.Prefix
 }
 
 // plan is a compiled plan: allowed endpoints and projection.
@@ -146,11 +142,11 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 // compile turns a validated config into a runtime snapshot.
 func compile(cfg *config.Config) (*runtime, error) {
 	rt := &runtime{
-		cfg:   cfg,
-		keys:  make(map[string]keyInfo, len(cfg.Keys)),
-		plans: make(map[string]*plan, len(cfg.Plans)),
-		costs: cfg.Limits.Costs,
-		ttl:   cfg.Cache,
+		cfg:      cfg,
+		policies: make(map[string]limits.Policy, len(cfg.Keys)),
+		plans:    make(map[string]*plan, len(cfg.Plans)),
+		costs:    cfg.Limits.Costs,
+		ttl:      cfg.Cache,
 	}
 	for name, p := range cfg.Plans {
 		proj, err := projection.Compile(p)
@@ -172,7 +168,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 			spec.Expires = *rk.Key.Expires
 		}
 		specs = append(specs, spec)
-		rt.keys[rk.Key.ID] = keyInfo{plan: rt.plans[rk.Plan], policy: rk.Policy}
+		rt.policies[rk.Key.ID] = rk.Policy
 	}
 	kr, err := auth.NewKeyring(specs)
 	if err != nil {

@@ -27,7 +27,7 @@ func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
 	policy := limits.Policy{PerSecond: 1000, Burst: 1000, Daily: 1}
 
 	serve := func(next http.HandlerFunc) (status int, panicked bool) {
-		in := &info{id: "test", keyID: "k", policy: policy, req: api.Request{Endpoint: api.EndpointList}, routed: true}
+		in := &info{id: "test", rt: g.rt.Load(), keyID: "k", policy: policy, req: api.Request{Endpoint: api.EndpointList}, routed: true}
 		rec := httptest.NewRecorder()
 		in.sw.ResponseWriter = rec
 		r := httptest.NewRequest("GET", "/api4/public/topics/list/v1", nil)

@@ -61,13 +61,9 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			g.fail(w, r, err)
 			return
 		}
-		rt := g.rt.Load()
-		ki, ok := rt.keys[p.KeyID]
-		if !ok || ki.plan == nil { // removed by a reload between lookup and here
-			g.fail(w, r, api.ErrInvalidKey)
-			return
-		}
-		in.keyID, in.plan, in.policy = p.KeyID, ki.plan, ki.policy
+		// The keyring and these maps come from one snapshot, compiled
+		// together: a key it accepts has both.
+		in.keyID, in.plan, in.policy = p.KeyID, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
 }
@@ -79,11 +75,12 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 // address is blocked; a missing key is a plain 401. Its errors are
 // client-facing.
 func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
-	rt := g.rt.Load()
+	in := infoFrom(r.Context())
+	rt := in.rt
 	token, err := auth.ParseAuthorization(r.Header)
 	if err == nil {
 		var p auth.Principal
-		if p, err = rt.keyring.Authenticate(token, infoFrom(r.Context()).start); err == nil {
+		if p, err = rt.keyring.Authenticate(token, in.start); err == nil {
 			return p, nil
 		}
 	}
@@ -153,7 +150,7 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 func (g *Gateway) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		in.cost = cost(in.req, g.rt.Load().costs)
+		in.cost = cost(in.req, in.rt.costs)
 		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
 		if err != nil {
 			g.fail(w, r, err)

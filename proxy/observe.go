@@ -21,8 +21,11 @@ import (
 // access log line and the metrics are written from it at the end.
 // It is owned by the request's goroutine.
 type info struct {
-	id       string
-	start    time.Time
+	id    string
+	start time.Time
+	// rt is the configuration snapshot the request entered with; every
+	// stage reads keys, plans, costs and TTLs from it, never g.rt again.
+	rt       *runtime
 	req      api.Request // zero until route succeeds
 	routed   bool
 	keyID    string
@@ -103,7 +106,7 @@ var ids = newRequestIDs()
 // panics into a JSON 500, and writes the access log line and metrics.
 func (g *Gateway) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in := &info{id: ids.next(), start: g.clk.Now()}
+		in := &info{id: ids.next(), start: g.clk.Now(), rt: g.rt.Load()}
 		in.idHdr[0] = in.id
 		w.Header()["X-Request-Id"] = in.idHdr[:]
 		in.sw.ResponseWriter = w

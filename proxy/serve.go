@@ -38,7 +38,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
-	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(in, g.rt.Load()))
+	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(in, in.rt))
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()

@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
+)
+
+// TestOneSnapshotPerRequest reloads the configuration between the stages
+// of one request (after authentication, before the limiter and the cache)
+// and checks that the request finished on the snapshot it entered with:
+// the old plan's data shape and the old cost, never a mix.
+func TestOneSnapshotPerRequest(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
+	up, err := demo.New(demo.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
+
+	key, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := config.Default()
+	before.Upstream.BaseURL = upSrv.URL
+	before.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: config.PlanFull}}
+	after := *before
+	after.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: config.PlanLimited}}
+	after.Limits.Costs.List = 7
+
+	g, err := New(before, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	reloadBetween := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := g.Reload(&after); err != nil {
+				t.Errorf("Reload: %v", err)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := compose(http.HandlerFunc(g.serveAPI), g.observe, g.route, g.authenticate, reloadBetween, g.limit)
+
+	r := httptest.NewRequest(http.MethodGet, "/api4/public/topics/list/v1", nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	if mode := w.Header().Get("X-Data-Mode"); mode != "" {
+		t.Errorf("X-Data-Mode %q: the request was authenticated on the full plan", mode)
+	}
+	if got, _ := promtest.Sum(t, g.Registry(), "trendgate_quota_charged_units_total", "key_id", "team"); got != 1 {
+		t.Errorf("charged %v units; want 1, the list cost of the snapshot the request entered with", got)
+	}
+	if g.Config() != &after {
+		t.Error("the reload did not take effect for later requests")
+	}
+}
