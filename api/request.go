@@ -10,33 +10,6 @@ import (
 	"trendgate/internal/httperr"
 )
 
-// Endpoint names one of the four API operations. The zero value names no
-// operation; ParseRequest never returns it.
-type Endpoint uint8
-
-// The endpoints, in the order of the spec.
-const (
-	EndpointList Endpoint = iota + 1
-	EndpointWhatsup
-	EndpointSeries
-	EndpointTSV
-)
-
-// String returns the endpoint's config name: list, whatsup, series or tsv.
-func (e Endpoint) String() string {
-	switch e {
-	case EndpointList:
-		return "list"
-	case EndpointWhatsup:
-		return "whatsup"
-	case EndpointSeries:
-		return "series"
-	case EndpointTSV:
-		return "tsv"
-	}
-	return "unknown"
-}
-
 // Request is a canonical API request: everything the gateway needs to key
 // the cache and to build the upstream request, and nothing else. Two client
 // requests that select the same data parse to equal Requests; different

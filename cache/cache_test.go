@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -179,7 +180,7 @@ func TestNegativeEntryExpiresAfterNegativeTTL(t *testing.T) {
 		n.Add(1)
 		now := h.clk.Now()
 		return &Entry{Key: key, Topic: "bitcoin", Status: 404, Body: []byte(`{"error":"not found"}`),
-			Fetched: now, FreshUntil: cfg.FreshUntil(Class{Endpoint: "series", Bucket: "hour", Negative: true}, now)}, nil
+			Fetched: now, FreshUntil: cfg.FreshUntil(Class{Endpoint: api.EndpointSeries, Bucket: "hour", Negative: true}, now)}, nil
 	}
 	steps := []struct {
 		advance time.Duration

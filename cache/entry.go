@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"trendgate/api"
 )
 
 // Entry is one cached upstream answer for one canonical request. Entries are
@@ -141,10 +142,10 @@ type Selector struct {
 }
 
 // Class describes a request for the freshness rules of Config.FreshUntil.
-// The zero value is a "" endpoint, which is never fresh.
+// The zero value names no endpoint, which is never fresh.
 type Class struct {
-	// Endpoint is one of "list", "whatsup", "series", "tsv".
-	Endpoint string
+	// Endpoint is the operation the answer is for.
+	Endpoint api.Endpoint
 	// Bucket is "hour" or "day" (series only).
 	Bucket string
 	// End is the end of an absolute window; zero when the window reaches
@@ -168,13 +169,13 @@ func (c Config) FreshUntil(cl Class, now time.Time) time.Time {
 		return now.Add(c.TTL.Negative)
 	}
 	switch cl.Endpoint {
-	case "list":
+	case api.EndpointList:
 		return now.Add(c.TTL.List)
-	case "whatsup":
+	case api.EndpointWhatsup:
 		return now.Add(c.TTL.Whatsup)
-	case "tsv":
+	case api.EndpointTSV:
 		return now.Add(c.TTL.TSV)
-	case "series":
+	case api.EndpointSeries:
 		if !cl.End.IsZero() && now.Sub(cl.End) > closedAfter {
 			return now.Add(c.TTL.SeriesClosed)
 		}

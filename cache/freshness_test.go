@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"trendgate/api"
 )
 
 func TestFreshUntil(t *testing.T) {
@@ -16,21 +17,21 @@ func TestFreshUntil(t *testing.T) {
 		now  time.Time
 		want time.Time
 	}{
-		{"list", Class{Endpoint: "list"}, at(10, 17), at(10, 27)},
-		{"whatsup", Class{Endpoint: "whatsup"}, at(10, 17), at(11, 17)},
-		{"tsv", Class{Endpoint: "tsv"}, at(10, 17), at(10, 32)},
-		{"negative wins over endpoint", Class{Endpoint: "whatsup", Negative: true}, at(10, 17), at(10, 18)},
-		{"series day reaching now", Class{Endpoint: "series", Bucket: "day"}, at(10, 17), at(11, 17)},
-		{"series hour capped at 10m", Class{Endpoint: "series", Bucket: "hour"}, at(10, 17), at(10, 27)},
-		{"series hour near boundary gets boundary plus settle", Class{Endpoint: "series", Bucket: "hour"}, at(10, 55), at(11, 2)},
-		{"series hour just before boundary", Class{Endpoint: "series", Bucket: "hour"}, at(10, 59), at(11, 2)},
-		{"series hour on the boundary is capped", Class{Endpoint: "series", Bucket: "hour"}, at(11, 0), at(11, 10)},
-		{"series hour at cap equals settle point", Class{Endpoint: "series", Bucket: "hour"}, at(10, 52), at(11, 2)},
-		{"closed window over 2h ago", Class{Endpoint: "series", Bucket: "hour", End: at(8, 0)}, at(10, 17), at(10, 17).Add(24 * time.Hour)},
-		{"closed daily window", Class{Endpoint: "series", Bucket: "day", End: at(0, 0)}, at(10, 17), at(10, 17).Add(24 * time.Hour)},
-		{"window ended exactly 2h ago is still open", Class{Endpoint: "series", Bucket: "hour", End: at(8, 17)}, at(10, 17), at(10, 27)},
-		{"window ended within 2h follows the hour rule", Class{Endpoint: "series", Bucket: "hour", End: at(10, 0)}, at(10, 55), at(11, 2)},
-		{"unknown endpoint is never fresh", Class{Endpoint: "nope"}, at(10, 17), at(10, 17)},
+		{"list", Class{Endpoint: api.EndpointList}, at(10, 17), at(10, 27)},
+		{"whatsup", Class{Endpoint: api.EndpointWhatsup}, at(10, 17), at(11, 17)},
+		{"tsv", Class{Endpoint: api.EndpointTSV}, at(10, 17), at(10, 32)},
+		{"negative wins over endpoint", Class{Endpoint: api.EndpointWhatsup, Negative: true}, at(10, 17), at(10, 18)},
+		{"series day reaching now", Class{Endpoint: api.EndpointSeries, Bucket: "day"}, at(10, 17), at(11, 17)},
+		{"series hour capped at 10m", Class{Endpoint: api.EndpointSeries, Bucket: "hour"}, at(10, 17), at(10, 27)},
+		{"series hour near boundary gets boundary plus settle", Class{Endpoint: api.EndpointSeries, Bucket: "hour"}, at(10, 55), at(11, 2)},
+		{"series hour just before boundary", Class{Endpoint: api.EndpointSeries, Bucket: "hour"}, at(10, 59), at(11, 2)},
+		{"series hour on the boundary is capped", Class{Endpoint: api.EndpointSeries, Bucket: "hour"}, at(11, 0), at(11, 10)},
+		{"series hour at cap equals settle point", Class{Endpoint: api.EndpointSeries, Bucket: "hour"}, at(10, 52), at(11, 2)},
+		{"closed window over 2h ago", Class{Endpoint: api.EndpointSeries, Bucket: "hour", End: at(8, 0)}, at(10, 17), at(10, 17).Add(24 * time.Hour)},
+		{"closed daily window", Class{Endpoint: api.EndpointSeries, Bucket: "day", End: at(0, 0)}, at(10, 17), at(10, 17).Add(24 * time.Hour)},
+		{"window ended exactly 2h ago is still open", Class{Endpoint: api.EndpointSeries, Bucket: "hour", End: at(8, 17)}, at(10, 17), at(10, 27)},
+		{"window ended within 2h follows the hour rule", Class{Endpoint: api.EndpointSeries, Bucket: "hour", End: at(10, 0)}, at(10, 55), at(11, 2)},
+		{"unknown endpoint is never fresh", Class{Endpoint: api.Endpoint(99)}, at(10, 17), at(10, 17)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/api"
 	"trendgate/limits"
 )
 
@@ -57,13 +58,13 @@ func TestDefaultLimitedPlan(t *testing.T) {
 			t.Errorf("limited list fields include interactions_24h")
 		}
 	}
-	if got, want := len(p.Fields.List), len(KnownFields["list"])-1; got != want {
+	if got, want := len(p.Fields.List), len(KnownFields[api.EndpointList])-1; got != want {
 		t.Errorf("len(limited list fields) = %d; want %d", got, want)
 	}
 	if got, want := p.Fields.Whatsup, []string{"summary"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("limited whatsup fields = %v; want %v", got, want)
 	}
-	if got, want := p.Fields.TSV, KnownFields["tsv"]; !reflect.DeepEqual(got, want) {
+	if got, want := p.Fields.TSV, KnownFields[api.EndpointTSV]; !reflect.DeepEqual(got, want) {
 		t.Errorf("limited tsv fields = %v; want %v", got, want)
 	}
 	for _, f := range []string{"close", "market_cap", "galaxy_score", "alt_rank"} {
@@ -352,7 +353,7 @@ func TestLimitedPlanWithoutFieldsIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Plans[PlanLimited]
-	if len(p.Fields.For("list")) != 0 || len(p.Fields.For("tsv")) != 0 {
+	if len(p.Fields.For(api.EndpointList)) != 0 || len(p.Fields.For(api.EndpointTSV)) != 0 {
 		t.Errorf("fields = %+v; want none", p.Fields)
 	}
 }

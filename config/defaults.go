@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/limits"
 	"trendgate/upstream"
@@ -23,31 +24,27 @@ const (
 	PlanLimited = "limited"
 )
 
-// Endpoints are the endpoint names a plan's Endpoints may list, in the order
-// of the API spec.
-var Endpoints = []string{"list", "whatsup", "series", "tsv"}
-
 // KnownFields maps each endpoint to the field names the API documents
 // (spec/analytics-api.md), which are the only names a limited plan's Fields
 // may list: the fields of a topic list item, the top-level fields of a
 // whatsup response, the fields of a time-series row, and the TSV metrics.
 // The whatsup "config" object is not listed: it is metadata, not data, and
 // carries the response's data_mode. Callers must not modify it.
-var KnownFields = map[string][]string{
-	"list": {
+var KnownFields = map[api.Endpoint][]string{
+	api.EndpointList: {
 		"topic", "title", "topic_rank", "topic_rank_1h_previous",
 		"topic_rank_24h_previous", "num_contributors", "num_posts",
 		"interactions_24h",
 	},
-	"whatsup": {"summary", "supportive", "critical"},
-	"series": {
+	api.EndpointWhatsup: {"summary", "supportive", "critical"},
+	api.EndpointSeries: {
 		"time", "contributors_active", "contributors_created", "interactions",
 		"posts_active", "posts_created", "sentiment", "spam", "alt_rank",
 		"circulating_supply", "close", "galaxy_score", "high", "low",
 		"market_cap", "market_dominance", "open", "social_dominance",
 		"volume_24h",
 	},
-	"tsv": {"interactions", "posts_active", "contributors_active", "sentiment"},
+	api.EndpointTSV: {"interactions", "posts_active", "contributors_active", "sentiment"},
 }
 
 // Default returns a configuration with every default filled in, including
@@ -102,7 +99,7 @@ const (
 func defaultFullPlan() Plan {
 	return Plan{
 		Policy:    limits.Policy{PerSecond: 20, Burst: 40, Daily: 100000, Monthly: 2000000},
-		Endpoints: clone(Endpoints),
+		Endpoints: api.EndpointNames(),
 		DataMode:  DataModeFull,
 	}
 }
@@ -110,16 +107,16 @@ func defaultFullPlan() Plan {
 func defaultLimitedPlan() Plan {
 	return Plan{
 		Policy:    limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000},
-		Endpoints: clone(Endpoints),
+		Endpoints: api.EndpointNames(),
 		DataMode:  DataModeLimited,
 		Fields: Fields{
-			List:    without(KnownFields["list"], "interactions_24h"),
+			List:    without(KnownFields[api.EndpointList], "interactions_24h"),
 			Whatsup: []string{"summary"},
 			Series: []string{
 				"time", "contributors_active", "contributors_created",
 				"posts_active", "posts_created", "interactions", "sentiment", "spam",
 			},
-			TSV: clone(KnownFields["tsv"]),
+			TSV: clone(KnownFields[api.EndpointTSV]),
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"trendgate/api"
 	"trendgate/limits"
 )
 
@@ -75,17 +76,17 @@ func (r Redis) CacheTierURL() string {
 	return u.String()
 }
 
-// For returns the allowlist for endpoint ep (one of Endpoints); nil for an
-// unknown endpoint. In a limited plan an empty allowlist means no fields.
-func (f Fields) For(ep string) []string {
-	switch ep {
-	case "list":
+// For returns the allowlist for endpoint e; nil for an unknown endpoint.
+// In a limited plan an empty allowlist means no fields.
+func (f Fields) For(e api.Endpoint) []string {
+	switch e {
+	case api.EndpointList:
 		return f.List
-	case "whatsup":
+	case api.EndpointWhatsup:
 		return f.Whatsup
-	case "series":
+	case api.EndpointSeries:
 		return f.Series
-	case "tsv":
+	case api.EndpointTSV:
 		return f.TSV
 	}
 	return nil

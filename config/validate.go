@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"trendgate/api"
 )
 
 // Limits on server.max_header_bytes.
@@ -225,14 +226,16 @@ func validatePlan(p *problems, path string, pl Plan) {
 	if pl.UpstreamPerMinute < 0 {
 		p.add(path+".upstream_per_minute", "must not be negative (0 means no cap)")
 	}
+	known := strings.Join(api.EndpointNames(), ", ")
 	if len(pl.Endpoints) == 0 {
-		p.add(path+".endpoints", "must list at least one of %s", strings.Join(Endpoints, ", "))
+		p.add(path+".endpoints", "must list at least one of %s", known)
 	}
 	for i, e := range pl.Endpoints {
 		ep := fmt.Sprintf("%s.endpoints[%d]", path, i)
+		_, ok := api.EndpointNamed(e)
 		switch {
-		case !slices.Contains(Endpoints, e):
-			p.add(ep, "unknown endpoint %q (known: %s)", e, strings.Join(Endpoints, ", "))
+		case !ok:
+			p.add(ep, "unknown endpoint %q (known: %s)", e, known)
 		case slices.Index(pl.Endpoints, e) < i:
 			p.add(ep, "endpoint %q is listed twice", e)
 		}
@@ -243,7 +246,7 @@ func validatePlan(p *problems, path string, pl Plan) {
 			p.add(path+".fields", "must not be set when data_mode is full (full passes every field)")
 		}
 	case DataModeLimited:
-		for _, ep := range Endpoints {
+		for _, ep := range api.Endpoints {
 			known := KnownFields[ep]
 			for i, f := range pl.Fields.For(ep) {
 				fp := fmt.Sprintf("%s.fields.%s[%d]", path, ep, i)

@@ -1,6 +1,9 @@
 package limits
 
-import "time"
+import (
+	"time"
+	"trendgate/api"
+)
 
 // Config configures per-key limiting. DefaultConfig returns the defaults;
 // YAML decoding overlays them.
@@ -41,27 +44,19 @@ type Policy struct {
 	Monthly   int64   `yaml:"monthly"`
 }
 
-// Endpoint names accepted by Costs.For.
-const (
-	EndpointList    = "list"
-	EndpointSeries  = "series"
-	EndpointWhatsup = "whatsup"
-	EndpointTSV     = "tsv"
-)
-
-// For returns the cost of one request to endpoint ("list", "series",
-// "whatsup" or "tsv"). An unknown endpoint, or a cost configured below 1,
-// costs 1, so every admitted request costs something.
-func (c Costs) For(endpoint string) int {
+// For returns the cost of one request to endpoint e. An unknown endpoint,
+// or a cost configured below 1, costs 1, so every admitted request costs
+// something.
+func (c Costs) For(e api.Endpoint) int {
 	var n int
-	switch endpoint {
-	case EndpointList:
+	switch e {
+	case api.EndpointList:
 		n = c.List
-	case EndpointSeries:
+	case api.EndpointSeries:
 		n = c.Series
-	case EndpointWhatsup:
+	case api.EndpointWhatsup:
 		n = c.Whatsup
-	case EndpointTSV:
+	case api.EndpointTSV:
 		n = c.TSV
 	}
 	return max(n, 1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -52,15 +53,15 @@ func TestLocalBurst(t *testing.T) {
 	tests := []struct {
 		name     string
 		p        Policy
-		endpoint string
+		endpoint api.Endpoint
 		requests int
 		want429  int
 	}{
-		{"burst 10, 13 requests", Policy{PerSecond: 1, Burst: 10}, "list", 13, 3},
-		{"burst 10, exactly 10", Policy{PerSecond: 1, Burst: 10}, "series", 10, 0},
-		{"whatsup costs 5: 2 of 5 pass", Policy{PerSecond: 1, Burst: 10}, "whatsup", 5, 3},
-		{"burst 0 means ceil(per_second)", Policy{PerSecond: 2.5}, "list", 5, 2},
-		{"no rate limit", Policy{}, "whatsup", 50, 0},
+		{"burst 10, 13 requests", Policy{PerSecond: 1, Burst: 10}, api.EndpointList, 13, 3},
+		{"burst 10, exactly 10", Policy{PerSecond: 1, Burst: 10}, api.EndpointSeries, 10, 0},
+		{"whatsup costs 5: 2 of 5 pass", Policy{PerSecond: 1, Burst: 10}, api.EndpointWhatsup, 5, 3},
+		{"burst 0 means ceil(per_second)", Policy{PerSecond: 2.5}, api.EndpointList, 5, 2},
+		{"no rate limit", Policy{}, api.EndpointWhatsup, 50, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -343,14 +344,14 @@ func TestLocalMetrics(t *testing.T) {
 func TestCostsFor(t *testing.T) {
 	c := Costs{List: 2, Series: 3, Whatsup: 5, TSV: 7}
 	for _, tc := range []struct {
-		endpoint string
+		endpoint api.Endpoint
 		want     int
-	}{{"list", 2}, {"series", 3}, {"whatsup", 5}, {"tsv", 7}, {"unknown", 1}} {
+	}{{api.EndpointList, 2}, {api.EndpointSeries, 3}, {api.EndpointWhatsup, 5}, {api.EndpointTSV, 7}, {0, 1}, {api.Endpoint(99), 1}} {
 		if got := c.For(tc.endpoint); got != tc.want {
-			t.Errorf("For(%q): got %d; want %d", tc.endpoint, got, tc.want)
+			t.Errorf("For(%v): got %d; want %d", tc.endpoint, got, tc.want)
 		}
 	}
-	if got := (Costs{}).For("whatsup"); got != 1 {
+	if got := (Costs{}).For(api.EndpointWhatsup); got != 1 {
 		t.Errorf("zero Costs: got %d; want 1", got)
 	}
 }

@@ -155,7 +155,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 		}
 		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute}
 		for _, e := range p.Endpoints {
-			if ep, ok := endpointByName(e); ok {
+			if ep, ok := api.EndpointNamed(e); ok {
 				cp.endpoints[ep] = true
 			}
 		}
@@ -183,15 +183,6 @@ func compile(cfg *config.Config) (*runtime, error) {
 		rt.trusted = append(rt.trusted, p.Masked())
 	}
 	return rt, nil
-}
-
-func endpointByName(s string) (api.Endpoint, bool) {
-	for e := api.EndpointList; e <= api.EndpointTSV; e++ {
-		if e.String() == s {
-			return e, true
-		}
-	}
-	return 0, false
 }
 
 // Reload swaps keys, plans, costs and cache lifetimes atomically. Counters

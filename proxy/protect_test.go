@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/upstream"
@@ -213,7 +214,7 @@ func TestProtectUpstream429(t *testing.T) {
 	)
 	cold := []string{"/api4/public/topic/solana/whatsup/v1", "/topic/dogecoin/time-series/posts_active.tsv"}
 	costs := h.cfg.Limits.Costs
-	costOf := map[string]int{expired: costs.For("whatsup"), stale: costs.For("series"), cold[0]: costs.For("whatsup"), cold[1]: costs.For("tsv")}
+	costOf := map[string]int{expired: costs.For(api.EndpointWhatsup), stale: costs.For(api.EndpointSeries), cold[0]: costs.For(api.EndpointWhatsup), cold[1]: costs.For(api.EndpointTSV)}
 
 	if r := h.send(expired, h.full); r.status != http.StatusOK {
 		t.Fatalf("warming %s: %d %s", expired, r.status, r.text())

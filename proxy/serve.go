@@ -78,7 +78,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p := in.req, in.keyID, in.plan
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
 		resp, err := g.up.Do(ctx, upstream.Request{
-			Shape:      shapeOf(req.Endpoint),
+			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
 			Background: background,
@@ -94,7 +94,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		}
 		now := g.clk.Now()
 		class := cache.Class{
-			Endpoint: req.Endpoint.String(),
+			Endpoint: req.Endpoint,
 			Bucket:   req.Bucket,
 			End:      req.WindowEnd(),
 			Negative: resp.Status == http.StatusNotFound || resp.Empty,
@@ -112,21 +112,8 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	}
 }
 
-// shapeOf maps an endpoint to the upstream body shape to validate.
-func shapeOf(e api.Endpoint) upstream.Shape {
-	switch e {
-	case api.EndpointList:
-		return upstream.ShapeList
-	case api.EndpointWhatsup:
-		return upstream.ShapeWhatsup
-	case api.EndpointTSV:
-		return upstream.ShapeTSV
-	}
-	return upstream.ShapeSeries
-}
-
 // cost is q's price in tokens and quota units.
-func cost(q api.Request, c limits.Costs) int { return c.For(q.Endpoint.String()) }
+func cost(q api.Request, c limits.Costs) int { return c.For(q.Endpoint) }
 
 // Cache-Status values (RFC 9211), shared and never mutated.
 var (

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkCheckBodySeries(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := checkBody(ShapeSeries, body); err != nil {
+		if _, err := checkBody(api.EndpointSeries, body); err != nil {
 			b.Fatal(err)
 		}
 	}

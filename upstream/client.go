@@ -16,14 +16,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
 // Request is one upstream call, built by the gateway from its canonical
 // request. The zero value is not a valid request (Path is required).
 type Request struct {
-	// Shape is the expected body shape.
-	Shape Shape
+	// Endpoint is the operation called; it decides the expected body.
+	Endpoint api.Endpoint
 	// Path is the already escaped path, e.g.
 	// "/api4/public/topic/%23ai/time-series/v1". It must start with "/" and
 	// contain no query or fragment.
@@ -49,7 +50,7 @@ type Response struct {
 	// ContentType is the upstream's Content-Type, or the shape's default
 	// when it sent none.
 	ContentType string
-	// Body is the decompressed body, validated for the Shape; nil for 404.
+	// Body is the decompressed body, validated for the Endpoint; nil for 404.
 	Body []byte
 	// Generated is config.generated, else x-lunar-generated, else 0.
 	Generated int64
@@ -185,13 +186,13 @@ func (c *Client) State() BreakerState { return c.breaker.current() }
 // caller gave up. No request is made while the breaker is open or the
 // budget refuses.
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
-	if !req.Shape.valid() || !strings.HasPrefix(req.Path, "/") ||
+	if !req.Endpoint.Valid() || !strings.HasPrefix(req.Path, "/") ||
 		strings.ContainsAny(req.Path, "?#") || strings.Contains(req.RawQuery, "#") {
 		return nil, errors.New("upstream: invalid request")
 	}
 	resp, err := c.do(ctx, req)
 	result := resultOf(resp, err)
-	c.metrics.Requests.WithLabelValues(req.Shape.String(), result).Inc()
+	c.metrics.Requests.WithLabelValues(req.Endpoint.String(), result).Inc()
 	if err != nil {
 		c.metrics.Errors.WithLabelValues(result).Inc()
 	}
@@ -303,7 +304,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		return attemptResult{err: errors.New("upstream: invalid request"), outcome: outcomeNeutral}
 	}
 	hreq.Header = http.Header{
-		"Accept":          {req.Shape.accept()},
+		"Accept":          {accept(req.Endpoint)},
 		"Accept-Encoding": {"gzip"},
 		"User-Agent":      {"trendgate"},
 	}
@@ -314,7 +315,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	start := c.clk.Now()
 	hres, err := c.http.Do(hreq)
 	defer func() {
-		c.metrics.Latency.WithLabelValues(req.Shape.String()).Observe(c.clk.Now().Sub(start).Seconds())
+		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
 	}()
 	if err != nil {
 		return c.transportError(ctx, parent, err)
@@ -333,7 +334,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	case status == http.StatusNotFound:
 		c.logStatus(req, hres)
 		return attemptResult{
-			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Shape, hres.Header)},
+			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header)},
 			outcome: outcomeSuccess,
 		}
 	case status == http.StatusTooManyRequests:
@@ -402,7 +403,7 @@ func netErrorKind(err error) string {
 func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Response) attemptResult {
 	bad := func(format string, args ...any) attemptResult {
 		c.log.Warn("invalid upstream body", zap.String("path", req.Path),
-			zap.String("shape", req.Shape.String()), zap.String("problem", fmt.Sprintf(format, args...)))
+			zap.String("shape", req.Endpoint.String()), zap.String("problem", fmt.Sprintf(format, args...)))
 		return attemptResult{
 			err:     fmt.Errorf("%w: "+format, append([]any{ErrBadResponse}, args...)...),
 			outcome: outcomeFailure,
@@ -432,7 +433,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	if int64(len(body)) > limit {
 		return bad("body exceeds %d bytes", limit)
 	}
-	chk, err := checkBody(req.Shape, body)
+	chk, err := checkBody(req.Endpoint, body)
 	if err != nil {
 		return bad("%v", err)
 	}
@@ -445,7 +446,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	return attemptResult{
 		resp: &Response{
 			Status:      http.StatusOK,
-			ContentType: contentType(req.Shape, hres.Header),
+			ContentType: contentType(req.Endpoint, hres.Header),
 			Body:        body,
 			Generated:   gen,
 			Empty:       chk.empty,
@@ -470,11 +471,11 @@ func (c *Client) bodyError(ctx, parent context.Context, err error, bad func(stri
 }
 
 // contentType returns the upstream's Content-Type or the shape's default.
-func contentType(s Shape, h http.Header) string {
+func contentType(e api.Endpoint, h http.Header) string {
 	if ct := h.Get("Content-Type"); ct != "" {
 		return ct
 	}
-	return s.contentType()
+	return defaultContentType(e)
 }
 
 // logStatus logs a non-200 answer with the upstream's status and message.
@@ -489,7 +490,7 @@ func (c *Client) logStatus(req Request, hres *http.Response) {
 		return
 	}
 	ce.Write(zap.Int("status", hres.StatusCode), zap.String("path", req.Path),
-		zap.String("shape", req.Shape.String()), zap.String("message", upstreamMessage(hres.Body)))
+		zap.String("shape", req.Endpoint.String()), zap.String("message", upstreamMessage(hres.Body)))
 }
 
 // upstreamMessage extracts the "error" text of an upstream error body,

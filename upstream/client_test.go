@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -34,26 +35,26 @@ func TestRequestBuiltExactly(t *testing.T) {
 			wantAccept: "application/json", wantAuth: "Bearer " + testKey,
 		},
 		{
-			name: "list without query, no key", req: Request{Shape: ShapeList, Path: "/api4/public/topics/list/v1"},
+			name: "list without query, no key", req: Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1"},
 			wantURI: "/api4/public/topics/list/v1", wantAccept: "application/json",
 		},
 		{
 			name: "base url with path prefix and trailing slash", prefix: "/lc/", key: testKey,
-			req:     Request{Shape: ShapeWhatsup, Path: "/api4/public/topic/ai%20agents/whatsup/v1"},
+			req:     Request{Endpoint: api.EndpointWhatsup, Path: "/api4/public/topic/ai%20agents/whatsup/v1"},
 			wantURI: "/lc/api4/public/topic/ai%20agents/whatsup/v1", wantAccept: "application/json",
 			wantAuth: "Bearer " + testKey,
 		},
 		{
 			name: "tsv", key: testKey,
-			req:     Request{Shape: ShapeTSV, Path: "/topic/%24btc/time-series/interactions.tsv"},
-			wantURI: "/topic/%24btc/time-series/interactions.tsv", wantAccept: ShapeTSV.accept(),
+			req:     Request{Endpoint: api.EndpointTSV, Path: "/topic/%24btc/time-series/interactions.tsv"},
+			wantURI: "/topic/%24btc/time-series/interactions.tsv", wantAccept: accept(api.EndpointTSV),
 			wantAuth: "Bearer " + testKey,
 		},
 	}
-	bodies := map[Shape]string{ShapeSeries: seriesBody, ShapeList: listBody, ShapeWhatsup: whatsupBody, ShapeTSV: "time\tinteractions\n"}
+	bodies := map[api.Endpoint]string{api.EndpointSeries: seriesBody, api.EndpointList: listBody, api.EndpointWhatsup: whatsupBody, api.EndpointTSV: "time\tinteractions\n"}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			stub := newStub(t, respond(200, bodies[tc.req.Shape]))
+			stub := newStub(t, respond(200, bodies[tc.req.Endpoint]))
 			cfg := testConfig(stub.srv.URL + tc.prefix)
 			cfg.APIKey = tc.key
 			c, _ := newTestClient(t, cfg, clock.NewFake(t0))
@@ -94,10 +95,10 @@ func TestDoRejectsMalformedRequest(t *testing.T) {
 	stub := newStub(t, respond(200, seriesBody))
 	c, _ := newTestClient(t, testConfig(stub.srv.URL), clock.NewFake(t0))
 	for _, req := range []Request{
-		{Shape: ShapeSeries, Path: "api4/no-slash"},
-		{Shape: ShapeSeries, Path: "/a?b=c"},
-		{Shape: ShapeSeries, Path: "/a#frag"},
-		{Shape: Shape(99), Path: "/a"},
+		{Endpoint: api.EndpointSeries, Path: "api4/no-slash"},
+		{Endpoint: api.EndpointSeries, Path: "/a?b=c"},
+		{Endpoint: api.EndpointSeries, Path: "/a#frag"},
+		{Endpoint: api.Endpoint(99), Path: "/a"},
 	} {
 		if _, err := c.Do(context.Background(), req); err == nil {
 			t.Errorf("Do(%+v): got nil error; want one", req)
@@ -226,7 +227,7 @@ func TestTimeouts(t *testing.T) {
 				}
 			}
 		}()
-		_, err := c.Do(ctx, Request{Shape: ShapeSeries, Path: "/x", RawQuery: "mode=head"})
+		_, err := c.Do(ctx, Request{Endpoint: api.EndpointSeries, Path: "/x", RawQuery: "mode=head"})
 		if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) {
 			t.Fatalf("got error %v; want context.Canceled", err)
 		}
@@ -285,7 +286,7 @@ func TestBodyCap(t *testing.T) {
 			cfg := testConfig(stub.srv.URL)
 			cfg.MaxBodyBytes = limit
 			c, _ := newTestClient(t, cfg, clock.NewFake(t0))
-			resp, err := c.Do(context.Background(), Request{Shape: ShapeList, Path: "/api4/public/topics/list/v1"})
+			resp, err := c.Do(context.Background(), Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1"})
 			if tc.wantErr {
 				if !errors.Is(err, ErrBadResponse) {
 					t.Fatalf("got error %v; want ErrBadResponse", err)
@@ -305,57 +306,57 @@ func TestBodyCap(t *testing.T) {
 func TestShapeValidation(t *testing.T) {
 	tests := []struct {
 		name      string
-		shape     Shape
+		shape     api.Endpoint
 		body      string
 		header    string // x-lunar-generated
 		wantErr   bool
 		wantEmpty bool
 		wantGen   int64
 	}{
-		{name: "list ok", shape: ShapeList, body: listBody},
-		{name: "list generated from header", shape: ShapeList, body: listBody, header: "1764473870", wantGen: 1764473870},
-		{name: "list empty", shape: ShapeList, body: `{"data":[]}`, wantEmpty: true},
-		{name: "list empty object data", shape: ShapeList, body: `{"data":{}}`, wantEmpty: true},
-		{name: "list data missing", shape: ShapeList, body: `{"items":[]}`, wantErr: true},
-		{name: "list data not array", shape: ShapeList, body: `{"data":"x"}`, wantErr: true},
-		{name: "list data non-empty object", shape: ShapeList, body: `{"data":{"a":1}}`, wantErr: true},
-		{name: "list item not object", shape: ShapeList, body: `{"data":[{"topic":"a"},1]}`, wantErr: true},
-		{name: "list item null", shape: ShapeList, body: `{"data":[null]}`, wantErr: true},
-		{name: "top-level array", shape: ShapeList, body: `[{"data":[]}]`, wantErr: true},
-		{name: "top-level null", shape: ShapeList, body: `null`, wantErr: true},
-		{name: "truncated json", shape: ShapeList, body: `{"data":[{"topic":"a"}`, wantErr: true},
-		{name: "trailing garbage", shape: ShapeList, body: `{"data":[]} x`, wantErr: true},
-		{name: "html error page", shape: ShapeList, body: `<html>oops</html>`, wantErr: true},
-		{name: "empty body", shape: ShapeList, body: ``, wantErr: true},
+		{name: "list ok", shape: api.EndpointList, body: listBody},
+		{name: "list generated from header", shape: api.EndpointList, body: listBody, header: "1764473870", wantGen: 1764473870},
+		{name: "list empty", shape: api.EndpointList, body: `{"data":[]}`, wantEmpty: true},
+		{name: "list empty object data", shape: api.EndpointList, body: `{"data":{}}`, wantEmpty: true},
+		{name: "list data missing", shape: api.EndpointList, body: `{"items":[]}`, wantErr: true},
+		{name: "list data not array", shape: api.EndpointList, body: `{"data":"x"}`, wantErr: true},
+		{name: "list data non-empty object", shape: api.EndpointList, body: `{"data":{"a":1}}`, wantErr: true},
+		{name: "list item not object", shape: api.EndpointList, body: `{"data":[{"topic":"a"},1]}`, wantErr: true},
+		{name: "list item null", shape: api.EndpointList, body: `{"data":[null]}`, wantErr: true},
+		{name: "top-level array", shape: api.EndpointList, body: `[{"data":[]}]`, wantErr: true},
+		{name: "top-level null", shape: api.EndpointList, body: `null`, wantErr: true},
+		{name: "truncated json", shape: api.EndpointList, body: `{"data":[{"topic":"a"}`, wantErr: true},
+		{name: "trailing garbage", shape: api.EndpointList, body: `{"data":[]} x`, wantErr: true},
+		{name: "html error page", shape: api.EndpointList, body: `<html>oops</html>`, wantErr: true},
+		{name: "empty body", shape: api.EndpointList, body: ``, wantErr: true},
 
-		{name: "whatsup ok", shape: ShapeWhatsup, body: whatsupBody, wantGen: 1760641738},
-		{name: "whatsup with themes", shape: ShapeWhatsup, body: `{"config":{},"summary":"s","supportive":[{"title":"t"}],"critical":[]}`},
-		{name: "whatsup null themes", shape: ShapeWhatsup, body: `{"config":{},"summary":"s","supportive":null}`},
-		{name: "whatsup empty summary", shape: ShapeWhatsup, body: `{"config":{},"summary":"  "}`, wantEmpty: true},
-		{name: "whatsup generated header ignored when config has it", shape: ShapeWhatsup, body: whatsupBody, header: "5", wantGen: 1760641738},
-		{name: "whatsup generated from header", shape: ShapeWhatsup, body: `{"config":{},"summary":"s"}`, header: "42", wantGen: 42},
-		{name: "whatsup float generated", shape: ShapeWhatsup, body: `{"config":{"generated":1760641738.0},"summary":"s"}`, wantGen: 1760641738},
-		{name: "whatsup no config", shape: ShapeWhatsup, body: `{"summary":"s"}`, wantErr: true},
-		{name: "whatsup config not object", shape: ShapeWhatsup, body: `{"config":[],"summary":"s"}`, wantErr: true},
-		{name: "whatsup no summary", shape: ShapeWhatsup, body: `{"config":{}}`, wantErr: true},
-		{name: "whatsup summary null", shape: ShapeWhatsup, body: `{"config":{},"summary":null}`, wantErr: true},
-		{name: "whatsup summary number", shape: ShapeWhatsup, body: `{"config":{},"summary":3}`, wantErr: true},
-		{name: "whatsup themes not array", shape: ShapeWhatsup, body: `{"config":{},"summary":"s","critical":{}}`, wantErr: true},
+		{name: "whatsup ok", shape: api.EndpointWhatsup, body: whatsupBody, wantGen: 1760641738},
+		{name: "whatsup with themes", shape: api.EndpointWhatsup, body: `{"config":{},"summary":"s","supportive":[{"title":"t"}],"critical":[]}`},
+		{name: "whatsup null themes", shape: api.EndpointWhatsup, body: `{"config":{},"summary":"s","supportive":null}`},
+		{name: "whatsup empty summary", shape: api.EndpointWhatsup, body: `{"config":{},"summary":"  "}`, wantEmpty: true},
+		{name: "whatsup generated header ignored when config has it", shape: api.EndpointWhatsup, body: whatsupBody, header: "5", wantGen: 1760641738},
+		{name: "whatsup generated from header", shape: api.EndpointWhatsup, body: `{"config":{},"summary":"s"}`, header: "42", wantGen: 42},
+		{name: "whatsup float generated", shape: api.EndpointWhatsup, body: `{"config":{"generated":1760641738.0},"summary":"s"}`, wantGen: 1760641738},
+		{name: "whatsup no config", shape: api.EndpointWhatsup, body: `{"summary":"s"}`, wantErr: true},
+		{name: "whatsup config not object", shape: api.EndpointWhatsup, body: `{"config":[],"summary":"s"}`, wantErr: true},
+		{name: "whatsup no summary", shape: api.EndpointWhatsup, body: `{"config":{}}`, wantErr: true},
+		{name: "whatsup summary null", shape: api.EndpointWhatsup, body: `{"config":{},"summary":null}`, wantErr: true},
+		{name: "whatsup summary number", shape: api.EndpointWhatsup, body: `{"config":{},"summary":3}`, wantErr: true},
+		{name: "whatsup themes not array", shape: api.EndpointWhatsup, body: `{"config":{},"summary":"s","critical":{}}`, wantErr: true},
 
-		{name: "series ok", shape: ShapeSeries, body: seriesBody, wantGen: 1760647718},
-		{name: "series empty", shape: ShapeSeries, body: `{"config":{"generated":7},"data":[]}`, wantEmpty: true, wantGen: 7},
-		{name: "series no config", shape: ShapeSeries, body: `{"data":[]}`, wantErr: true},
-		{name: "series config null", shape: ShapeSeries, body: `{"config":null,"data":[]}`, wantErr: true},
-		{name: "series no data", shape: ShapeSeries, body: `{"config":{}}`, wantErr: true},
-		{name: "series row not object", shape: ShapeSeries, body: `{"config":{},"data":[[1,2]]}`, wantErr: true},
-		{name: "series generated string ignored", shape: ShapeSeries, body: `{"config":{"generated":"x"},"data":[{}]}`},
+		{name: "series ok", shape: api.EndpointSeries, body: seriesBody, wantGen: 1760647718},
+		{name: "series empty", shape: api.EndpointSeries, body: `{"config":{"generated":7},"data":[]}`, wantEmpty: true, wantGen: 7},
+		{name: "series no config", shape: api.EndpointSeries, body: `{"data":[]}`, wantErr: true},
+		{name: "series config null", shape: api.EndpointSeries, body: `{"config":null,"data":[]}`, wantErr: true},
+		{name: "series no data", shape: api.EndpointSeries, body: `{"config":{}}`, wantErr: true},
+		{name: "series row not object", shape: api.EndpointSeries, body: `{"config":{},"data":[[1,2]]}`, wantErr: true},
+		{name: "series generated string ignored", shape: api.EndpointSeries, body: `{"config":{"generated":"x"},"data":[{}]}`},
 
-		{name: "tsv ok", shape: ShapeTSV, body: "time\tinteractions\n2025-10-13 00:00\t3811420\n"},
-		{name: "tsv header only", shape: ShapeTSV, body: "time\n"},
-		{name: "tsv wrong header", shape: ShapeTSV, body: "date\tinteractions\n", wantErr: true},
-		{name: "tsv json", shape: ShapeTSV, body: `{"error":"x"}`, wantErr: true},
-		{name: "tsv invalid utf-8", shape: ShapeTSV, body: "time\t\xff\xfe\n", wantErr: true},
-		{name: "tsv empty", shape: ShapeTSV, body: "", wantErr: true},
+		{name: "tsv ok", shape: api.EndpointTSV, body: "time\tinteractions\n2025-10-13 00:00\t3811420\n"},
+		{name: "tsv header only", shape: api.EndpointTSV, body: "time\n"},
+		{name: "tsv wrong header", shape: api.EndpointTSV, body: "date\tinteractions\n", wantErr: true},
+		{name: "tsv json", shape: api.EndpointTSV, body: `{"error":"x"}`, wantErr: true},
+		{name: "tsv invalid utf-8", shape: api.EndpointTSV, body: "time\t\xff\xfe\n", wantErr: true},
+		{name: "tsv empty", shape: api.EndpointTSV, body: "", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -365,7 +366,7 @@ func TestShapeValidation(t *testing.T) {
 			}
 			stub := newStub(t, respond(200, tc.body, hdr...))
 			c, _ := newTestClient(t, testConfig(stub.srv.URL), clock.NewFake(t0))
-			resp, err := c.Do(context.Background(), Request{Shape: tc.shape, Path: "/p"})
+			resp, err := c.Do(context.Background(), Request{Endpoint: tc.shape, Path: "/p"})
 			if tc.wantErr {
 				if !errors.Is(err, ErrBadResponse) {
 					t.Fatalf("got %v; want ErrBadResponse", err)
@@ -397,11 +398,11 @@ func TestContentType(t *testing.T) {
 		_, _ = w.Write([]byte("time\tsentiment\n"))
 	})
 	c, _ := newTestClient(t, testConfig(stub.srv.URL), clock.NewFake(t0))
-	resp, err := c.Do(context.Background(), Request{Shape: ShapeTSV, Path: "/t.tsv"})
+	resp, err := c.Do(context.Background(), Request{Endpoint: api.EndpointTSV, Path: "/t.tsv"})
 	if err != nil {
 		t.Fatalf("Do: %v", err)
 	}
-	if want := ShapeTSV.contentType(); resp.ContentType != want {
+	if want := defaultContentType(api.EndpointTSV); resp.ContentType != want {
 		t.Errorf("got content type %q; want %q", resp.ContentType, want)
 	}
 }
@@ -715,7 +716,7 @@ func TestNoGoroutineGrowthAfterFaults(t *testing.T) {
 	}
 	for i := range 20 {
 		for _, q := range []string{"mode=block", "mode=500", "mode=ok"} {
-			_, _ = c.Do(context.Background(), Request{Shape: ShapeSeries, Path: fmt.Sprintf("/s/%d", i), RawQuery: q})
+			_, _ = c.Do(context.Background(), Request{Endpoint: api.EndpointSeries, Path: fmt.Sprintf("/s/%d", i), RawQuery: q})
 		}
 		_, _ = cr.Do(context.Background(), seriesReq)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 	"trendgate/internal/promtest"
 )
@@ -109,7 +110,7 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...
 	return v
 }
 
-var seriesReq = Request{Shape: ShapeSeries, Path: "/api4/public/topic/%23ai/time-series/v1", RawQuery: "bucket=hour&interval=1w"}
+var seriesReq = Request{Endpoint: api.EndpointSeries, Path: "/api4/public/topic/%23ai/time-series/v1", RawQuery: "bucket=hour&interval=1w"}
 
 // readCounter returns a counter's value.
 func readCounter(t *testing.T, c prometheus.Counter) float64 {

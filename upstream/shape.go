@@ -6,57 +6,29 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"trendgate/api"
 	"unicode/utf8"
 )
 
-// Shape is the expected form of an upstream body. The zero value is
-// ShapeList.
-type Shape int
-
-// Shapes of the upstream's endpoints.
-const (
-	// ShapeList is the topics list: an object whose "data" is an array of
-	// objects.
-	ShapeList Shape = iota
-	// ShapeWhatsup is a whatsup summary: an object with a "config" object
-	// and a "summary" string ("supportive"/"critical" arrays optional).
-	ShapeWhatsup
-	// ShapeSeries is a time series: an object with a "config" object and a
-	// "data" array of objects.
-	ShapeSeries
-	// ShapeTSV is a raw TSV download: UTF-8 text whose first line starts
-	// with "time".
-	ShapeTSV
-)
-
-// String returns the shape's metric label.
-func (s Shape) String() string {
-	switch s {
-	case ShapeList:
-		return "list"
-	case ShapeWhatsup:
-		return "whatsup"
-	case ShapeSeries:
-		return "series"
-	case ShapeTSV:
-		return "tsv"
-	}
-	return "unknown"
-}
-
-func (s Shape) valid() bool { return s >= ShapeList && s <= ShapeTSV }
+// The body each endpoint must have (checkBody):
+//   - api.EndpointList: an object whose "data" is an array of objects;
+//   - api.EndpointWhatsup: an object with a "config" object and a "summary"
+//     string ("supportive"/"critical" arrays optional);
+//   - api.EndpointSeries: an object with a "config" object and a "data"
+//     array of objects;
+//   - api.EndpointTSV: UTF-8 text whose first line starts with "time".
 
 // contentType is the Content-Type assumed when the upstream sends none.
-func (s Shape) contentType() string {
-	if s == ShapeTSV {
+func defaultContentType(e api.Endpoint) string {
+	if e == api.EndpointTSV {
 		return "text/tab-separated-values; charset=utf-8"
 	}
 	return "application/json"
 }
 
-// accept is the Accept header sent for s.
-func (s Shape) accept() string {
-	if s == ShapeTSV {
+// accept is the Accept header sent for e.
+func accept(e api.Endpoint) string {
+	if e == api.EndpointTSV {
 		return "text/tab-separated-values, text/plain;q=0.9"
 	}
 	return "application/json"
@@ -72,9 +44,9 @@ type checked struct {
 // the problem but never quote the body.
 var errShape = errors.New("body does not match the expected shape")
 
-// checkBody validates body for shape s.
-func checkBody(s Shape, body []byte) (checked, error) {
-	if s == ShapeTSV {
+// checkBody validates body for endpoint e.
+func checkBody(e api.Endpoint, body []byte) (checked, error) {
+	if e == api.EndpointTSV {
 		return checkTSV(body)
 	}
 	var top map[string]json.RawMessage
@@ -82,21 +54,21 @@ func checkBody(s Shape, body []byte) (checked, error) {
 		return checked{}, fmt.Errorf("%w: not a JSON object", errShape)
 	}
 	var c checked
-	if s == ShapeWhatsup || s == ShapeSeries {
+	if e == api.EndpointWhatsup || e == api.EndpointSeries {
 		cfg, ok := top["config"]
 		if !ok || !isObject(cfg) {
 			return checked{}, fmt.Errorf("%w: config is not an object", errShape)
 		}
 		c.generated = generatedOf(cfg)
 	}
-	switch s {
-	case ShapeList, ShapeSeries:
+	switch e {
+	case api.EndpointList, api.EndpointSeries:
 		n, err := objectArrayLen(top["data"])
 		if err != nil {
 			return checked{}, fmt.Errorf("%w: data %v", errShape, err)
 		}
 		c.empty = n == 0
-	case ShapeWhatsup:
+	case api.EndpointWhatsup:
 		var summary string
 		raw, ok := top["summary"]
 		if !ok || json.Unmarshal(raw, &summary) != nil || isNull(raw) {
