@@ -23,6 +23,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/redislog"
 	"trendgate/proxy"
 )
 
@@ -101,7 +102,9 @@ func newLogger(level string, w io.Writer) (log *zap.Logger, stop func(), err err
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	ws := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: 256 << 10, FlushInterval: time.Second}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, lvl)
-	return zap.New(core), func() { _ = ws.Stop() }, nil
+	log = zap.New(core)
+	redislog.Install(redislog.New(log)) // go-redis's own lines become JSON too
+	return log, func() { _ = ws.Stop() }, nil
 }
 
 func signalContext() (context.Context, context.CancelFunc) {
