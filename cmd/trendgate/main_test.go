@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"trendgate/auth"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestKeysNewAndHash: the printed secret is a valid key, its digest is the
@@ -113,5 +119,36 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 	out.Reset()
 	if err := run([]string{"-help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "trendgate serve -config FILE") {
 		t.Errorf("help: %v\n%s", err, out.String())
+	}
+}
+
+// TestRedisClientLinesAreJSON: go-redis's own log lines (here a failed
+// dial to a closed loopback port) reach the JSON log, not plain stderr.
+func TestRedisClientLinesAreJSON(t *testing.T) {
+	var out bytes.Buffer
+	log, stop, err := newLogger("info", &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	_ = rdb.Ping(context.Background()).Err()
+	_ = rdb.Close()
+	_ = log.Sync()
+	stop()
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("not JSON: %q", line)
+		}
+		found = found || strings.Contains(line, `"logger":"redis"`)
+	}
+	if !found {
+		t.Errorf("no go-redis line in the JSON log:\n%s", out.String())
 	}
 }
