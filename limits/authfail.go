@@ -128,10 +128,3 @@ func (a *AuthFailures) Sweep(now time.Time) int {
 	}
 	return n
 }
-
-// size returns the number of IPs with state.
-func (a *AuthFailures) size() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.ips)
-}
