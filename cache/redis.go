@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 )
 
@@ -40,6 +41,10 @@ type RedisStoreOptions struct {
 	MaxStale time.Duration
 	// Clock computes the PX backstop (nil: the real clock).
 	Clock clock.Clock
+	// Breaker guards the client: while it is open every operation is a
+	// miss or a no-op at once, without waiting on Redis. nil builds one of
+	// the store's own (dependency "redis-cache").
+	Breaker *breaker.Breaker
 }
 
 // RedisStore is the shared tier: entries encoded with a schema version and
@@ -54,6 +59,7 @@ type RedisStore struct {
 	retention atomic.Int64 // time.Duration kept after FreshUntil
 	clk       clock.Clock
 	m         *Metrics
+	br        *breaker.Breaker
 }
 
 var (
@@ -78,9 +84,13 @@ func NewRedisStore(client redis.UniversalClient, opts RedisStoreOptions, m *Metr
 		maxBytes: cmp(opts.MaxEntryBytes, DefaultRedisMaxEntryBytes),
 		clk:      opts.Clock,
 		m:        orNew(m),
+		br:       opts.Breaker,
 	}
 	if s.clk == nil {
 		s.clk = clock.Real{}
+	}
+	if s.br == nil {
+		s.br = breaker.New("redis-cache", breaker.Config{}, breaker.Options{Clock: s.clk})
 	}
 	s.retention.Store(int64(cmp(opts.MaxStale, DefaultConfig().MaxStale)))
 	return s, nil
@@ -101,11 +111,22 @@ func (s *RedisStore) topicKey(topic string) string { return s.prefix + "t:" + to
 // Get reads and validates key's entry. Errors, oversized or undecodable
 // entries, other schema versions and key mismatches are misses.
 func (s *RedisStore) Get(ctx context.Context, key string) (*Entry, bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	b, err := s.rdb.Get(ctx, s.entryKey(key)).Bytes()
+	var b []byte
+	missing := false
+	ran, err := s.br.Do(ctx, func() (err error) {
+		b, err = s.rdb.Get(cctx, s.entryKey(key)).Bytes()
+		if errors.Is(err, redis.Nil) {
+			missing, err = true, nil
+		}
+		return err
+	})
 	switch {
-	case errors.Is(err, redis.Nil):
+	case !ran || err != nil:
+		s.m.sharedError.Inc()
+		return nil, false
+	case missing:
 		s.m.sharedMiss.Inc()
 		return nil, false
 	case err != nil:
@@ -139,28 +160,32 @@ func (s *RedisStore) Set(ctx context.Context, e *Entry) {
 	if len(b) > s.maxBytes {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	px := strconv.FormatInt(ttl.Milliseconds(), 10)
 	tk := s.topicKey(e.Topic)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Do(ctx, "set", s.entryKey(e.Key), b, "px", px)
-		p.SAdd(ctx, tk, e.Key)
-		// The index lives as long as its longest-lived entry.
-		p.Do(ctx, "pexpire", tk, px, "nx")
-		p.Do(ctx, "pexpire", tk, px, "gt")
-		return nil
+	ran, err := s.br.Do(ctx, func() error {
+		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+			p.Do(cctx, "set", s.entryKey(e.Key), b, "px", px)
+			p.SAdd(cctx, tk, e.Key)
+			// The index lives as long as its longest-lived entry.
+			p.Do(cctx, "pexpire", tk, px, "nx")
+			p.Do(cctx, "pexpire", tk, px, "gt")
+			return nil
+		})
+		return err
 	})
-	if err != nil {
+	if !ran || err != nil {
 		s.m.sharedError.Inc()
 	}
 }
 
 // Delete removes key's entry (its topic index may keep naming it).
 func (s *RedisStore) Delete(ctx context.Context, key string) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.rdb.Del(ctx, s.entryKey(key)).Err(); err != nil {
+	ran, err := s.br.Do(ctx, func() error { return s.rdb.Del(cctx, s.entryKey(key)).Err() })
+	if !ran || err != nil {
 		s.m.sharedError.Inc()
 	}
 }
@@ -240,22 +265,31 @@ type redisLease struct {
 	rdb     redis.UniversalClient
 	prefix  string
 	timeout time.Duration
+	br      *breaker.Breaker
 }
+
+// errLeaseBreaker is Acquire's error while the breaker keeps Redis out of
+// use: the caller goes on without a lease, at once.
+var errLeaseBreaker = errors.New("cache: lease: redis unavailable (breaker open)")
 
 var _ Lease = (*redisLease)(nil)
 
 // NewRedisLease returns a Lease stored in Redis under prefix+key (prefix ""
-// means "tg:c:l:"), each command bounded by timeout (<= 0 means 50ms).
-// Releasing compares the token, so an expired lease taken over by another
-// instance is never deleted by the old holder.
-func NewRedisLease(client redis.UniversalClient, prefix string, timeout time.Duration) Lease {
+// means "tg:c:l:"), each command bounded by timeout (<= 0 means 50ms) and
+// guarded by br, the breaker of client's other users (nil: one of its own,
+// dependency "redis"). Releasing compares the token, so an expired lease
+// taken over by another instance is never deleted by the old holder.
+func NewRedisLease(client redis.UniversalClient, prefix string, timeout time.Duration, br *breaker.Breaker) Lease {
 	if prefix == "" {
 		prefix = DefaultRedisPrefix + "l:"
 	}
 	if timeout <= 0 {
 		timeout = DefaultRedisTimeout
 	}
-	return &redisLease{rdb: client, prefix: prefix, timeout: timeout}
+	if br == nil {
+		br = breaker.New("redis", breaker.Config{}, breaker.Options{})
+	}
+	return &redisLease{rdb: client, prefix: prefix, timeout: timeout, br: br}
 }
 
 // Acquire takes the lease with SET NX PX.
@@ -268,7 +302,14 @@ func (l *redisLease) Acquire(ctx context.Context, key string, ttl time.Duration)
 	k := l.prefix + key
 	cctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
-	ok, err := l.rdb.SetNX(cctx, k, token, max(ttl, time.Millisecond)).Result()
+	var ok bool
+	ran, err := l.br.Do(ctx, func() (err error) {
+		ok, err = l.rdb.SetNX(cctx, k, token, max(ttl, time.Millisecond)).Result()
+		return err
+	})
+	if !ran {
+		return nil, false, errLeaseBreaker
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("cache: lease acquire: %w", err)
 	}

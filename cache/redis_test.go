@@ -129,7 +129,7 @@ func TestRedisErrorsAreCountedMisses(t *testing.T) {
 	}
 	// A Cache on it still fetches, and a lease error just fetches.
 	c, err := New(DefaultConfig(), Tiered(newLocal(t, 1<<20, nil), s), nil, nil, nil,
-		WithLease(NewRedisLease(rdb, "", 0), s, time.Second))
+		WithLease(NewRedisLease(rdb, "", 0, nil), s, time.Second))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -207,7 +207,7 @@ func TestPurgeTopicReachesSharedTier(t *testing.T) {
 func TestRedisLease(t *testing.T) {
 	rdb, prefix := testRedis(t)
 	ctx := context.Background()
-	l := NewRedisLease(rdb, prefix+"l:", 0)
+	l := NewRedisLease(rdb, prefix+"l:", 0, nil)
 	release, ok, err := l.Acquire(ctx, key, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("first Acquire = %v, %v; want ok", ok, err)
@@ -235,7 +235,7 @@ func TestLeaseCoalescesAcrossInstances(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg)
 	shared := newRedisStore(t, rdb, RedisStoreOptions{Prefix: prefix, Clock: clk}, m)
-	lease := &leaseSpy{Lease: NewRedisLease(rdb, prefix+"l:", 0), denied: make(chan struct{}, 2)}
+	lease := &leaseSpy{Lease: NewRedisLease(rdb, prefix+"l:", 0, nil), denied: make(chan struct{}, 2)}
 	var caches [2]*Cache
 	for i := range caches {
 		c, err := New(DefaultConfig(), Tiered(newLocal(t, 1<<20, nil), shared), clk, nil, m,

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 )
 
@@ -31,6 +32,11 @@ type RedisOptions struct {
 	// Backoff is how long the open breaker skips Redis before one probe;
 	// default 5s (measured on the injected clock).
 	Backoff time.Duration
+	// Breaker guards this Redis client, shared with the client's other
+	// users (lease, budget) so that once one of them sees Redis fail, none
+	// waits on it; nil builds a breaker of this limiter's own from
+	// FailureThreshold and Backoff.
+	Breaker *breaker.Breaker
 	// ReconcileEvery is how often the background reconciler tries to replay
 	// the journal while it is not empty; default 5s (wall time).
 	ReconcileEvery time.Duration
@@ -88,8 +94,8 @@ func (o RedisOptions) withDefaults() (RedisOptions, error) {
 // Cluster they would need to share a slot; this limiter targets a single
 // Redis (or a primary with replicas).
 //
-// While Redis fails (per-command Timeout; FailureThreshold consecutive
-// failures open a breaker for Backoff, then one probe), Admit is served by
+// While Redis fails (per-command Timeout; the breaker opens after
+// consecutive failures, then lets one probe through), Admit is served by
 // the fallback Local at LocalShare of the policy and every quota change is
 // journaled in memory; Reconcile replays the journal exactly once (each
 // entry is applied together with a marker key, so a retried entry is
@@ -104,12 +110,12 @@ type Redis struct {
 	m        *Metrics
 	instance string // random id naming this instance's replay markers
 
-	mu        sync.Mutex // guards failures, openUntil, open, pending and seq
-	failures  int        // consecutive failures
-	openUntil time.Time  // while failures >= threshold: skip Redis until then
-	open      map[journalKey]*journalEntry
-	pending   []*journalEntry // sealed entries being replayed, oldest first
-	seq       uint64
+	br *breaker.Breaker // guards every Redis call
+
+	mu      sync.Mutex // guards open, pending and seq
+	open    map[journalKey]*journalEntry
+	pending []*journalEntry // sealed entries being replayed, oldest first
+	seq     uint64
 
 	reconcileMu sync.Mutex // serialises Reconcile
 
@@ -157,6 +163,12 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions, fallback *Local, 
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
+	r.br = opts.Breaker
+	if r.br == nil {
+		r.br = breaker.New("redis", breaker.Config{Failures: opts.FailureThreshold, Backoff: opts.Backoff},
+			breaker.Options{Clock: clk, Logger: r.log})
+	}
+	r.br.Notify(r.breakerChanged)
 	r.m.RedisAvailable.Set(1)
 	go r.reconciler()
 	return r, nil
@@ -192,20 +204,20 @@ func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 		r.m.decision(d)
 		return d, nil
 	}
-	if r.usable() {
-		d, err := r.admitRedis(ctx, key, p, cost)
-		if err == nil {
-			r.succeeded()
-			r.m.decision(d)
-			if d.Allowed {
-				r.m.reserved(key, d)
-			}
-			return d, nil
+	var d Decision
+	ran, err := r.br.Do(ctx, func() (err error) {
+		d, err = r.admitRedis(ctx, key, p, cost)
+		return err
+	})
+	switch {
+	case ran && err == nil:
+		r.m.decision(d)
+		if d.Allowed {
+			r.m.reserved(key, d)
 		}
-		if ctx.Err() != nil { // the caller gave up; not Redis's fault
-			return Decision{}, fmt.Errorf("limits: admit: %w", ctx.Err())
-		}
-		r.failed(err)
+		return d, nil
+	case ran && ctx.Err() != nil: // the caller gave up; not Redis's fault
+		return Decision{}, fmt.Errorf("limits: admit: %w", ctx.Err())
 	}
 	return r.admitFallback(ctx, key, p, cost)
 }
@@ -258,17 +270,13 @@ func (r *Redis) Refund(ctx context.Context, key string, d Decision) error {
 		r.journal(key, d, -1)
 		return nil
 	}
-	if r.usable() {
-		err := r.refundRedis(ctx, key, d)
-		if err == nil {
-			r.succeeded()
-			r.m.refunded(key, d)
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("limits: refund: %w", ctx.Err())
-		}
-		r.failed(err)
+	ran, err := r.br.Do(ctx, func() error { return r.refundRedis(ctx, key, d) })
+	switch {
+	case ran && err == nil:
+		r.m.refunded(key, d)
+		return nil
+	case ran && ctx.Err() != nil:
+		return fmt.Errorf("limits: refund: %w", ctx.Err())
 	}
 	r.m.RedisFallbacks.Inc()
 	r.m.refunded(key, d)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"trendgate/internal/breaker"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -73,13 +74,13 @@ func (r *Redis) Reconcile(ctx context.Context) error {
 	r.mu.Unlock()
 
 	for _, e := range todo {
-		if err := r.replay(ctx, e); err != nil {
-			if ctx.Err() == nil {
-				r.failed(err)
-			}
+		ran, err := r.br.Do(ctx, func() error { return r.replay(ctx, e) })
+		if !ran {
+			return errRedisUnavailable
+		}
+		if err != nil {
 			return err
 		}
-		r.succeeded()
 		r.mu.Lock()
 		r.pending = r.pending[1:] // e is always the head: only Reconcile removes, in order
 		r.m.JournalSize.Set(float64(len(r.open) + len(r.pending)))
@@ -90,6 +91,10 @@ func (r *Redis) Reconcile(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errRedisUnavailable is Reconcile's error while the breaker keeps Redis
+// out of use.
+var errRedisUnavailable = errors.New("limits: redis unavailable (breaker open)")
 
 // replay applies one sealed journal entry.
 func (r *Redis) replay(ctx context.Context, e *journalEntry) error {
@@ -119,7 +124,7 @@ func (r *Redis) reconciler() {
 		case <-t.C:
 		case <-r.kick:
 		}
-		if r.JournalLen() == 0 || !r.usable() {
+		if r.JournalLen() == 0 || r.br.State() == breaker.Open {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*r.opts.Timeout)

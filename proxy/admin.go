@@ -7,7 +7,7 @@ import (
 
 	"trendgate/admin"
 	"trendgate/certs"
-	"trendgate/upstream"
+	"trendgate/internal/breaker"
 )
 
 // AdminHandler serves the operator routes (see package admin) for this
@@ -38,7 +38,7 @@ func (g *Gateway) ready(sec *certs.Manager) (bool, string) {
 	if g.draining.Load() {
 		return false, "shutting down"
 	}
-	if g.up.State() == upstream.BreakerOpen && !g.servedFromCache.Load() {
+	if g.up.State() == breaker.Open && !g.servedFromCache.Load() {
 		return false, "upstream unavailable and cache cold"
 	}
 	return sec.Ready()

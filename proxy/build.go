@@ -8,6 +8,7 @@ import (
 
 	"trendgate/cache"
 	"trendgate/config"
+	"trendgate/internal/breaker"
 	"trendgate/limits"
 	"trendgate/upstream"
 )
@@ -68,6 +69,11 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	return nil
 }
 
+// redisBreaker is the breaker of each Redis client: three consecutive
+// failures open it; a probe goes through after 2 s, then after up to 30 s
+// while Redis stays away.
+var redisBreaker = breaker.Config{Failures: 3, Backoff: 2 * time.Second, MaxBackoff: 30 * time.Second}
+
 // leaseWait bounds how long an instance waits for another instance's fetch
 // of the same key before fetching itself.
 const leaseWait = 5 * time.Second
@@ -114,9 +120,17 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	cacheClient := redis.NewClient(cacheOpts)
 	g.closers = append(g.closers, counters.Close, cacheClient.Close)
 
+	// One breaker per Redis client, shared by every use of it: once one
+	// use has seen Redis fail, no request waits on it again until a probe
+	// finds it back.
+	bm := breaker.NewMetrics(g.reg)
+	bo := breaker.Options{Clock: g.clk, Logger: g.log, Metrics: bm}
+	counterBreaker := breaker.New("redis", redisBreaker, bo)
+	cacheBreaker := breaker.New("redis-cache", redisBreaker, bo)
+
 	// Counters: fall back to this instance's share of each limit.
 	rl, err := limits.NewRedis(counters, limits.RedisOptions{
-		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare,
+		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare, Breaker: counterBreaker,
 	}, local, g.clk, g.log, lm)
 	if err != nil {
 		return nil, err
@@ -128,18 +142,19 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 		Timeout:       rc.Timeout,
 		MaxEntryBytes: int(cfg.Upstream.MaxBodyBytes),
 		// Entries' FreshUntil is on the gateway clock, so their PX must be too.
-		Clock: g.clk,
+		Clock:   g.clk,
+		Breaker: cacheBreaker,
 	}, cm)
 	if err != nil {
 		return nil, err
 	}
-	lease := cache.NewRedisLease(counters, rc.Prefix+"lease:", rc.Timeout)
+	lease := cache.NewRedisLease(counters, rc.Prefix+"lease:", rc.Timeout, counterBreaker)
 
 	fallbackBudget, err := upstream.NewLocalBudget(shareBudget(cfg.Upstream.Budget, rc.LocalShare), g.clk)
 	if err != nil {
 		return nil, err
 	}
-	budget, err := upstream.NewRedisBudget(counters, cfg.Upstream.Budget, rc.Prefix, rc.Timeout, fallbackBudget, g.log, um)
+	budget, err := upstream.NewRedisBudget(counters, cfg.Upstream.Budget, rc.Prefix, rc.Timeout, fallbackBudget, g.log, um, counterBreaker)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/config"
+	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 	"trendgate/limits"
 	"trendgate/projection"
@@ -24,7 +25,7 @@ import (
 // upstreamClient is what the gateway needs from the upstream client.
 type upstreamClient interface {
 	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
-	State() upstream.BreakerState
+	State() breaker.State
 }
 
 // responseCache is what the gateway needs from the response cache.

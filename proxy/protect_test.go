@@ -17,6 +17,7 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/breaker"
 	"trendgate/upstream"
 )
 
@@ -409,7 +410,7 @@ func (h *protectHarness) checkRecovered(backoff time.Duration, cold, warm string
 			t.Errorf("%s after the fault cleared: got %d %q %.200s; want 200 %q", target, r.status, cs, r.text(), csMiss)
 		}
 	}
-	if s := h.metric("trendgate_upstream_breaker_state"); s != float64(upstream.BreakerClosed) {
+	if s := h.metric("trendgate_breaker_state", "dependency", "upstream"); s != float64(breaker.Closed) {
 		t.Errorf("breaker state after recovery: got %v; want closed", s)
 	}
 	after := h.settledGoroutines()
@@ -490,7 +491,7 @@ func TestProtectFaults(t *testing.T) {
 				}
 			}
 			t.Logf("%s: statuses %v", tc.name, seen)
-			if s := h.metric("trendgate_upstream_breaker_state"); tc.opens != (s == float64(upstream.BreakerOpen)) {
+			if s := h.metric("trendgate_breaker_state", "dependency", "upstream"); tc.opens != (s == float64(breaker.Open)) {
 				t.Errorf("breaker state after the fault: got %v; want open %v", s, tc.opens)
 			}
 			if tc.opens != (openedAt >= 0) {
@@ -548,7 +549,7 @@ func TestProtectHang(t *testing.T) {
 				r.target, r.status, retryAfter(r), r.text())
 		}
 	}
-	if s := h.metric("trendgate_upstream_breaker_state"); s != float64(upstream.BreakerOpen) {
+	if s := h.metric("trendgate_breaker_state", "dependency", "upstream"); s != float64(breaker.Open) {
 		t.Fatalf("breaker after %d timeouts: got state %v; want open", failures, s)
 	}
 

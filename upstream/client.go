@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/api"
+	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 )
 
@@ -92,7 +93,7 @@ type Client struct {
 	log     *zap.Logger
 	metrics *Metrics
 	budget  Budget
-	breaker *breaker
+	breaker *breaker.Breaker
 	rt      http.RoundTripper
 	http    *http.Client
 }
@@ -124,8 +125,9 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		clk:     clk,
 		log:     log.Named("upstream"),
 		metrics: m,
-		breaker: newBreaker(cfg.Breaker),
 	}
+	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
+		breaker.Options{Clock: clk, Logger: c.log, Metrics: m.Breakers})
 	for _, o := range opts {
 		o(c)
 	}
@@ -144,7 +146,6 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		// Redirects are never followed; a 3xx is a bad response.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	c.metrics.BreakerState.Set(0)
 	c.reportTokens()
 	return c, nil
 }
@@ -176,7 +177,7 @@ func (c *Client) Close() {
 }
 
 // State returns the circuit breaker's state, for readiness and metrics.
-func (c *Client) State() BreakerState { return c.breaker.current() }
+func (c *Client) State() breaker.State { return c.breaker.State() }
 
 // Do fetches req from the upstream. It returns a Response for a valid 200
 // or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
@@ -197,7 +198,6 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		c.metrics.Errors.WithLabelValues(result).Inc()
 	}
 	c.reportTokens()
-	c.metrics.BreakerState.Set(float64(c.breaker.current()))
 	return resp, err
 }
 
@@ -232,12 +232,12 @@ func resultOf(resp *Response, err error) string {
 type attemptResult struct {
 	resp      *Response
 	err       error
-	outcome   outcome
+	outcome   breaker.Outcome
 	retryable bool // a connection error before any response
 }
 
 func (c *Client) do(parent context.Context, req Request) (*Response, error) {
-	probe, wait, ok := c.breaker.allow(c.clk.Now())
+	probe, wait, ok := c.breaker.Allow()
 	if !ok {
 		return nil, withWait(ErrBreakerOpen, wait)
 	}
@@ -256,7 +256,7 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			if attempt > 0 {
 				break
 			}
-			c.breaker.record(outcomeNeutral, probe, c.clk.Now())
+			c.breaker.Record(breaker.Neutral, probe, nil)
 			if perr := parent.Err(); perr != nil {
 				return nil, fmt.Errorf("upstream: %w", perr)
 			}
@@ -276,7 +276,7 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			break
 		}
 	}
-	c.breaker.record(last.outcome, probe, c.clk.Now())
+	c.breaker.Record(last.outcome, probe, last.err)
 	return last.resp, last.err
 }
 
@@ -301,7 +301,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return attemptResult{err: errors.New("upstream: invalid request"), outcome: outcomeNeutral}
+		return attemptResult{err: errors.New("upstream: invalid request"), outcome: breaker.Neutral}
 	}
 	hreq.Header = http.Header{
 		"Accept":          {accept(req.Endpoint)},
@@ -335,19 +335,19 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		c.logStatus(req, hres)
 		return attemptResult{
 			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header)},
-			outcome: outcomeSuccess,
+			outcome: breaker.Success,
 		}
 	case status == http.StatusTooManyRequests:
 		c.metrics.RateLimited.Inc()
 		c.logStatus(req, hres)
 		now := c.clk.Now()
 		wait := blockUntil(parseRateHeaders(hres.Header), hres.StatusCode, now).Sub(now)
-		return attemptResult{err: withWait(ErrRateLimited, wait), outcome: outcomeNeutral}
+		return attemptResult{err: withWait(ErrRateLimited, wait), outcome: breaker.Neutral}
 	case status >= 500, status >= 300 && status < 400:
 		c.logStatus(req, hres)
 		return attemptResult{
 			err:     fmt.Errorf("%w: status %d", ErrBadResponse, status),
-			outcome: outcomeFailure,
+			outcome: breaker.Failure,
 		}
 	default:
 		// 401/402/403 and other statuses: a configuration or plan problem,
@@ -356,7 +356,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		c.logStatus(req, hres)
 		return attemptResult{
 			err:     fmt.Errorf("%w: status %d", ErrBadResponse, status),
-			outcome: outcomeNeutral,
+			outcome: breaker.Neutral,
 		}
 	}
 }
@@ -367,20 +367,20 @@ func (c *Client) transportError(ctx, parent context.Context, err error) attemptR
 		// The caller gave up or its own deadline passed: no verdict on the
 		// upstream's health.
 		if errors.Is(perr, context.DeadlineExceeded) {
-			return attemptResult{err: fmt.Errorf("%w: caller deadline", ErrTimeout), outcome: outcomeNeutral}
+			return attemptResult{err: fmt.Errorf("%w: caller deadline", ErrTimeout), outcome: breaker.Neutral}
 		}
-		return attemptResult{err: fmt.Errorf("upstream: %w", perr), outcome: outcomeNeutral}
+		return attemptResult{err: fmt.Errorf("upstream: %w", perr), outcome: breaker.Neutral}
 	}
 	if context.Cause(ctx) == errFetchTimeout {
-		return attemptResult{err: fmt.Errorf("%w: fetch took longer than %s", ErrTimeout, c.cfg.Timeout), outcome: outcomeFailure}
+		return attemptResult{err: fmt.Errorf("%w: fetch took longer than %s", ErrTimeout, c.cfg.Timeout), outcome: breaker.Failure}
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return attemptResult{err: fmt.Errorf("%w: %s", ErrTimeout, netErrorKind(err)), outcome: outcomeFailure}
+		return attemptResult{err: fmt.Errorf("%w: %s", ErrTimeout, netErrorKind(err)), outcome: breaker.Failure}
 	}
 	return attemptResult{
 		err:       fmt.Errorf("%w: %s", ErrUnavailable, netErrorKind(err)),
-		outcome:   outcomeFailure,
+		outcome:   breaker.Failure,
 		retryable: true,
 	}
 }
@@ -406,7 +406,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 			zap.String("shape", req.Endpoint.String()), zap.String("problem", fmt.Sprintf(format, args...)))
 		return attemptResult{
 			err:     fmt.Errorf("%w: "+format, append([]any{ErrBadResponse}, args...)...),
-			outcome: outcomeFailure,
+			outcome: breaker.Failure,
 		}
 	}
 	limit := c.cfg.MaxBodyBytes
@@ -451,7 +451,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 			Generated:   gen,
 			Empty:       chk.empty,
 		},
-		outcome: outcomeSuccess,
+		outcome: breaker.Success,
 	}
 }
 
@@ -467,7 +467,7 @@ func (c *Client) bodyError(ctx, parent context.Context, err error, bad func(stri
 	if errors.Is(err, gzip.ErrHeader) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return bad("corrupt gzip body")
 	}
-	return attemptResult{err: fmt.Errorf("%w: connection broke while reading the body", ErrUnavailable), outcome: outcomeFailure}
+	return attemptResult{err: fmt.Errorf("%w: connection broke while reading the body", ErrUnavailable), outcome: breaker.Failure}
 }
 
 // contentType returns the upstream's Content-Type or the shape's default.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 )
 
@@ -434,7 +435,7 @@ func TestClientBudget(t *testing.T) {
 	if got := metricValue(t, reg, "trendgate_upstream_budget_tokens", "window", "minute"); got != 0 {
 		t.Errorf("got minute tokens gauge %v; want 0", got)
 	}
-	if got := c.State(); got != BreakerClosed {
+	if got := c.State(); got != breaker.Closed {
 		t.Errorf("budget refusals changed the breaker to %v; want closed", got)
 	}
 	clk.Advance(50 * time.Second)
@@ -485,7 +486,7 @@ func TestClient429BlocksUntilReset(t *testing.T) {
 			if got := metricValue(t, reg, "trendgate_upstream_rate_limited_total"); got != 1 {
 				t.Errorf("got rate_limited_total %v; want 1", got)
 			}
-			if c.State() != BreakerClosed {
+			if c.State() != breaker.Closed {
 				t.Errorf("got breaker %v; want closed", c.State())
 			}
 		})
@@ -507,10 +508,10 @@ func TestBreakerTransitions(t *testing.T) {
 			t.Fatalf("failure %d: got %v; want ErrBadResponse", i, err)
 		}
 	}
-	if got := c.State(); got != BreakerOpen {
+	if got := c.State(); got != breaker.Open {
 		t.Fatalf("after 3 failures got %v; want open", got)
 	}
-	if got := metricValue(t, reg, "trendgate_upstream_breaker_state"); got != 2 {
+	if got := metricValue(t, reg, "trendgate_breaker_state", "dependency", "upstream"); got != 2 {
 		t.Errorf("got breaker_state gauge %v; want 2", got)
 	}
 	_, err := c.Do(ctx, seriesReq)
@@ -543,7 +544,7 @@ func TestBreakerTransitions(t *testing.T) {
 			errc <- err
 		}()
 		<-probeStarted
-		if got := c.State(); got != BreakerHalfOpen {
+		if got := c.State(); got != breaker.HalfOpen {
 			t.Errorf("during probe got %v; want half-open", got)
 		}
 		// Bounded so that a wrongly admitted caller fails the test, not hangs it.
@@ -560,7 +561,7 @@ func TestBreakerTransitions(t *testing.T) {
 	if err := probe(500, `{}`); !errors.Is(err, ErrBadResponse) {
 		t.Fatalf("failed probe: got %v; want ErrBadResponse", err)
 	}
-	if got := c.State(); got != BreakerOpen {
+	if got := c.State(); got != breaker.Open {
 		t.Fatalf("after failed probe got %v; want open", got)
 	}
 	_, err = c.Do(ctx, seriesReq)
@@ -579,7 +580,7 @@ func TestBreakerTransitions(t *testing.T) {
 	if err := probe(200, seriesBody); err != nil {
 		t.Fatalf("successful probe: %v", err)
 	}
-	if got := c.State(); got != BreakerClosed {
+	if got := c.State(); got != breaker.Closed {
 		t.Fatalf("after successful probe got %v; want closed", got)
 	}
 	calls := stub.calls.Load()
@@ -590,7 +591,7 @@ func TestBreakerTransitions(t *testing.T) {
 	if got := stub.calls.Load(); got != calls+1 {
 		t.Errorf("got %d calls; want %d", got, calls+1)
 	}
-	if got := metricValue(t, reg, "trendgate_upstream_breaker_state"); got != 0 {
+	if got := metricValue(t, reg, "trendgate_breaker_state", "dependency", "upstream"); got != 0 {
 		t.Errorf("got breaker_state gauge %v; want 0", got)
 	}
 }
@@ -615,7 +616,7 @@ func TestBreakerIgnoresNotFoundAndBudget(t *testing.T) {
 			t.Fatalf("got %v; want ErrBudgetExhausted", err)
 		}
 	}
-	if got := c.State(); got != BreakerClosed {
+	if got := c.State(); got != breaker.Closed {
 		t.Errorf("one failure plus budget refusals: got %v; want closed", got)
 	}
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"errors"
+	"trendgate/internal/breaker"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,8 +21,9 @@ type Metrics struct {
 	// BudgetTokens is the outbound budget's tokens left by window (minute,
 	// day); -1 means unlimited.
 	BudgetTokens *prometheus.GaugeVec
-	// BreakerState is 0 closed, 1 half-open, 2 open.
-	BreakerState prometheus.Gauge
+	// Breakers exports the circuit breaker's state and transitions
+	// (dependency "upstream").
+	Breakers *breaker.Metrics
 	// RateLimited counts upstream 429 answers.
 	RateLimited prometheus.Counter
 	// Retries counts retried attempts after connection errors.
@@ -54,10 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: ns, Subsystem: sub, Name: "budget_tokens",
 			Help: "Outbound budget tokens left by window; -1 means unlimited.",
 		}, []string{"window"}),
-		BreakerState: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: ns, Subsystem: sub, Name: "breaker_state",
-			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
-		}),
+		Breakers: breaker.NewMetrics(reg),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
 			Help: "Upstream 429 answers.",
@@ -76,7 +75,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Latency = register(reg, m.Latency)
 		m.Errors = register(reg, m.Errors)
 		m.BudgetTokens = register(reg, m.BudgetTokens)
-		m.BreakerState = register(reg, m.BreakerState)
 		m.RateLimited = register(reg, m.RateLimited)
 		m.Retries = register(reg, m.Retries)
 		m.BudgetFallbacks = register(reg, m.BudgetFallbacks)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+	"trendgate/internal/breaker"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -28,6 +29,7 @@ type RedisBudget struct {
 	window   time.Duration // FairWindow
 	timeout  time.Duration
 	fallback Budget
+	br       *breaker.Breaker // guards the client; shared with its other users
 	log      *zap.Logger
 	metrics  *Metrics
 
@@ -48,11 +50,12 @@ const defaultRedisTimeout = 200 * time.Millisecond
 // Keys start with prefix (which may carry a {hash tag} for Redis Cluster);
 // timeout bounds each Redis call (0 means 200 ms). fallback answers while
 // Redis fails and also sees every Observe, so it is warm when needed; a
-// local budget at this instance's share is the usual choice. client and
-// fallback are required; log nil discards logs, m nil uses unregistered
-// metrics.
+// local budget at this instance's share is the usual choice. br guards the
+// client: while it is open the fallback answers at once (nil builds a
+// breaker of the budget's own). client and fallback are required; log nil
+// discards logs, m nil uses unregistered metrics.
 func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix string, timeout time.Duration,
-	fallback Budget, log *zap.Logger, m *Metrics) (*RedisBudget, error) {
+	fallback Budget, log *zap.Logger, m *Metrics, br *breaker.Breaker) (*RedisBudget, error) {
 	if client == nil {
 		return nil, errors.New("upstream: redis budget needs a client")
 	}
@@ -74,6 +77,9 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	if br == nil {
+		br = breaker.New("redis", breaker.Config{}, breaker.Options{Logger: log})
+	}
 	cfg = cfg.Resolved()
 	base := prefix + "ub:{acct}:"
 	b := &RedisBudget{
@@ -87,6 +93,7 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 		window:   cfg.FairWindow,
 		timeout:  timeout,
 		fallback: fallback,
+		br:       br,
 		log:      log.Named("upstream.budget"),
 		metrics:  m,
 	}
@@ -247,15 +254,19 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	if c.Background {
 		bg = 1
 	}
-	res, err := takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve,
-		c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds()).Int64Slice()
-	if err == nil && len(res) != 4 {
-		err = fmt.Errorf("unexpected reply of %d values", len(res))
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return Verdict{}, fmt.Errorf("upstream: budget: %w", ctx.Err())
+	var res []int64
+	ran, err := b.br.Do(ctx, func() (err error) {
+		res, err = takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve,
+			c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds()).Int64Slice()
+		if err == nil && len(res) != 4 {
+			err = fmt.Errorf("unexpected reply of %d values", len(res))
 		}
+		return err
+	})
+	if ran && err != nil && ctx.Err() != nil {
+		return Verdict{}, fmt.Errorf("upstream: budget: %w", ctx.Err())
+	}
+	if !ran || err != nil {
 		b.fellBack("take", err)
 		return b.fallback.Take(ctx, c)
 	}
@@ -278,16 +289,23 @@ func (b *RedisBudget) Observe(ctx context.Context, h http.Header, status int) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
-	err := observeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay,
-		rh.minuteRemaining, rh.dayRemaining, is429, unixMilli(rh.minuteReset), unixMilli(rh.dayReset),
-		maxBlock.Milliseconds()).Err()
-	if err != nil {
+	ran, err := b.br.Do(ctx, func() error {
+		return observeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay,
+			rh.minuteRemaining, rh.dayRemaining, is429, unixMilli(rh.minuteReset), unixMilli(rh.dayReset),
+			maxBlock.Milliseconds()).Err()
+	})
+	if !ran || err != nil {
 		b.fellBack("observe", err)
 	}
 }
 
+// fellBack counts a fallback and logs a Redis error; err nil means the
+// breaker kept Redis out of use, which the breaker itself has logged.
 func (b *RedisBudget) fellBack(op string, err error) {
 	b.metrics.BudgetFallbacks.Inc()
+	if err == nil {
+		return
+	}
 	if ce := b.log.Check(zap.WarnLevel, "redis budget failed; using the local fallback"); ce != nil {
 		ce.Write(zap.String("op", op), zap.Error(err))
 	}

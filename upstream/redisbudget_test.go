@@ -43,7 +43,7 @@ func newRedisBudget(t *testing.T, rdb redis.UniversalClient, cfg BudgetConfig, p
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewRedisBudget(rdb, cfg, prefix, time.Second, local, nil, m)
+	b, err := NewRedisBudget(rdb, cfg, prefix, time.Second, local, nil, m, nil)
 	if err != nil {
 		t.Fatalf("NewRedisBudget: %v", err)
 	}
@@ -203,7 +203,7 @@ func TestRedisBudgetFallback(t *testing.T) {
 	m := NewMetrics(nil)
 	cfg := BudgetConfig{PerMinute: 1}
 	local := newBudget(t, cfg, clock.NewFake(t0))
-	b, err := NewRedisBudget(rdb, cfg, "tg:test:fallback:", 0, local, nil, m)
+	b, err := NewRedisBudget(rdb, cfg, "tg:test:fallback:", 0, local, nil, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestNewRedisBudgetValidates(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewRedisBudget(tc.client, tc.cfg, "p:", tc.timeout, tc.fallback, nil, nil); err == nil {
+			if _, err := NewRedisBudget(tc.client, tc.cfg, "p:", tc.timeout, tc.fallback, nil, nil, nil); err == nil {
 				t.Error("got nil error; want one")
 			}
 		})
