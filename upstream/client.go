@@ -280,6 +280,13 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	return last.resp, last.err
 }
 
+// noReplay is an empty request body that Go's transport cannot rewind,
+// which turns its automatic retry of idempotent requests off.
+type noReplay struct{}
+
+func (noReplay) Read([]byte) (int, error) { return 0, io.EOF }
+func (noReplay) Close() error             { return nil }
+
 // jitter waits a small random time (at most maxJitter) or until ctx ends.
 func jitter(ctx context.Context) error {
 	t := time.NewTimer(maxJitter/4 + rand.N(maxJitter*3/4))
@@ -303,6 +310,13 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	if err != nil {
 		return attemptResult{err: errors.New("upstream: invalid request"), outcome: breaker.Neutral}
 	}
+	// Go's transport silently resends a GET without a body on another
+	// connection when a reused one fails after the request was written,
+	// which would spend upstream budget that Take never saw. A body that
+	// cannot be rewound (no GetBody) makes the request non-replayable, so
+	// every attempt is one Do made here and paid for; the empty body is
+	// found empty before the request is written and nothing is sent.
+	hreq.Body = noReplay{}
 	hreq.Header = http.Header{
 		"Accept":          {accept(req.Endpoint)},
 		"Accept-Encoding": {"gzip"},

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -733,5 +734,50 @@ func TestNoGoroutineGrowthAfterFaults(t *testing.T) {
 	}
 	if after > before {
 		t.Errorf("got %d goroutines after faults cleared; want at most %d", after, before)
+	}
+}
+
+// TestDroppedConnectionAttemptsBounded: an upstream that reads a request
+// and closes the connection without answering must see at most
+// retries+1 attempts of one call, each paid for by the budget, even on a
+// kept-alive connection where Go's transport would retry by itself.
+func TestDroppedConnectionAttemptsBounded(t *testing.T) {
+	var drop atomic.Bool
+	stub := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if drop.Load() {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		respond(200, listBody)(w, r)
+	})
+	for _, retries := range []int{0, 1} {
+		drop.Store(false)
+		cfg := testConfig(stub.srv.URL)
+		cfg.Retries = retries
+		cfg.Budget = BudgetConfig{PerMinute: 100}
+		c, reg := newTestClient(t, cfg, clock.NewFake(t0))
+		listReq := Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1"}
+		// A good answer leaves a kept-alive connection in the pool.
+		if _, err := c.Do(context.Background(), listReq); err != nil {
+			t.Fatalf("first call: %v", err)
+		}
+		if r := stub.lastRequest(); r.ContentLength != 0 || len(r.TransferEncoding) != 0 || r.Header.Get("Content-Length") != "" {
+			t.Fatalf("the upstream got a body framing: length %d, transfer encoding %q", r.ContentLength, r.TransferEncoding)
+		}
+		drop.Store(true)
+		before := stub.calls.Load()
+		if _, err := c.Do(context.Background(), listReq); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("retries %d: dropped call: %v; want ErrUnavailable", retries, err)
+		}
+		seen := stub.calls.Load() - before
+		if seen != int64(retries+1) {
+			t.Errorf("retries %d: the upstream saw %d attempts of one call; want %d", retries, seen, retries+1)
+		}
+		if left := metricValue(t, reg, "trendgate_upstream_budget_tokens", "window", "minute"); left != float64(100-1-seen) {
+			t.Errorf("retries %d: %v budget tokens left after %d attempts; want every attempt paid (%d)", retries, left, 1+seen, 100-1-seen)
+		}
 	}
 }
