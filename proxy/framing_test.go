@@ -51,3 +51,32 @@ func TestFramingErrorClosesConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestOptionsStar: "OPTIONS *" is answered like any method the API does not
+// allow, with X-Request-Id and the JSON error, on both HTTP/1.1 lanes.
+func TestOptionsStar(t *testing.T) {
+	for _, fast := range []bool{true, false} {
+		h := newHarness(t, func(c *config.Config) { c.Server.FastHTTP1 = &fast })
+		conn, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken server, not a wait
+		if _, err := io.WriteString(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		conn.Close()
+		id := resp.Header.Get("X-Request-Id")
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" || id == "" ||
+			!strings.Contains(string(body), `"code":"method_not_allowed"`) || !strings.Contains(string(body), id) {
+			t.Errorf("fast=%v: %d Allow %q X-Request-Id %q %s; want 405 JSON method_not_allowed with the request id",
+				fast, resp.StatusCode, resp.Header.Get("Allow"), id, body)
+		}
+	}
+}

@@ -123,7 +123,7 @@ func (h *protectHarness) metric(name string, labels ...string) float64 {
 // upstreamCalls is how many upstream client calls have finished, whatever
 // their result (budget refusals and open-breaker refusals included).
 func (h *protectHarness) upstreamCalls() float64 {
-	return h.metric("trendgate_upstream_requests_total")
+	return h.metric("trendgate_upstream_requests_total") + h.metric("trendgate_upstream_refusals_total")
 }
 
 // waitFor polls cond (every 2 ms, at most 10 s of real time) and reports

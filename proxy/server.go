@@ -220,5 +220,8 @@ func (g *Gateway) newServer(h http.Handler, name string) *http.Server {
 		IdleTimeout:       sc.IdleTimeout,
 		MaxHeaderBytes:    sc.MaxHeaderBytes,
 		ErrorLog:          zap.NewStdLog(g.log.Named("http").With(zap.String("server", name))),
+		// "OPTIONS *" reaches the handler like any other request (405 with
+		// a JSON body and X-Request-Id), not net/http's bare 200.
+		DisableGeneralOptionsHandler: true,
 	}
 }

@@ -122,18 +122,39 @@ func capBlock(until, now time.Time) time.Time {
 	return until
 }
 
-// window is one fixed-window counter. A zero limit means unlimited.
+// window is one fixed-window counter. A zero limit means unlimited. Its
+// boundaries are the calendar's (UTC minute, UTC day) unless the upstream
+// reported its own: then the count it reported holds until its reset.
 type window struct {
-	limit int64
-	start time.Time // start of the window that used counts
-	used  int64
+	limit   int64
+	start   time.Time // start of the calendar window that used counts
+	used    int64
+	resetAt time.Time // the upstream's reported reset; zero: none adopted
 }
 
-// roll starts a new window when now has left the current one.
-func (w *window) roll(start time.Time) {
+// roll starts a new window when now has left the current one: at the
+// adopted upstream reset when there is one, else at the calendar start.
+func (w *window) roll(start, now time.Time) {
+	if !w.resetAt.IsZero() {
+		if now.Before(w.resetAt) {
+			return // the upstream's window is still running
+		}
+		w.resetAt = time.Time{}
+		w.start, w.used = start, 0
+		return
+	}
 	if !w.start.Equal(start) {
 		w.start, w.used = start, 0
 	}
+}
+
+// end returns when the window's count starts over: the adopted upstream
+// reset, else calendarEnd.
+func (w *window) end(calendarEnd time.Time) time.Time {
+	if !w.resetAt.IsZero() {
+		return w.resetAt
+	}
+	return calendarEnd
 }
 
 func (w *window) remaining() int64 {
@@ -156,12 +177,19 @@ func (w *window) allows(background bool, reserve float64) bool {
 	return !background || float64(left) >= reserve*float64(w.limit)
 }
 
-// lower reconciles the window with the upstream's remaining count.
-func (w *window) lower(upstreamRemaining int64) {
+// lower reconciles the window with the upstream's remaining count and, when
+// it reported one in the future, adopts its reset: the lowered count holds
+// until then, and not a moment longer.
+func (w *window) lower(upstreamRemaining int64, reset, now time.Time) {
 	if w.limit == 0 || upstreamRemaining < 0 {
 		return
 	}
-	w.used = max(w.used, w.limit-upstreamRemaining)
+	if reported := w.limit - upstreamRemaining; reported > w.used {
+		w.used = reported
+		if reset.After(now) && reset.Sub(now) <= maxBlock {
+			w.resetAt = reset
+		}
+	}
 }
 
 // LocalBudget is an in-process Budget: fixed per-minute and per-day windows
@@ -217,12 +245,13 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if now.Before(b.blockedUntil) {
-		return Verdict{RetryAfter: b.blockedUntil.Sub(now)}, nil
+		return Verdict{RetryAfter: b.blockedUntil.Sub(now), Upstream: true}, nil
 	}
 	ms, ds := minuteStart(now), dayStart(now)
-	minuteEnd, dayEnd := ms.Add(time.Minute).Sub(now), ds.Add(24*time.Hour).Sub(now)
-	b.minute.roll(ms)
-	b.day.roll(ds)
+	b.minute.roll(ms, now)
+	b.day.roll(ds, now)
+	minuteEnd := b.minute.end(ms.Add(time.Minute)).Sub(now)
+	dayEnd := b.day.end(ds.Add(24 * time.Hour)).Sub(now)
 	var wait time.Duration
 	if !b.minute.allows(c.Background, b.reserve) {
 		wait = minuteEnd
@@ -274,10 +303,10 @@ func (b *LocalBudget) Observe(_ context.Context, h http.Header, status int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ms, ds := minuteStart(now), dayStart(now)
-	b.minute.roll(ms)
-	b.day.roll(ds)
-	b.minute.lower(rh.minuteRemaining)
-	b.day.lower(rh.dayRemaining)
+	b.minute.roll(ms, now)
+	b.day.roll(ds, now)
+	b.minute.lower(rh.minuteRemaining, rh.minuteReset, now)
+	b.day.lower(rh.dayRemaining, rh.dayReset, now)
 
 	until := blockUntil(rh, status, now)
 	if until.After(b.blockedUntil) {
@@ -290,7 +319,7 @@ func (b *LocalBudget) tokens() (minute, day int64) {
 	now := b.clk.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.minute.roll(minuteStart(now))
-	b.day.roll(dayStart(now))
+	b.minute.roll(minuteStart(now), now)
+	b.day.roll(dayStart(now), now)
 	return b.minute.remaining(), b.day.remaining()
 }

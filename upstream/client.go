@@ -192,10 +192,8 @@ func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 		return nil, errors.New("upstream: invalid request")
 	}
 	resp, err := c.do(ctx, req)
-	result := resultOf(resp, err)
-	c.metrics.Requests.WithLabelValues(req.Endpoint.String(), result).Inc()
 	if err != nil {
-		c.metrics.Errors.WithLabelValues(result).Inc()
+		c.metrics.Errors.WithLabelValues(resultOf(resp, err)).Inc()
 	}
 	c.reportTokens()
 	return resp, err
@@ -239,6 +237,7 @@ type attemptResult struct {
 func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	probe, wait, ok := c.breaker.Allow()
 	if !ok {
+		c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "breaker_open").Inc()
 		return nil, withWait(ErrBreakerOpen, wait)
 	}
 	ctx, cancel := context.WithTimeoutCause(parent, c.cfg.Timeout, errFetchTimeout)
@@ -256,6 +255,7 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			if attempt > 0 {
 				break
 			}
+			c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), refusalReason(v, err)).Inc()
 			c.breaker.Record(breaker.Neutral, probe, nil)
 			if perr := parent.Err(); perr != nil {
 				return nil, fmt.Errorf("upstream: %w", perr)
@@ -266,12 +266,18 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			if v.Share {
 				return nil, withWait(ErrShareExhausted, v.RetryAfter)
 			}
+			if v.Upstream {
+				// One cause, one answer: the upstream's own limit, as for
+				// the call that first met its 429.
+				return nil, withWait(ErrRateLimited, v.RetryAfter)
+			}
 			return nil, withWait(ErrBudgetExhausted, v.RetryAfter)
 		}
 		if attempt > 0 {
 			c.metrics.Retries.Inc()
 		}
 		last = c.attempt(ctx, parent, req)
+		c.metrics.Requests.WithLabelValues(req.Endpoint.String(), resultOf(last.resp, last.err)).Inc()
 		if !last.retryable || attempt >= c.cfg.Retries || parent.Err() != nil {
 			break
 		}
@@ -286,6 +292,19 @@ type noReplay struct{}
 
 func (noReplay) Read([]byte) (int, error) { return 0, io.EOF }
 func (noReplay) Close() error             { return nil }
+
+// refusalReason names why the budget refused a call, for metrics.
+func refusalReason(v Verdict, err error) string {
+	switch {
+	case err != nil:
+		return "budget_error"
+	case v.Share:
+		return "share"
+	case v.Upstream:
+		return "rate_limited"
+	}
+	return "budget"
+}
 
 // jitter waits a small random time (at most maxJitter) or until ctx ends.
 func jitter(ctx context.Context) error {

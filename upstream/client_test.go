@@ -430,8 +430,11 @@ func TestClientBudget(t *testing.T) {
 	if n := stub.calls.Load(); n != 2 {
 		t.Errorf("got %d upstream calls; want 2", n)
 	}
-	if got := metricValue(t, reg, "trendgate_upstream_requests_total", "shape", "series", "result", "budget"); got != 1 {
-		t.Errorf("got budget result count %v; want 1", got)
+	if got := metricValue(t, reg, "trendgate_upstream_refusals_total", "shape", "series", "reason", "budget"); got != 1 {
+		t.Errorf("got budget refusal count %v; want 1", got)
+	}
+	if got := metricValue(t, reg, "trendgate_upstream_requests_total"); got != float64(stub.calls.Load()) {
+		t.Errorf("trendgate_upstream_requests_total %v; want the %d requests the upstream received", got, stub.calls.Load())
 	}
 	if got := metricValue(t, reg, "trendgate_upstream_budget_tokens", "window", "minute"); got != 0 {
 		t.Errorf("got minute tokens gauge %v; want 0", got)
@@ -473,8 +476,10 @@ func TestClient429BlocksUntilReset(t *testing.T) {
 			for _, step := range []time.Duration{0, tc.wantRetry / 2, tc.wantRetry/2 - time.Second} {
 				clk.Advance(step)
 				_, err := c.Do(context.Background(), seriesReq)
-				if !errors.Is(err, ErrBudgetExhausted) {
-					t.Fatalf("after %v: got %v; want ErrBudgetExhausted", step, err)
+				// One cause, one code: the calls refused during the block
+				// answer as the call that met the 429.
+				if !errors.Is(err, ErrRateLimited) {
+					t.Fatalf("after %v: got %v; want ErrRateLimited", step, err)
 				}
 			}
 			if n := stub.calls.Load(); n != 1 {
@@ -779,5 +784,50 @@ func TestDroppedConnectionAttemptsBounded(t *testing.T) {
 		if left := metricValue(t, reg, "trendgate_upstream_budget_tokens", "window", "minute"); left != float64(100-1-seen) {
 			t.Errorf("retries %d: %v budget tokens left after %d attempts; want every attempt paid (%d)", retries, left, 1+seen, 100-1-seen)
 		}
+	}
+}
+
+// TestUpstreamResetDrivesBudget is issue 15's reproduction: with a
+// per-minute budget, an upstream 429 reporting minute-remaining 0 and a
+// reset 4 s ahead blocks calls until that reset, tells callers the real
+// wait, and lets calls through right after it, not at the gateway's own
+// next calendar minute. The day window follows its reset the same way.
+func TestUpstreamResetDrivesBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reset time.Duration
+		hdrs  func(reset time.Time) []string
+	}{
+		{"minute", 4 * time.Second, func(r time.Time) []string {
+			return []string{"X-Rate-Limit-Minute-Remaining", "0", "X-Rate-Limit-Minute-Reset", strconv.FormatInt(r.Unix(), 10)}
+		}},
+		{"day", 90 * time.Second, func(r time.Time) []string {
+			return []string{"X-Rate-Limit-Day-Remaining", "0", "X-Rate-Limit-Day-Reset", strconv.FormatInt(r.Unix(), 10)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(t0) // 10 s into a minute
+			reset := t0.Add(tc.reset)
+			stub := newStub(t, respond(429, `{"error":"Rate limit exceeded"}`, tc.hdrs(reset)...))
+			cfg := testConfig(stub.srv.URL)
+			cfg.Budget = BudgetConfig{PerMinute: 10, PerDay: 1000}
+			c, _ := newTestClient(t, cfg, clk)
+			if _, err := c.Do(context.Background(), seriesReq); !errors.Is(err, ErrRateLimited) || RetryAfter(err) != tc.reset {
+				t.Fatalf("the 429: %v (retry %v); want ErrRateLimited, retry %v", err, RetryAfter(err), tc.reset)
+			}
+			stub.set(respond(200, seriesBody))
+			clk.Advance(tc.reset - time.Second)
+			_, err := c.Do(context.Background(), seriesReq)
+			if !errors.Is(err, ErrRateLimited) || RetryAfter(err) != time.Second {
+				t.Fatalf("a second before the reset: %v (retry %v); want ErrRateLimited, retry 1s", err, RetryAfter(err))
+			}
+			clk.Advance(time.Second)
+			if _, err := c.Do(context.Background(), seriesReq); err != nil {
+				t.Fatalf("at the upstream's reset: %v; want the call to go through", err)
+			}
+			if n := stub.calls.Load(); n != 2 {
+				t.Errorf("upstream calls: %d; want 2 (none during the block)", n)
+			}
+		})
 	}
 }

@@ -17,8 +17,10 @@ var (
 	// other tenants are asking for upstream data; no request was made.
 	// RetryAfter tells when the tenant's window starts over.
 	ErrShareExhausted = errors.New("upstream: tenant's share of the outbound budget exhausted")
-	// ErrRateLimited means the upstream answered 429. RetryAfter tells the
-	// time to its reset; until then the budget refuses every call.
+	// ErrRateLimited means the upstream is limiting the gateway: it
+	// answered 429, or an earlier answer (a 429, or a remaining count of 0)
+	// still blocks calls; no request was made in the second case.
+	// RetryAfter tells the time to the upstream's reset.
 	ErrRateLimited = errors.New("upstream: rate limited by upstream")
 	// ErrBreakerOpen means the circuit breaker is open (or a probe is in
 	// flight); no request was made. RetryAfter tells the time to the probe.

@@ -41,6 +41,9 @@ type Verdict struct {
 	// the claim's tenant has used its fair share (or its per-minute cap)
 	// while other tenants are asking for upstream data.
 	Share bool
+	// Upstream, on a refusal, means the upstream itself said to wait (a
+	// 429, or a remaining count of 0) and RetryAfter runs to its reset.
+	Upstream bool
 }
 
 // The fairness rule, shared by LocalBudget and the Lua of RedisBudget.
@@ -137,8 +140,8 @@ func (f *fairTenants) claim(c Claim, now, ms, ds time.Time) *tenantUse {
 		f.byID[c.Tenant] = u
 	}
 	u.weight, u.seen = c.weight(), now
-	u.minute.roll(ms)
-	u.day.roll(ds)
+	u.minute.roll(ms, now)
+	u.day.roll(ds, now)
 	return u
 }
 
@@ -149,8 +152,8 @@ func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, da
 		if u == self || now.Sub(u.seen) > f.window {
 			continue
 		}
-		u.minute.roll(ms)
-		u.day.roll(ds)
+		u.minute.roll(ms, now)
+		u.day.roll(ds, now)
 		minute = append(minute, standing{u.weight, u.minute.used})
 		day = append(day, standing{u.weight, u.day.used})
 	}

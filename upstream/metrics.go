@@ -14,6 +14,10 @@ type Metrics struct {
 	// budget, rate_limited, breaker_open, timeout, unavailable,
 	// bad_response, canceled).
 	Requests *prometheus.CounterVec
+	// Refusals counts calls that sent nothing, by reason: breaker_open,
+	// budget, share (the tenant's fair share), rate_limited (the upstream's
+	// own block until its reset).
+	Refusals *prometheus.CounterVec
 	// Latency observes the duration of upstream HTTP attempts by shape.
 	Latency *prometheus.HistogramVec
 	// Errors counts failed Do calls by error kind.
@@ -41,8 +45,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Upstream client calls by shape and result.",
+			Help: "HTTP requests sent to the upstream (each attempt, retries included) by shape and result.",
 		}, []string{"shape", "result"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "refusals_total",
+			Help: "Upstream client calls that sent nothing, by reason (breaker_open, budget, share, rate_limited).",
+		}, []string{"shape", "reason"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
 			Help:    "Duration of upstream HTTP attempts.",
@@ -72,6 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		m.Requests = register(reg, m.Requests)
+		m.Refusals = register(reg, m.Refusals)
 		m.Latency = register(reg, m.Latency)
 		m.Errors = register(reg, m.Errors)
 		m.BudgetTokens = register(reg, m.BudgetTokens)

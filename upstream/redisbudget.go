@@ -110,20 +110,32 @@ func unlimitedOr(limit int64) int64 {
 }
 
 // luaPrelude reads Redis TIME in milliseconds and loads a window hash
-// {w = window start ms, n = tokens used}; a stale window counts as unused.
+// {w = window start ms, n = tokens used, r = the upstream's reported reset
+// ms, 0 for none}: a stale calendar window counts as unused, and a window
+// with a reset counts until that reset, then as unused. wend is when a
+// window's count starts over.
 const luaPrelude = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function load(key, len)
   local w = now - (now % len)
-  local v = redis.call('HMGET', key, 'w', 'n')
+  local v = redis.call('HMGET', key, 'w', 'n', 'r')
+  local r = tonumber(v[3]) or 0
+  if r > 0 then
+    if now < r then return tonumber(v[1]) or w, tonumber(v[2]) or 0, r end
+    return w, 0, 0
+  end
   local n = 0
   if tonumber(v[1]) == w then n = tonumber(v[2]) or 0 end
-  return w, n
+  return w, n, 0
 end
-local function save(key, w, n, len)
-  redis.call('HSET', key, 'w', w, 'n', n)
-  redis.call('PEXPIREAT', key, w + 2 * len)
+local function save(key, w, n, len, r)
+  redis.call('HSET', key, 'w', w, 'n', n, 'r', r)
+  redis.call('PEXPIREAT', key, math.max(w + 2 * len, r + len))
+end
+local function wend(w, r, len)
+  if r > 0 then return r end
+  return w + len
 end
 `
 
@@ -135,19 +147,20 @@ end
 // tenant-weight (hash: tenant -> weight). ARGV: per_minute, per_day,
 // background (0/1), reserve, tenant ("" for none), weight, per-minute cap
 // (0 none), newcomer reserve, fair window ms. Returns {verdict (1 granted, 0
-// refused, 2 refused for the tenant's share), wait_ms, minute_left,
-// day_left} (left -1: unlimited).
+// refused, 2 refused for the tenant's share, 3 blocked by the upstream's
+// 429 or exhausted count), wait_ms, minute_left, day_left} (left -1:
+// unlimited).
 var takeScript = redis.NewScript(luaPrelude + `
 local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local tenant, weight, cap = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local newcomer, fairwin = tonumber(ARGV[8]), tonumber(ARGV[9])
-local mw, mn = load(KEYS[1], 60000)
-local dw, dn = load(KEYS[2], 86400000)
+local mw, mn, mr = load(KEYS[1], 60000)
+local dw, dn, dr = load(KEYS[2], 86400000)
 local ml, dl = -1, -1
 if pm > 0 then ml = math.max(pm - mn, 0) end
 if pd > 0 then dl = math.max(pd - dn, 0) end
 local blk = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-if blk > now then return {0, blk - now, ml, dl} end
+if blk > now then return {3, blk - now, ml, dl} end
 local function allows(limit, used)
   if limit == 0 then return true end
   local left = limit - used - 1
@@ -155,8 +168,8 @@ local function allows(limit, used)
   return (not bg) or left >= reserve * limit
 end
 local wait = 0
-if not allows(pm, mn) then wait = mw + 60000 - now end
-if not allows(pd, dn) then wait = dw + 86400000 - now end
+if not allows(pm, mn) then wait = wend(mw, mr, 60000) - now end
+if not allows(pd, dn) then wait = wend(dw, dr, 86400000) - now end
 local fair = tenant ~= '' and not bg
 if fair then
   redis.call('ZADD', KEYS[6], now, tenant)
@@ -175,7 +188,7 @@ if wait > 0 then return {0, wait, ml, dl} end
 if fair then
   local mine_m = tonumber(redis.call('HGET', KEYS[4], tenant) or '0')
   local mine_d = tonumber(redis.call('HGET', KEYS[5], tenant) or '0')
-  if cap > 0 and mine_m >= cap then return {2, mw + 60000 - now, ml, dl} end
+  if cap > 0 and mine_m >= cap then return {2, wend(mw, mr, 60000) - now, ml, dl} end
   local active = redis.call('ZRANGEBYSCORE', KEYS[6], now - fairwin, '+inf')
   local function refuses(limit, used, mine, key)
     if limit == 0 then return false end
@@ -199,14 +212,14 @@ if fair then
     end
     return (limit - used - 1) < held - 1e-9
   end
-  if refuses(pd, dn, mine_d, KEYS[5]) then return {2, dw + 86400000 - now, ml, dl} end
-  if refuses(pm, mn, mine_m, KEYS[4]) then return {2, mw + 60000 - now, ml, dl} end
+  if refuses(pd, dn, mine_d, KEYS[5]) then return {2, wend(dw, dr, 86400000) - now, ml, dl} end
+  if refuses(pm, mn, mine_m, KEYS[4]) then return {2, wend(mw, mr, 60000) - now, ml, dl} end
   redis.call('HINCRBY', KEYS[4], tenant, 1)
   redis.call('HINCRBY', KEYS[5], tenant, 1)
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - fairwin - 86400000)
 end
-if pm > 0 then save(KEYS[1], mw, mn + 1, 60000); ml = ml - 1 end
-if pd > 0 then save(KEYS[2], dw, dn + 1, 86400000); dl = dl - 1 end
+if pm > 0 then save(KEYS[1], mw, mn + 1, 60000, mr); ml = ml - 1 end
+if pd > 0 then save(KEYS[2], dw, dn + 1, 86400000, dr); dl = dl - 1 end
 return {1, 0, ml, dl}
 `)
 
@@ -220,13 +233,17 @@ var observeScript = redis.NewScript(luaPrelude + `
 local pm, pd = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mr, dr, is429 = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
 local mreset, dreset, maxblock = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local function adopt(reset)
+  if reset > now and reset - now <= maxblock then return reset end
+  return 0
+end
 if pm > 0 and mr >= 0 then
-  local w, n = load(KEYS[1], 60000)
-  if pm - mr > n then save(KEYS[1], w, pm - mr, 60000) end
+  local w, n, r = load(KEYS[1], 60000)
+  if pm - mr > n then save(KEYS[1], w, pm - mr, 60000, math.max(r, adopt(mreset))) end
 end
 if pd > 0 and dr >= 0 then
-  local w, n = load(KEYS[2], 86400000)
-  if pd - dr > n then save(KEYS[2], w, pd - dr, 86400000) end
+  local w, n, r = load(KEYS[2], 86400000)
+  if pd - dr > n then save(KEYS[2], w, pd - dr, 86400000, math.max(r, adopt(dreset))) end
 end
 local untilms = 0
 if is429 or mr == 0 then
@@ -273,7 +290,7 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	b.minuteLeft.Store(res[2])
 	b.dayLeft.Store(res[3])
 	if res[0] != 1 {
-		return Verdict{RetryAfter: time.Duration(res[1]) * time.Millisecond, Share: res[0] == 2}, nil
+		return Verdict{RetryAfter: time.Duration(res[1]) * time.Millisecond, Share: res[0] == 2, Upstream: res[0] == 3}, nil
 	}
 	return Verdict{OK: true}, nil
 }

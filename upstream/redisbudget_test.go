@@ -260,8 +260,8 @@ func TestClientsShareRedis429(t *testing.T) {
 		t.Fatalf("instance a: got %v; want ErrRateLimited", err)
 	}
 	_, err = b.Do(context.Background(), seriesReq)
-	if !errors.Is(err, ErrBudgetExhausted) || RetryAfter(err) < 30*time.Second {
-		t.Fatalf("instance b: got %v (retry %v); want ErrBudgetExhausted for about 40s", err, RetryAfter(err))
+	if !errors.Is(err, ErrRateLimited) || RetryAfter(err) < 30*time.Second {
+		t.Fatalf("instance b: got %v (retry %v); want ErrRateLimited for about 40s", err, RetryAfter(err))
 	}
 	if n := stub.calls.Load(); n != 1 {
 		t.Errorf("got %d upstream calls; want 1", n)
