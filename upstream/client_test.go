@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"trendgate/api"
@@ -666,27 +667,45 @@ func TestRetryOnlyOnConnectionErrors(t *testing.T) {
 			if tc.closed {
 				base = "http://" + closedAddr(t)
 			}
-			cfg := testConfig(base)
-			cfg.Retries = tc.retries
-			cfg.Budget = BudgetConfig{PerMinute: tc.perMinute}
-			clk := clock.NewFake(t0)
-			b, err := NewLocalBudget(cfg.Budget, clk)
-			if err != nil {
-				t.Fatal(err)
+			check := func(t *testing.T) {
+				cfg := testConfig(base)
+				cfg.Retries = tc.retries
+				cfg.Budget = BudgetConfig{PerMinute: tc.perMinute}
+				clk := clock.NewFake(t0)
+				b, err := NewLocalBudget(cfg.Budget, clk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, reg := newTestClient(t, cfg, clk, WithBudget(b))
+				start := time.Now()
+				_, err = c.Do(context.Background(), seriesReq)
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("got %v; want %v", err, tc.wantErr)
+				}
+				// A retry (even one the budget then refuses) waits a jitter
+				// first; a call without retries never waits.
+				if waited := time.Since(start); tc.closed && tc.retries > 0 && (waited < maxJitter/4 || waited > maxJitter) {
+					t.Errorf("waited %v before the retry; want a jitter within [%v, %v]", waited, maxJitter/4, maxJitter)
+				} else if tc.closed && tc.retries == 0 && waited != 0 {
+					t.Errorf("waited %v without retries; want no wait", waited)
+				}
+				if m, _ := b.tokens(); int64(tc.perMinute)-m != tc.wantTokens {
+					t.Errorf("got %d tokens spent; want %d", int64(tc.perMinute)-m, tc.wantTokens)
+				}
+				if n := stub.calls.Load(); n != tc.wantCalls {
+					t.Errorf("got %d upstream calls; want %d", n, tc.wantCalls)
+				}
+				if got := metricValue(t, reg, "trendgate_upstream_retries_total"); got != tc.wantRetry {
+					t.Errorf("got retries_total %v; want %v", got, tc.wantRetry)
+				}
 			}
-			c, reg := newTestClient(t, cfg, clk, WithBudget(b))
-			_, err = c.Do(context.Background(), seriesReq)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("got %v; want %v", err, tc.wantErr)
-			}
-			if m, _ := b.tokens(); int64(tc.perMinute)-m != tc.wantTokens {
-				t.Errorf("got %d tokens spent; want %d", int64(tc.perMinute)-m, tc.wantTokens)
-			}
-			if n := stub.calls.Load(); n != tc.wantCalls {
-				t.Errorf("got %d upstream calls; want %d", n, tc.wantCalls)
-			}
-			if got := metricValue(t, reg, "trendgate_upstream_retries_total"); got != tc.wantRetry {
-				t.Errorf("got retries_total %v; want %v", got, tc.wantRetry)
+			// Against a refused address no goroutine waits on the network,
+			// so in a synctest bubble the jitter before the retry passes in
+			// fake time: the test measures it instead of waiting for it.
+			if tc.closed {
+				synctest.Test(t, check)
+			} else {
+				check(t)
 			}
 		})
 	}
