@@ -19,16 +19,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
-	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
 	"trendgate/internal/promtest"
 	"trendgate/internal/redistest"
-	"trendgate/proxy"
 )
 
 // sharedRedis is the Redis the cluster tests share with other test runs;
@@ -149,16 +145,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 
 	c.full, c.limited = newKey(t), newKey(t)
 	for range o.instances {
-		cfg := config.Default()
-		cfg.Upstream.BaseURL = upSrv.URL
-		cfg.Upstream.APIKey = upstreamKey
-		cfg.Log.Level = "debug"
+		cfg := baseConfig(upSrv.URL, c.full, c.limited)
 		noAccess := false
-		cfg.Log.Access = &noAccess // the logs keep only what went wrong
-		cfg.Keys = []config.Key{
-			{ID: "team-full", SHA256: auth.Digest(c.full), Plan: "full"},
-			{ID: "team-limited", SHA256: auth.Digest(c.limited), Plan: "limited"},
-		}
+		cfg.Log.Access = &noAccess                 // the logs keep only what went wrong
 		cfg.Redis.URL = "redis://" + o.addr + "/0" // cache tier: DB 1
 		cfg.Redis.Prefix = c.prefix
 		// The exactness these tests assert holds only while Redis answers
@@ -170,14 +159,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		if o.mutate != nil {
 			o.mutate(cfg)
 		}
-		h := &harness{t: t, clk: c.clk, up: up, upSrv: upSrv, cfg: cfg, full: c.full, limited: c.limited, logs: &syncBuffer{}}
-		core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), h.logs, zapcore.DebugLevel)
-		gw, err := proxy.New(cfg, proxy.Options{Clock: c.clk, Logger: zap.New(core)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.gw = gw
-		h.serve()
+		h := serveHarness(t, c.clk, up, upSrv, cfg, c.full, c.limited)
 		// Runs before serve's cleanup: a connection the transport dialed
 		// but never used would otherwise hold Shutdown for 5 s (net/http
 		// waits that long for a first request on a new connection).

@@ -79,8 +79,8 @@ func newKey(t testing.TB) string {
 // config before the gateway is built.
 func newHarness(t *testing.T, mutate func(*config.Config), opts ...func(*demo.Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: clock.NewFake(testNow), logs: &syncBuffer{}}
-	dopts := demo.Options{Clock: h.clk, APIKey: upstreamKey}
+	clk := clock.NewFake(testNow)
+	dopts := demo.Options{Clock: clk, APIKey: upstreamKey}
 	for _, o := range opts {
 		o(&dopts)
 	}
@@ -88,31 +88,55 @@ func newHarness(t *testing.T, mutate func(*config.Config), opts ...func(*demo.Op
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.up = up
-	h.upSrv = httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); h.upSrv.Close() })
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
 
-	h.full, h.limited = newKey(t), newKey(t)
-	cfg := config.Default()
-	cfg.Upstream.BaseURL = h.upSrv.URL
-	cfg.Upstream.APIKey = upstreamKey
-	cfg.Log.Level = "debug"
-	cfg.Keys = []config.Key{
-		{ID: "team-full", SHA256: auth.Digest(h.full), Plan: "full"},
-		{ID: "team-limited", SHA256: auth.Digest(h.limited), Plan: "limited"},
-	}
+	full, limited := newKey(t), newKey(t)
+	cfg := baseConfig(upSrv.URL, full, limited)
 	if mutate != nil {
 		mutate(cfg)
 	}
-	h.cfg = cfg
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), h.logs, zapcore.DebugLevel)
-	gw, err := proxy.New(cfg, proxy.Options{Clock: h.clk, Logger: zap.New(core)})
+	return serveHarness(t, clk, up, upSrv, cfg, full, limited)
+}
+
+// baseConfig is config.Default in front of the upstream at upURL, with
+// debug logs and the keys full (id team-full) and, unless "", limited
+// (team-limited).
+func baseConfig(upURL, full, limited string) *config.Config {
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = upURL
+	cfg.Upstream.APIKey = upstreamKey
+	cfg.Log.Level = "debug"
+	cfg.Keys = []config.Key{{ID: "team-full", SHA256: auth.Digest(full), Plan: "full"}}
+	if limited != "" {
+		cfg.Keys = append(cfg.Keys, config.Key{ID: "team-limited", SHA256: auth.Digest(limited), Plan: "limited"})
+	}
+	return cfg
+}
+
+// serveHarness builds a gateway from cfg on clk and serves it until the
+// test ends; the single-gateway harness and every cluster node are made
+// here.
+func serveHarness(t *testing.T, clk *clock.Fake, up *demo.Server, upSrv *httptest.Server, cfg *config.Config, full, limited string) *harness {
+	t.Helper()
+	h := &harness{t: t, clk: clk, up: up, upSrv: upSrv, cfg: cfg, full: full, limited: limited}
+	h.gw, h.logs = buildGateway(t, clk, cfg)
+	h.serve()
+	return h
+}
+
+// buildGateway is proxy.New on cfg and clk with a debug-level JSON logger
+// writing to the returned buffer. Every test harness builds its gateways
+// here.
+func buildGateway(t testing.TB, clk clock.Clock, cfg *config.Config) (*proxy.Gateway, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zapcore.DebugLevel)
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clk, Logger: zap.New(core)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.gw = gw
-	h.serve()
-	return h
+	return gw, logs
 }
 
 // serve runs the gateway's real servers (timeouts, header limits, admin

@@ -25,10 +25,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
-	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
@@ -58,21 +55,15 @@ type served struct {
 // change the config first. The gateway is stopped when the test ends.
 func startGateway(t testing.TB, upstreamURL string, clk clock.Clock, mutate func(*config.Config)) *served {
 	t.Helper()
-	s := &served{t: t, key: newKey(t), logs: &syncBuffer{}}
-	cfg := config.Default()
-	cfg.Upstream.BaseURL = upstreamURL
-	cfg.Upstream.APIKey = upstreamKey
-	cfg.Keys = []config.Key{{ID: "team-full", SHA256: auth.Digest(s.key), Plan: "full"}}
+	s := &served{t: t, key: newKey(t)}
+	cfg := baseConfig(upstreamURL, s.key, "")
+	cfg.Log.Level = config.Default().Log.Level
 	if mutate != nil {
 		mutate(cfg)
 	}
 	s.cfg = cfg
-	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), s.logs, zapcore.DebugLevel)
-	gw, err := proxy.New(cfg, proxy.Options{Clock: clk, Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.gw = gw
+	gw, logs := buildGateway(t, clk, cfg)
+	s.gw, s.logs = gw, logs
 	ls := proxy.Listeners{Public: listenLoopback(t), Admin: listenLoopback(t)}
 	if cfg.TLS.Mode == config.TLSModeFiles || cfg.TLS.Mode == config.TLSModeACME {
 		ls.HTTP = listenLoopback(t)
