@@ -8,4 +8,9 @@
 // hold entries and may drop them at any time (ristretto may drop a Set, Redis
 // may be unreachable), so nothing in this package depends on a Set being
 // visible.
+//
+// The cache holds upstream representations as the upstream sent them: it
+// never sees an API key, a plan or a projection, and it never calls the
+// upstream itself; the caller's fetch function does, under the caller's
+// budget.
 package cache

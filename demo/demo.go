@@ -7,6 +7,10 @@
 // receives, so tests can assert what reached the upstream) and the
 // benchmarks. Data is a pure function of (seed, topic, bucket time): the same
 // request at the same clock time yields byte-identical bodies.
+//
+// Nothing in the gateway imports demo except demo mode's wiring in cmd and
+// the tests: the gateway talks to it over HTTP exactly as to the real
+// upstream.
 package demo
 
 import (

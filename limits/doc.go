@@ -14,4 +14,8 @@
 // policies with q (quota) and w (window, seconds); RateLimit is a List of the
 // same policy names with r (remaining) and t (seconds until the quota is
 // restored). See Decision.SetHeaders.
+//
+// Limits decides admission from a key id, a policy and a cost: it never
+// sees the API key, the request or the response body, and it never writes
+// an error response (proxy maps its reasons to the API's errors).
 package limits

@@ -1,6 +1,11 @@
 // Package clock abstracts the passage of time so that every time-dependent
 // decision in trendgate (freshness, rate limits, quotas, budgets, breakers)
 // can be driven by a fake clock in tests.
+//
+// It tells the time and nothing else. Timers and tickers (the lease poll,
+// the quota reconciler, the certificate lock keep-alive, the retry jitter)
+// use package time directly and are tested in testing/synctest bubbles,
+// where package time runs on fake time.
 package clock
 
 import (

@@ -1,5 +1,5 @@
 // Package promtest reads metric values back from a Prometheus gatherer in
-// tests.
+// tests. Production code never imports it.
 package promtest
 
 import (
