@@ -98,11 +98,16 @@ func (g *Gateway) Run(ctx context.Context) error {
 // listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	cfg := g.Config()
-	sec, err := certs.New(cfg, g.clk, g.log)
+	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
+		CheckInterval: g.certCheck,
+		OnReload:      func(result string) { g.metrics.certReloads.WithLabelValues(result).Inc() },
+	})
 	if err != nil {
 		ls.close()
 		return err
 	}
+	g.sec.Store(sec)
+	defer g.sec.CompareAndSwap(sec, nil)
 	var handler http.Handler = g
 	if sec != nil {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
