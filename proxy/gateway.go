@@ -81,6 +81,11 @@ type Gateway struct {
 	closers  []func() error // cluster resources, closed by Close
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
+	// local is the in-process cache tier, which persistence saves and
+	// loads; persist is the cache configuration at start, whose
+	// persist_path and persist_max_bytes a reload does not change.
+	local   *cache.Local
+	persist cache.Config
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
@@ -148,6 +153,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	g.persist = cfg.Cache
+	g.loadSnapshot(cfg.Cache)
 	g.handler = g.chain()
 	return g, nil
 }
