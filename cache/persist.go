@@ -2,8 +2,8 @@ package cache
 
 import (
 	"bufio"
-
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,8 +26,9 @@ import (
 // file around them:
 //
 //	header   "tgsnap", format version (1 byte), codec schema version
-//	         (1 byte), written at (varint, unix ns), CRC-32C of the header
-//	         bytes before it (4 bytes, big-endian)
+//	         (1 byte), written at (varint, unix ns), SHA-256 of
+//	         SnapshotOptions.Origin (32 bytes), CRC-32C of the header bytes
+//	         before it (4 bytes, big-endian)
 //	records  'e', length n (uvarint), n bytes of encodeEntry, CRC-32C of
 //	         those n bytes (4 bytes); newest Fetched first
 //	trailer  'z', record count (uvarint), CRC-32C of the trailer bytes
@@ -84,6 +85,11 @@ type SnapshotOptions struct {
 	MaxStale time.Duration
 	// Now is the injected clock's current time.
 	Now time.Time
+	// Origin names where the entries come from (the gateway passes the
+	// upstream's base URL). A file written for another origin is rejected
+	// whole, so a gateway moved to another upstream never serves the old
+	// one's data. Only its SHA-256 is stored.
+	Origin string
 }
 
 // SnapshotStats say what a save or a load did.
@@ -144,7 +150,7 @@ func writeSnapshot(path string, entries []*Entry, opts SnapshotOptions) (stats S
 	}
 
 	w := bufio.NewWriterSize(f, 256<<10)
-	header := appendHeader(nil, opts.Now)
+	header := appendHeader(nil, opts.Now, opts.Origin)
 	size := int64(len(header))
 	_, _ = w.Write(header)
 	const trailerMax = 1 + binary.MaxVarintLen64 + crcLen
@@ -194,12 +200,14 @@ func writeSnapshot(path string, entries []*Entry, opts SnapshotOptions) (stats S
 	return stats, nil
 }
 
-// appendHeader appends a snapshot header written at now.
-func appendHeader(b []byte, now time.Time) []byte {
+// appendHeader appends a snapshot header written at now for origin.
+func appendHeader(b []byte, now time.Time, origin string) []byte {
 	start := len(b)
 	b = append(b, snapshotMagic...)
 	b = append(b, snapshotVersion, schemaVersion)
 	b = binary.AppendVarint(b, now.UnixNano())
+	sum := sha256.Sum256([]byte(origin))
+	b = append(b, sum[:]...)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], crcTable))
 }
 
@@ -212,6 +220,7 @@ func appendHeader(b []byte, now time.Time) []byte {
 // with api.ParseKey at opts.Now or its topic differs (DropKey), its status
 // is not 200 or 404, its fetch time is unknown or after now, it is at or
 // past FreshUntil+MaxStale, it repeats a key, or it falls past MaxBytes.
+// A file written for another SnapshotOptions.Origin is rejected whole.
 // The others are stored in l with their own Fetched and FreshUntil, so
 // they are served fresh, stale or not at all by the usual rules, with Age
 // counted from their original fetch. l should be empty and not yet
@@ -276,8 +285,15 @@ func readSnapshot(br *bufio.Reader, size int64, opts SnapshotOptions) ([]*Entry,
 	if _, err := binary.ReadVarint(r); err != nil {
 		return invalid("header: %v", err)
 	}
+	var origin [sha256.Size]byte
+	if _, err := io.ReadFull(r, origin[:]); err != nil {
+		return invalid("header: %v", err)
+	}
 	if err := r.checkSum(); err != nil {
 		return invalid("header: %v", err)
+	}
+	if origin != sha256.Sum256([]byte(opts.Origin)) {
+		return invalid("written for another upstream")
 	}
 
 	var (

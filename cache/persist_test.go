@@ -13,9 +13,12 @@ import (
 	"time"
 )
 
+// testOrigin is the upstream the test snapshots are written for.
+const testOrigin = "https://lunarcrush.com"
+
 // snapOpts are the limits the tests save and load with, at now.
 func snapOpts(now time.Time) SnapshotOptions {
-	return SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 24 * time.Hour, Now: now}
+	return SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 24 * time.Hour, Now: now, Origin: testOrigin}
 }
 
 func newTestLocal(t *testing.T) *Local {
@@ -113,7 +116,7 @@ func saveSample(t *testing.T) (string, []byte) {
 // corrupt or truncated anywhere loads nothing and says why.
 func TestSnapshotRejectsBadFiles(t *testing.T) {
 	path, good := saveSample(t)
-	headerLen := len(appendHeader(nil, t0))
+	headerLen := len(appendHeader(nil, t0, testOrigin))
 	flip := func(i int) []byte {
 		b := bytes.Clone(good)
 		b[i] ^= 0x40
@@ -129,6 +132,7 @@ func TestSnapshotRejectsBadFiles(t *testing.T) {
 		{"other format version", flip(len(snapshotMagic)), "format version"},
 		{"other entry schema", flip(len(snapshotMagic) + 1), "entry schema version"},
 		{"header bit flipped", flip(len(snapshotMagic) + 3), "header: checksum mismatch"},
+		{"written for another upstream", otherOrigin(t), "written for another upstream"},
 		{"entry body bit flipped", flip(len(good) / 2), "checksum mismatch"},
 		{"record length corrupt", flip(headerLen + 1), "record 0"},
 		{"unknown tag", flip(headerLen), "unknown tag"},
@@ -161,6 +165,23 @@ func TestSnapshotRejectsBadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// otherOrigin is a sound snapshot of sampleEntries written for another
+// upstream.
+func otherOrigin(t *testing.T) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "other.snap")
+	opts := snapOpts(t0)
+	opts.Origin = "http://127.0.0.1:18080"
+	if _, err := writeSnapshot(path, sampleEntries(), opts); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // fixTrailer rewrites a snapshot's trailer (the last 6 bytes for a small
@@ -202,7 +223,7 @@ func TestSnapshotDropsEntries(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cache.snap")
 			// Written as an older instance (or an editor) might have: save
 			// does not judge keys.
-			if _, err := writeSnapshot(path, []*Entry{ok, tc.e}, SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 100 * time.Hour, Now: now}); err != nil {
+			if _, err := writeSnapshot(path, []*Entry{ok, tc.e}, SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 100 * time.Hour, Now: now, Origin: testOrigin}); err != nil {
 				t.Fatal(err)
 			}
 			l := newTestLocal(t)
@@ -252,7 +273,7 @@ func TestSnapshotSizeBound(t *testing.T) {
 	}
 	const bound = 4500 // room for four ~1040-byte records plus header and trailer
 	path := filepath.Join(t.TempDir(), "cache.snap")
-	saved, err := l.SaveSnapshot(path, SnapshotOptions{MaxBytes: bound, MaxStale: time.Hour, Now: t0})
+	saved, err := l.SaveSnapshot(path, SnapshotOptions{MaxBytes: bound, MaxStale: time.Hour, Now: t0, Origin: testOrigin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +281,7 @@ func TestSnapshotSizeBound(t *testing.T) {
 		t.Fatalf("save: got %+v; want 4 entries, 6 dropped for the bound, at most %d bytes", saved, bound)
 	}
 	loaded := newTestLocal(t)
-	stats, err := loaded.LoadSnapshot(path, SnapshotOptions{MaxBytes: 2200, MaxStale: time.Hour, Now: t0})
+	stats, err := loaded.LoadSnapshot(path, SnapshotOptions{MaxBytes: 2200, MaxStale: time.Hour, Now: t0, Origin: testOrigin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,4 +355,48 @@ func TestCheckPersistPath(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
 		t.Errorf("probe files left: %v", left)
 	}
+}
+
+// BenchmarkSnapshot saves and loads a local tier of 10,000 entries with
+// 4 KiB bodies (about 41 MB of snapshot), as a drain and a start would.
+func BenchmarkSnapshot(b *testing.B) {
+	const n = 10_000
+	body := bytes.Repeat([]byte("x"), 4<<10)
+	src, err := NewLocal(256<<20, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	for i := range n {
+		tp := "t" + strconv.Itoa(i)
+		src.Set(b.Context(), entry("v1|whatsup|"+tp, tp, t0.Add(-time.Duration(i)*time.Millisecond), time.Hour, string(body)))
+	}
+	opts := SnapshotOptions{MaxBytes: 256 << 20, MaxStale: 24 * time.Hour, Now: t0, Origin: testOrigin}
+	path := filepath.Join(b.TempDir(), "cache.snap")
+
+	b.Run("save", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if s, err := src.SaveSnapshot(path, opts); err != nil || s.Entries != n {
+				b.Fatalf("save: %+v %v", s, err)
+			}
+		}
+	})
+	b.Run("load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			b.StopTimer()
+			dst, err := NewLocal(256<<20, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if s, err := dst.LoadSnapshot(path, opts); err != nil || s.Entries != n {
+				b.Fatalf("load: %+v %v", s, err)
+			}
+			b.StopTimer()
+			dst.Close()
+			b.StartTimer()
+		}
+	})
 }

@@ -86,6 +86,8 @@ type Gateway struct {
 	// persist_path and persist_max_bytes a reload does not change.
 	local   *cache.Local
 	persist cache.Config
+	// persistOrigin ties the snapshot to upstream.base_url (at start).
+	persistOrigin string
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
@@ -153,7 +155,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.persist = cfg.Cache
+	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	g.loadSnapshot(cfg.Cache)
 	g.handler = g.chain()
 	return g, nil

@@ -26,6 +26,7 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 		MaxBytes: cc.PersistBound(),
 		MaxStale: cc.MaxStale,
 		Now:      g.clk.Now(),
+		Origin:   g.persistOrigin,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -56,6 +57,7 @@ func (g *Gateway) saveSnapshot() {
 		MaxBytes: g.persist.PersistBound(),
 		MaxStale: g.rt.Load().ttl.MaxStale,
 		Now:      g.clk.Now(),
+		Origin:   g.persistOrigin,
 	})
 	if err != nil {
 		log.Error("cache snapshot not written; the next start will be cold", zap.String("path", path), zap.Error(err))
