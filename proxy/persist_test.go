@@ -109,6 +109,25 @@ func TestRestartKeepsCache(t *testing.T) {
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("snapshot after loading: %v; want it removed until the next drain", err)
 	}
+
+	// A restored entry goes stale by its original fetch: the list (fresh
+	// for 10 minutes) is served stale while one refresh runs.
+	clk.Advance(10 * time.Minute)
+	c := &http.Client{Timeout: 20 * time.Second}
+	defer c.CloseIdleConnections()
+	resp, body, err := getWithKey(t, c, "http://"+second.public+targets[0], second.key)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("list after its freshness: %v %v %s", err, resp, body)
+	}
+	if got, want := resp.Header.Get("Cache-Status"), "trendgate; hit; stale"; got != want {
+		t.Errorf("list after its freshness: Cache-Status %q; want %q", got, want)
+	}
+	if got, want := resp.Header.Get("Age"), strconv.Itoa(int((later+10*time.Minute)/time.Second)); got != want {
+		t.Errorf("list after its freshness: Age %q; want %q", got, want)
+	}
+	if !bytes.Equal(body, warm[0].body) {
+		t.Error("list after its freshness: body differs from the one restored")
+	}
 	if !strings.Contains(second.logs.String(), `"cache snapshot loaded"`) {
 		t.Errorf("no load logged; logs:\n%s", second.logs)
 	}
