@@ -28,7 +28,7 @@ const (
 // request must survive a round trip through its own upstream target: parsing
 // UpstreamPath()+"?"+UpstreamQuery() gives the same Request and Key, which
 // shows the topic is re-encoded exactly once and the forwarded window selects
-// the same buckets.
+// the same buckets. Its key must parse back to it with ParseKey.
 func FuzzCanonical(f *testing.F) {
 	const now = 1760654918 // 2025-10-16 22:48:38 UTC, as in the unit tests
 	seeds := []struct {
@@ -128,6 +128,9 @@ func FuzzCanonical(f *testing.F) {
 		}
 		if again != q || again.Key() != q.Key() {
 			t.Fatalf("upstream target %q parses to %+v (key %q); want %+v (key %q)", up, again, again.Key(), q, q.Key())
+		}
+		if fromKey, err := ParseKey(q.Key(), now); err != nil || fromKey != q {
+			t.Fatalf("ParseKey(%q): got %+v, %v; want %+v", q.Key(), fromKey, err, q)
 		}
 	})
 }

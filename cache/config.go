@@ -24,6 +24,23 @@ type Config struct {
 	FetchTimeout time.Duration `yaml:"fetch_timeout"`
 	// TTL holds the freshness lifetimes per endpoint.
 	TTL TTLConfig `yaml:"ttl"`
+	// PersistPath is the file the local tier is saved to when the gateway
+	// drains and loaded from when it starts (see SaveSnapshot and
+	// LoadSnapshot); empty (the default) turns persistence off. Read at
+	// start only: a reload does not change it.
+	PersistPath string `yaml:"persist_path"`
+	// PersistMaxBytes bounds the snapshot file; 0 (the default) means
+	// MaxBytes.
+	PersistMaxBytes int64 `yaml:"persist_max_bytes"`
+}
+
+// PersistBound is the size bound of the snapshot file: PersistMaxBytes, or
+// MaxBytes when that is 0.
+func (c Config) PersistBound() int64 {
+	if c.PersistMaxBytes > 0 {
+		return c.PersistMaxBytes
+	}
+	return c.MaxBytes
 }
 
 // TTLConfig holds freshness lifetimes.

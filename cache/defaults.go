@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -70,6 +72,12 @@ func (c Config) Validate() error {
 	}
 	if c.TTL.Settle < 0 {
 		bad("ttl.settle", "must be >= 0")
+	}
+	if c.PersistMaxBytes < 0 {
+		bad("persist_max_bytes", "must be >= 0 (0: max_bytes)")
+	}
+	if c.PersistPath != "" && (strings.HasSuffix(c.PersistPath, "/") || filepath.Base(c.PersistPath) == ".") {
+		bad("persist_path", "must name a file, not a directory")
 	}
 	return errors.Join(errs...)
 }

@@ -1,5 +1,5 @@
-// Package certs provides the public listener's certificates: static
-// certificate files, or certmagic's ACME management with its storage on disk
+// Package certs provides the public listener's certificates: certificate
+// files (reloaded when they change), or certmagic's ACME management with its storage on disk
 // or, in cluster mode, on Redis (RedisStorage) so instances share
 // certificates and take turns issuing them.
 //
@@ -38,6 +38,23 @@ const certRedisTimeout = 2 * time.Second
 type Manager struct {
 	config *tls.Config
 	acme   *acmeManager // nil in files mode
+	files  *filePair    // nil in ACME mode
+}
+
+// DefaultCheckInterval is Options.CheckInterval's default.
+const DefaultCheckInterval = 2 * time.Second
+
+// Options tune a Manager. The zero value checks the certificate files of
+// tls.mode files every DefaultCheckInterval and reports reloads nowhere.
+type Options struct {
+	// CheckInterval is how often, at most, a TLS handshake stats
+	// tls.cert_file and tls.key_file (tls.mode files) and reloads them when
+	// they changed: the first handshake after each interval does it. 0
+	// means DefaultCheckInterval; a negative value means only Reload does.
+	CheckInterval time.Duration
+	// OnReload is called after each attempt to load changed files, with
+	// ReloadOK or ReloadRefused; nil calls nothing.
+	OnReload func(result string)
 }
 
 // acmeManager owns certmagic for one Serve call: its certificate cache
@@ -56,19 +73,33 @@ type acmeManager struct {
 }
 
 // New builds the certificates of cfg.TLS. It returns nil, nil when TLS is
-// off. In ACME mode nothing is requested until Start.
-func New(cfg *config.Config, clk clock.Clock, log *zap.Logger) (*Manager, error) {
+// off. In files mode the pair must load now (a missing, mismatched or
+// expired pair is an error) and is then served through GetCertificate, so
+// a changed pair replaces it for new connections (see Options and Reload).
+// In ACME mode nothing is requested until Start. A nil clk is the real
+// clock and a nil log discards.
+func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*Manager, error) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
 	switch cfg.TLS.Mode {
 	case "", config.TLSModeOff:
 		return nil, nil
 	case config.TLSModeFiles:
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.CertFile, cfg.TLS.KeyFile)
+		interval := opts.CheckInterval
+		if interval == 0 {
+			interval = DefaultCheckInterval
+		}
+		fp, err := newFilePair(cfg.TLS.CertFile, cfg.TLS.KeyFile, clk, interval, log, opts.OnReload)
 		if err != nil {
-			return nil, fmt.Errorf("certs: tls files: %w", err)
+			return nil, err
 		}
 		tc := baseTLSConfig()
-		tc.Certificates = []tls.Certificate{cert}
-		return &Manager{config: tc}, nil
+		tc.GetCertificate = fp.getCertificate
+		return &Manager{config: tc, files: fp}, nil
 	case config.TLSModeACME:
 		m, err := newACME(cfg, clk, log)
 		if err != nil {
@@ -258,6 +289,18 @@ func (m *Manager) Start(ctx context.Context, onCached func()) error {
 	}
 	m.acme.onCached(onCached)
 	return m.acme.start(ctx)
+}
+
+// Reload re-reads the certificate files now (tls.mode files; SIGHUP and
+// configuration changes call it), whether or not they changed. A pair that
+// does not load is refused and returned as the error, and the previous pair
+// keeps serving. Connections already established are untouched. In ACME
+// mode and with TLS off it does nothing.
+func (m *Manager) Reload() error {
+	if m == nil || m.files == nil {
+		return nil
+	}
+	return m.files.reload()
 }
 
 // Ready reports whether every managed domain has a certificate; always true

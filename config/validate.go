@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
 	"trendgate/api"
+	"trendgate/cache"
 )
 
 // Limits on server.max_header_bytes.
@@ -420,6 +422,14 @@ func (c *Config) Warnings() []string {
 		w = append(w, "server.trusted_proxies: empty while server.listen ("+c.Server.Listen+
 			") is not loopback; behind a load balancer every client then shares its address, "+
 			"for the failed-authentication limit and the access log alike")
+	}
+	// The snapshot directory is checked here, not in Validate: it may be
+	// a volume that exists only where the gateway runs, and a gateway that
+	// cannot save its cache still serves correctly.
+	if p := c.Cache.PersistPath; p != "" {
+		if err := cache.CheckPersistPath(p); err != nil {
+			w = append(w, "cache.persist_path: "+err.Error()+"; the local cache will not survive a restart")
+		}
 	}
 	return w
 }

@@ -34,6 +34,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
+	g.local = store
 	// Closed after the cache itself (see Close), which stops fills first.
 	g.closers = append(g.closers, func() error { store.Close(); return nil })
 	var cacheStore cache.Store = store

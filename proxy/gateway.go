@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -14,6 +15,7 @@ import (
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
+	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
@@ -57,6 +59,11 @@ type Options struct {
 	// UpstreamTransport replaces the upstream HTTP transport (tests); nil
 	// means the client's own transport built from config.
 	UpstreamTransport http.RoundTripper
+	// CertCheckInterval is how often, at most, a TLS handshake looks at
+	// tls.cert_file and tls.key_file (tls.mode files) and reloads them when
+	// they changed; 0 means certs.DefaultCheckInterval (2s), negative means
+	// only Reload (SIGHUP, config change) re-reads them.
+	CertCheckInterval time.Duration
 }
 
 // Gateway is the trendgate API gateway: an http.Handler for the public API
@@ -72,6 +79,18 @@ type Gateway struct {
 	limiter  limits.Limiter
 	authFail *limits.AuthFailures
 	closers  []func() error // cluster resources, closed by Close
+	// certCheck is Options.CertCheckInterval.
+	certCheck time.Duration
+	// local is the in-process cache tier, which persistence saves and
+	// loads; persist is the cache configuration at start, whose
+	// persist_path and persist_max_bytes a reload does not change.
+	local   *cache.Local
+	persist cache.Config
+	// persistOrigin ties the snapshot to upstream.base_url (at start).
+	persistOrigin string
+	// sec is the certificates of the running Serve call; nil while none
+	// runs or with TLS off. Reload re-reads its files.
+	sec atomic.Pointer[certs.Manager]
 
 	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
 	draining atomic.Bool             // set when shutdown begins; readiness turns false
@@ -110,7 +129,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry}
+	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry, certCheck: opts.CertCheckInterval}
 	if g.clk == nil {
 		g.clk = clock.Real{}
 	}
@@ -136,6 +155,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
+	g.loadSnapshot(cfg.Cache)
 	g.handler = g.chain()
 	return g, nil
 }
@@ -190,8 +211,12 @@ func compile(cfg *config.Config) (*runtime, error) {
 // and cached entries survive; a removed key stops working with the next
 // request. A config that does not validate is refused and the old one keeps
 // serving. Listener addresses, TLS, Redis and upstream settings need a
-// restart.
+// restart, except that in tls.mode files the certificate and key files
+// (at the paths the running Serve started with) are re-read first, whatever
+// becomes of cfg: a pair that does not load is logged and counted in
+// trendgate_tls_certificate_reloads_total and the old pair keeps serving.
 func (g *Gateway) Reload(cfg *config.Config) error {
+	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
 		g.metrics.reloads.WithLabelValues("refused").Inc()
 		return fmt.Errorf("proxy: reload: %w", err)

@@ -20,6 +20,7 @@ type metrics struct {
 	limited      *prometheus.CounterVec
 	quotaCharged *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
+	certReloads  *prometheus.CounterVec
 	ready        prometheus.Gauge
 	upByKey      *prometheus.CounterVec
 }
@@ -51,6 +52,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_config_reloads_total",
 			Help: "Configuration reloads by result (ok, refused).",
 		}, []string{"result"}),
+		certReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_tls_certificate_reloads_total",
+			Help: "Loads of changed or re-read TLS certificate files (tls.mode files) by result (ok, refused: the previous pair keeps serving).",
+		}, []string{"result"}),
 		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_key_total",
 			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
@@ -61,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready, m.upByKey,
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.ready, m.upByKey,
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m

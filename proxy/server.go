@@ -93,16 +93,21 @@ func (g *Gateway) Run(ctx context.Context) error {
 //
 // Then it drains: readiness turns false at once, the public and plain-HTTP
 // servers stop accepting and wait for in-flight requests up to
-// server.shutdown_timeout, background refreshes stop, certificate
-// management stops, and the admin server closes last. Serve closes the
-// listeners.
+// server.shutdown_timeout, background refreshes stop, the local cache is
+// written to cache.persist_path (when set), certificate management stops,
+// and the admin server closes last. Serve closes the listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	cfg := g.Config()
-	sec, err := certs.New(cfg, g.clk, g.log)
+	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
+		CheckInterval: g.certCheck,
+		OnReload:      func(result string) { g.metrics.certReloads.WithLabelValues(result).Inc() },
+	})
 	if err != nil {
 		ls.close()
 		return err
 	}
+	g.sec.Store(sec)
+	defer g.sec.CompareAndSwap(sec, nil)
 	var handler http.Handler = g
 	if sec != nil {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
@@ -185,6 +190,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
+	g.saveSnapshot()
 	if err := sec.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -41,8 +41,9 @@ Usage:
   trendgate healthcheck [-url URL]           exit 0 when URL (default the admin /healthz)
                                              answers 200; for container health checks
 
-Signals (serve): SIGHUP reloads the config file (it is also polled for
-changes); SIGINT/SIGTERM drain in-flight requests and stop.
+Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
+certificate files (both are also polled for changes, every -watch);
+SIGINT/SIGTERM drain in-flight requests and stop.
 `
 
 func main() {
@@ -114,7 +115,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 func runServe(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration `FILE` (required)")
-	poll := fs.Duration("watch", 2*time.Second, "how often to check the config file for changes (0: only on SIGHUP)")
+	poll := fs.Duration("watch", 2*time.Second, "how often to check the config file, and in tls.mode files the certificate files, for changes (0: only on SIGHUP)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,7 +135,11 @@ func runServe(args []string, stderr io.Writer) error {
 		log.Warn("config: " + w)
 	}
 
-	g, err := proxy.New(cfg, proxy.Options{Logger: log})
+	certCheck := *poll
+	if certCheck <= 0 {
+		certCheck = -1 // only on SIGHUP, like the config file
+	}
+	g, err := proxy.New(cfg, proxy.Options{Logger: log, CertCheckInterval: certCheck})
 	if err != nil {
 		return err
 	}

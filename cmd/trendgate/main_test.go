@@ -110,6 +110,40 @@ func TestConfigCheckWarnsOfSharedClientAddress(t *testing.T) {
 	}
 }
 
+// TestConfigCheckPersistPath: config check passes with cache.persist_path
+// in a writable directory and warns (still passing) when the directory is
+// missing or the path is a directory; see cache.CheckPersistPath.
+func TestConfigCheckPersistPath(t *testing.T) {
+	t.Setenv("TRENDGATE_UPSTREAM_KEY", "test-upstream-key")
+	example, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, path string
+		warn       bool
+	}{
+		{"writable directory", filepath.Join(dir, "cache.snap"), false},
+		{"missing directory", filepath.Join(dir, "missing", "cache.snap"), true},
+		{"a directory", dir, true},
+	} {
+		file := filepath.Join(t.TempDir(), "c.yaml")
+		body := strings.Replace(string(example), `persist_path: ""`, `persist_path: "`+c.path+`"`, 1)
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := run([]string{"config", "check", file}, nil, &out, &out); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := strings.Contains(out.String(), "warning: cache.persist_path: ")
+		if got != c.warn {
+			t.Errorf("%s: warning %v; want %v\n%s", c.name, got, c.warn, out.String())
+		}
+	}
+}
+
 // TestUnknownCommand and help.
 func TestUnknownCommandAndHelp(t *testing.T) {
 	var out bytes.Buffer
