@@ -42,10 +42,10 @@ type Server struct {
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed when
 	// finding the client IP. Empty trusts no one.
 	TrustedProxies []string `yaml:"trusted_proxies"`
-	// FastHTTP1 serves plain-HTTP GET and HEAD requests of the common
-	// shape on trendgate's lean HTTP/1.1 loop (package internal/h1) and
-	// everything else with net/http (default true; nil, which only a Config
-	// built in code can have, means true). It has no effect with TLS on.
+	// FastHTTP1 serves HTTP/1.1 GET and HEAD requests of the common shape
+	// on trendgate's lean HTTP/1.1 loop (package internal/h1), over TLS
+	// too, and everything else (HTTP/2 included) with net/http (default
+	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
 }
 

@@ -113,13 +113,17 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
 	}
 	public := g.newServer(handler, "public")
+	if sec != nil {
+		public.TLSConfig = sec.TLSConfig()
+	}
+	// The lane serves HTTP/1.1, over TLS too (it then hands h2
+	// connections to public's HTTP/2); without it, net/http serves all.
 	var front server = public
-	if sec == nil && cfg.Server.FastHTTP1Enabled() {
-		front = &h1.Server{Handler: handler, Fallback: public}
+	if cfg.Server.FastHTTP1Enabled() {
+		front = &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig}
 	}
 	var plain *http.Server
 	if sec != nil {
-		public.TLSConfig = sec.TLSConfig()
 		if ls.HTTP != nil {
 			plain = g.newServer(sec.ChallengeHandler(httpsRequired()), "http")
 		}
@@ -140,7 +144,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 
 	errc := make(chan error, 3)
 	go func() {
-		if sec != nil {
+		if sec != nil && front == server(public) {
 			errc <- serveErr(public.ServeTLS(ls.Public, "", ""))
 			return
 		}

@@ -1,0 +1,137 @@
+package h1_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// selfSigned returns a server certificate for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "h1 test"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// startTLSLane serves h on the lane with TLS (h2 and http/1.1 offered).
+func startTLSLane(t *testing.T, h http.Handler) (*laneServer, *x509.CertPool) {
+	t.Helper()
+	cert, pool := selfSigned(t)
+	ls := startLane(t, h, func(s *http.Server) {
+		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
+		s.ReadHeaderTimeout = guard
+	})
+	return ls, pool
+}
+
+func tlsClient(pool *x509.CertPool, protos ...string) *http.Client {
+	return &http.Client{Timeout: guard, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: pool, NextProtos: protos},
+		ForceAttemptHTTP2: len(protos) > 0 && protos[0] == "h2",
+	}}
+}
+
+// TestTLSLaneServesHTTP1 checks that HTTP/1.1 over TLS stays on the lane
+// (several requests on one kept-alive connection, none handed to
+// net/http), that an h2 connection is handed to net/http and served with
+// HTTP/2, and that a failed handshake is logged and costs nothing else.
+func TestTLSLaneServesHTTP1(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, r.Proto+" "+r.URL.Path)
+	})
+	ls, pool := startTLSLane(t, h)
+
+	c := tlsClient(pool, "http/1.1")
+	defer c.CloseIdleConnections()
+	var local string
+	for i, path := range []string{"/a", "/b", "/c"} {
+		resp, err := c.Get("https://" + ls.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "HTTP/1.1 "+path {
+			t.Fatalf("GET %s: %d %q; want 200 %q", path, resp.StatusCode, b, "HTTP/1.1 "+path)
+		}
+		if resp.TLS == nil || resp.TLS.NegotiatedProtocol != "http/1.1" {
+			t.Fatalf("GET %s: TLS state %+v; want http/1.1", path, resp.TLS)
+		}
+		if i == 0 {
+			local = resp.Header.Get("Date")
+		}
+	}
+	if local == "" {
+		t.Error("no Date field from the lane")
+	}
+	if n := ls.handedOff.Load(); n != 0 {
+		t.Fatalf("%d connections handed to net/http; want 0 (HTTP/1.1 over TLS stays on the lane)", n)
+	}
+
+	h2 := tlsClient(pool, "h2", "http/1.1")
+	defer h2.CloseIdleConnections()
+	resp, err := h2.Get("https://" + ls.addr + "/two")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || string(b) != "HTTP/2.0 /two" {
+		t.Fatalf("h2 client: %s %q; want HTTP/2 and the handler's body", resp.Proto, b)
+	}
+	if n := ls.handedOff.Load(); n != 1 {
+		t.Errorf("%d connections handed to net/http; want 1 (the h2 one)", n)
+	}
+
+	// A client that does not trust the certificate fails its handshake.
+	bad := tlsClient(x509.NewCertPool(), "http/1.1")
+	if _, err := bad.Get("https://" + ls.addr + "/x"); err == nil {
+		t.Fatal("a client without the root got an answer")
+	}
+	waitLog := time.Now().Add(guard)
+	for !strings.Contains(ls.logs.String(), "TLS handshake error") && time.Now().Before(waitLog) {
+		time.Sleep(time.Millisecond) // polling for the server goroutine's log line
+	}
+	if !strings.Contains(ls.logs.String(), "TLS handshake error") {
+		t.Errorf("no handshake error logged; logs: %s", ls.logs.String())
+	}
+	if resp, err := c.Get("https://" + ls.addr + "/after"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after a failed handshake: %v; want 200", err)
+	} else {
+		resp.Body.Close()
+	}
+}
