@@ -182,6 +182,20 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 	return Result{Entry: got.e, Outcome: Hit, Coalesced: coalesced}, nil
 }
 
+// Put stores e, an answer the caller fetched for e.Key itself (a wider
+// window fetched to answer a narrower request), as a fill would store it.
+// Like any Set it may be dropped.
+func (c *Cache) Put(ctx context.Context, e *Entry) error {
+	if e == nil || e.Key == "" {
+		return ErrNoEntry
+	}
+	if err := c.check(e, e.Key); err != nil {
+		return err
+	}
+	c.store.Set(ctx, e)
+	return nil
+}
+
 // Peek returns the stored entry for key, fresh or stale but not beyond
 // MaxStale, without fetching or counting.
 func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {

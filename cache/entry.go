@@ -33,6 +33,10 @@ type Entry struct {
 	// FreshUntil is set by the fetcher (see Config.FreshUntil); the zero
 	// time means the entry is stale from the start.
 	FreshUntil time.Time
+	// Derived marks an answer the gateway cut from a wider answer it held
+	// (package series) instead of asking the upstream. Only the local tier
+	// keeps it: read back from Redis or a snapshot it is false.
+	Derived bool
 
 	memo sync.Map // derived values, keyed by the gateway's own key types
 }

@@ -34,6 +34,7 @@ type upstreamClient interface {
 type responseCache interface {
 	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
 	Peek(ctx context.Context, key string) (*cache.Entry, bool)
+	Put(ctx context.Context, e *cache.Entry) error
 	Purge(ctx context.Context, sel cache.Selector) int
 	Reconfigure(cfg cache.Config) error
 	Close(ctx context.Context) error

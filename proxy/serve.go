@@ -77,7 +77,10 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p := in.req, in.keyID, in.plan
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
-		resp, err := g.up.Do(ctx, upstream.Request{
+		if e := g.fromWider(ctx, req, rt); e != nil {
+			return e, nil
+		}
+		ur := upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
@@ -85,7 +88,17 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
-		})
+		}
+		if wide, ok := widened(req, g.clk.Now()); ok {
+			e, err := g.fetchWidened(ctx, req, wide, ur, rt)
+			if !background {
+				g.metrics.countUpstreamByKey(keyID, err)
+			}
+			if e != nil || err != nil {
+				return e, err
+			}
+		}
+		resp, err := g.up.Do(ctx, ur)
 		if !background {
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
@@ -122,9 +135,14 @@ var (
 	statusStaleIfError = []string{`trendgate; hit; stale; detail="upstream-error"`}
 	statusMiss         = []string{"trendgate; fwd=miss; stored"}
 	statusCollapsed    = []string{"trendgate; fwd=miss; collapsed"}
+	statusRange        = []string{"trendgate; hit; detail=range"}
 )
 
 func cacheStatus(res cache.Result) []string {
+	// A window cut from a wider answer the gateway held: no upstream call.
+	if res.Entry != nil && res.Entry.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) {
+		return statusRange
+	}
 	switch res.Outcome {
 	case cache.Hit:
 		return statusHit
