@@ -260,7 +260,7 @@ type Snapshot struct {
 
 // TopicCount is one topic's requests and upstream calls.
 type TopicCount struct {
-	Topic             string
+	Topic              string
 	Requests, Upstream uint64
 }
 
