@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
@@ -70,8 +71,11 @@ type Gateway struct {
 	up       upstreamClient
 	cache    responseCache
 	limiter  limits.Limiter
+	usage    limits.UsageReader // the limiter's counters, read by the console
 	authFail *limits.AuthFailures
-	closers  []func() error // cluster resources, closed by Close
+	act      *activity.Recorder // recent traffic for the dashboard
+	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
+	closers  []func() error     // cluster resources, closed by Close
 
 	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
 	draining atomic.Bool             // set when shutdown begins; readiness turns false
@@ -93,6 +97,7 @@ type runtime struct {
 	costs    limits.Costs
 	ttl      cache.Config
 	trusted  []netip.Prefix
+	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
 }
 
 // plan is a compiled plan: allowed endpoints and projection.
@@ -121,6 +126,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(g.reg)
+	g.act = activity.New(g.clk.Now())
 	g.access = zap.NewNop()
 	if cfg.Log.Access == nil || *cfg.Log.Access {
 		g.access = g.log.Named("access")
@@ -130,12 +136,13 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.rt.Store(rt)
+	g.rt.Store(g.withUsage(rt))
 
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	g.reg.MustRegister(newQuotaCollector(g))
 	g.handler = g.chain()
 	return g, nil
 }
@@ -204,7 +211,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.metrics.reloads.WithLabelValues("refused").Inc()
 		return fmt.Errorf("proxy: reload: %w", err)
 	}
-	g.rt.Store(rt)
+	g.rt.Store(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
 	return nil
 }

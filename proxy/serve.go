@@ -85,6 +85,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
+			Sent:       func() { g.act.UpstreamCall(g.clk.Now(), req.Topic) },
 		})
 		if !background {
 			g.metrics.countUpstreamByKey(keyID, err)
