@@ -61,8 +61,9 @@ type RateUsage struct {
 	Tokens    int     `json:"tokens"`
 }
 
-// QuotaUsage is one quota window. Limit 0 means unlimited; Remaining is
-// then nil (null). Used counts units charged in the current window.
+// QuotaUsage is one quota window. Used counts units charged in the current
+// window. Limit 0 means unlimited; Remaining is then nil (null) and Used
+// stays 0 (the limiter does not count a window it does not limit).
 type QuotaUsage struct {
 	Used      int64     `json:"used"`
 	Limit     int64     `json:"limit"`

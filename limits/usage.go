@@ -39,8 +39,8 @@ type Usage struct {
 	// state has a full bucket); meaningful when Policy.PerSecond > 0.
 	BurstTokens int
 	// DayUsed and MonthUsed are the quota units used in the current UTC
-	// day and month (counted even when that quota is off in the policy
-	// only while some other limit keeps state for the key).
+	// day and month; 0 for a window the policy does not limit (the
+	// limiter does not count it).
 	DayUsed, MonthUsed int64
 	// DayEnd and MonthEnd are when the current windows end and the
 	// counters restart.

@@ -289,7 +289,7 @@ func newQuotaCollector(g *Gateway) *quotaCollector {
 	return &quotaCollector{
 		g: g,
 		used: prometheus.NewDesc("trendgate_key_quota_used_units",
-			"Quota units a key has used in the current UTC window (day or month); from Redis in cluster mode.",
+			"Quota units a key has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"key_id", "window"}, nil),
 		limt: prometheus.NewDesc("trendgate_key_quota_limit_units",
 			"A key's quota for the window (day or month); absent when that quota is unlimited.",
