@@ -72,10 +72,10 @@ function render(s) {
   br.textContent = up.breaker;
   br.className = "state-" + up.breaker;
   setFigure("up_minute", String(up.calls_last_minute));
-  setFigure("up_minute_limit", up.per_minute_limit ? String(up.per_minute_limit) + " a minute" : "unlimited");
+  setFigure("up_minute_limit", up.per_minute_limit ? String(up.per_minute_limit) : "unlimited");
   setBar("up-minute-bar", up.per_minute_limit ? 100 * up.calls_last_minute / up.per_minute_limit : 0);
   setFigure("up_day_left", up.day_left === null ? "unknown" : up.day_left < 0 ? "unlimited" : String(up.day_left));
-  setFigure("up_day_limit", up.per_day_limit ? String(up.per_day_limit) + " a day" : "unlimited");
+  setFigure("up_day_limit", up.per_day_limit ? String(up.per_day_limit) : "unlimited");
   setBar("up-day-bar", up.per_day_limit && up.day_left !== null && up.day_left >= 0 ? 100 * (up.per_day_limit - up.day_left) / up.per_day_limit : 0);
   setFigure("up_total", String(up.calls_total));
 
