@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -233,5 +232,3 @@ func errOrSize(fi os.FileInfo, err error) error {
 	}
 	return errors.New(strconv.FormatInt(fi.Size(), 10) + " bytes")
 }
-
-var _ = net.Listen // harness.serve listens on loopback ports
