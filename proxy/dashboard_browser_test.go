@@ -209,7 +209,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("screenshot %s: %v; want a PNG of the page", shot, errOrSize(fi, err))
 	}
 	if p := os.Getenv("TRENDGATE_SCREENSHOT_PHONE"); p != "" {
-		headless(t, bin, page, "--virtual-time-budget=8000", "--window-size=390,844", "--screenshot="+p)
+		headless(t, bin, page, "--virtual-time-budget=8000", "--window-size=390,2300", "--screenshot="+p)
 	}
 
 	// With an admin token configured the page shows no figures: it asks

@@ -53,6 +53,13 @@ function emptyRow(tbody, cols, text) {
   tbody.appendChild(tr);
 }
 
+// setStatus changes the announced status only when it differs, so screen
+// readers hear state changes, not every poll.
+function setStatus(text) {
+  const el = $("#status");
+  if (el.textContent !== text) el.textContent = text;
+}
+
 function render(s) {
   setFigure("rate_window", String(s.rate_window_seconds));
   const outcomes = $("#outcomes");
@@ -88,8 +95,8 @@ function render(s) {
   s.top_keys.forEach((k, i) => {
     const tr = document.createElement("tr");
     tr.appendChild(cell("th", k.id, "", "key." + i + ".id")).scope = "row";
-    tr.appendChild(cell("td", k.plan));
-    tr.appendChild(cell("td", k.window || "none"));
+    tr.appendChild(cell("td", k.plan, "opt"));
+    tr.appendChild(cell("td", k.window || "none", "opt"));
     tr.appendChild(cell("td", String(k.used), "num", "key." + i + ".used"));
     tr.appendChild(cell("td", k.limit ? String(k.limit) : "–", "num", "key." + i + ".limit"));
     const td = document.createElement("td");
@@ -131,7 +138,9 @@ function render(s) {
   if (!s.refusals.by_code.length) emptyRow(refusals, 2, "none");
 
   const at = new Date(s.generated_at);
-  $("#status").textContent = "Live · updated " + at.toISOString().slice(11, 19) + " UTC" + (s.cluster ? " · cluster mode" : "");
+  setStatus("Live" + (s.cluster ? " · cluster mode" : ""));
+  // Not in the live region: a screen reader would announce it every poll.
+  $("#updated").textContent = "· updated " + at.toISOString().slice(11, 19) + " UTC";
   document.body.dataset.state = "live";
   document.body.dataset.generatedAt = s.generated_at;
 }
@@ -148,7 +157,7 @@ async function poll() {
     }
     const body = await resp.json();
     if (!resp.ok) {
-      $("#status").textContent = "Error " + resp.status + ": " + (body.error || "unexpected answer");
+      setStatus("Error " + resp.status + ": " + (body.error || "unexpected answer"));
       document.body.dataset.state = "error";
     } else {
       $("#token-form").hidden = true;
@@ -156,7 +165,7 @@ async function poll() {
       render(body);
     }
   } catch (e) {
-    $("#status").textContent = "Disconnected; retrying…";
+    setStatus("Disconnected; retrying…");
     document.body.dataset.state = "error";
   }
   timer = setTimeout(poll, POLL_MS);
@@ -164,7 +173,7 @@ async function poll() {
 
 function askToken(why) {
   document.body.dataset.state = "token";
-  $("#status").textContent = "Token needed";
+  setStatus("Token needed");
   $("#token-why").textContent = why;
   $("#figures").hidden = true;
   $("#token-form").hidden = false;
