@@ -276,7 +276,7 @@ func BenchmarkRecord(b *testing.B) {
 	var k Key
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		now := t0.Add(time.Duration(i) * time.Millisecond)
+		now := t0.Add(time.Duration(i) * time.Microsecond) // one new topic period at most
 		k.Record(now, api.EndpointSeries, 200, 1)
 		r.Request(now, OutcomeHit, 300*time.Microsecond, "bitcoin")
 	}
