@@ -50,6 +50,7 @@ func headless(t *testing.T, bin, url string, extra ...string) []byte {
 	args := append([]string{
 		"--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
 		"--disable-extensions", "--disable-background-networking", "--disable-sync", "--hide-scrollbars",
+		"--disable-dev-shm-usage", // containers often have a tiny /dev/shm
 		"--user-data-dir=" + t.TempDir(),
 	}, extra...)
 	cmd := exec.CommandContext(ctx, bin, append(args, url)...)
