@@ -1,5 +1,6 @@
 // Package admin serves the operator routes of the admin listener: liveness,
-// readiness, Prometheus metrics and cache purge, behind the admin token.
+// readiness, Prometheus metrics, cache purge, per-key usage and the live
+// dashboard page, behind the admin token.
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key and never serves
@@ -15,9 +16,11 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/clock"
 	"trendgate/internal/httperr"
 )
 
@@ -41,6 +44,14 @@ type Options struct {
 	// NewID returns a fresh request id for each admin request. If nil,
 	// responses carry no X-Request-Id and error bodies an empty request_id.
 	NewID func() string
+	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
+	// are no /keys routes.
+	Usage UsageSource
+	// Dashboard serves GET /summary, and enables the dashboard page at /
+	// (dashboard.go). If nil, there is no page and no /summary route.
+	Dashboard SummarySource
+	// Clock stamps generated_at in /keys; nil means clock.Real{}.
+	Clock clock.Clock
 }
 
 var errNotLocal = httperr.New(http.StatusForbidden, "admin_not_local",
@@ -62,6 +73,9 @@ func New(o Options) http.Handler {
 	if o.Ready == nil {
 		o.Ready = func() (bool, string) { return true, "ok" }
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	s := &server{o: o}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +88,12 @@ func New(o Options) http.Handler {
 	if o.Purger != nil {
 		mux.Handle("POST /purge", s.auth(http.HandlerFunc(s.servePurge)))
 	}
+	if o.Usage != nil {
+		s.registerKeys(mux)
+	}
+	if o.Dashboard != nil {
+		s.registerDashboard(mux)
+	}
 	if o.NewID == nil {
 		return mux
 	}
@@ -84,6 +104,8 @@ func New(o Options) http.Handler {
 }
 
 type server struct{ o Options }
+
+func (s *server) now() time.Time { return s.o.Clock.Now().UTC() }
 
 // requestID is the id New gave the response.
 func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }

@@ -89,6 +89,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
+	g.act.Refusal(in.start, he.Code)
 	if he.Status == http.StatusUnauthorized {
 		w.Header()["Www-Authenticate"] = bearerChallenge
 	}

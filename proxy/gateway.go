@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
@@ -78,8 +79,11 @@ type Gateway struct {
 	up       upstreamClient
 	cache    responseCache
 	limiter  limits.Limiter
+	usage    limits.UsageReader // the limiter's counters, read by the console
 	authFail *limits.AuthFailures
-	closers  []func() error // cluster resources, closed by Close
+	act      *activity.Recorder // recent traffic for the dashboard
+	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
+	closers  []func() error     // cluster resources, closed by Close
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
 	// local is the in-process cache tier, which persistence saves and
@@ -113,6 +117,7 @@ type runtime struct {
 	costs    limits.Costs
 	ttl      cache.Config
 	trusted  []netip.Prefix
+	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
 }
 
 // plan is a compiled plan: allowed endpoints and projection.
@@ -141,6 +146,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(g.reg)
+	g.act = activity.New(g.clk.Now())
 	g.access = zap.NewNop()
 	if cfg.Log.Access == nil || *cfg.Log.Access {
 		g.access = g.log.Named("access")
@@ -150,7 +156,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.rt.Store(rt)
+	g.rt.Store(g.withUsage(rt))
 
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
@@ -158,6 +164,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	g.loadSnapshot(cfg.Cache)
+	g.reg.MustRegister(newQuotaCollector(g))
 	g.handler = g.chain()
 	return g, nil
 }
@@ -230,7 +237,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		g.metrics.reloads.WithLabelValues("refused").Inc()
 		return fmt.Errorf("proxy: reload: %w", err)
 	}
-	g.rt.Store(rt)
+	g.rt.Store(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
 	return nil
 }

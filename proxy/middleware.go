@@ -64,6 +64,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
 		in.keyID, in.plan, in.policy = p.KeyID, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
+		in.usage = in.rt.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
 }

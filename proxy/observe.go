@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/internal/httperr"
 	"trendgate/limits"
@@ -31,6 +32,7 @@ type info struct {
 	keyID    string
 	plan     *plan
 	policy   limits.Policy
+	usage    *activity.Key // the key's 24 h counters; nil until authenticated
 	cost     int
 	cache    string // Cache-Status summary for the log: hit, miss, stale, ...
 	upstream time.Duration
@@ -143,6 +145,7 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 		planName = in.plan.name
 	}
 	g.metrics.observe(route, status, planName, elapsed)
+	g.record(in, status, elapsed)
 
 	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
 		ce.Write(

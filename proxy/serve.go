@@ -88,6 +88,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
+			Sent:       func() { g.act.UpstreamCall(g.clk.Now(), req.Topic) },
 		}
 		if wide, ok := widened(req, g.clk.Now()); ok {
 			e, err := g.fetchWidened(ctx, req, wide, ur, rt)

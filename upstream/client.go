@@ -42,6 +42,11 @@ type Request struct {
 	Tenant    string
 	Weight    float64
 	PerMinute int
+	// Sent, when not nil, is called once for every attempt the budget paid
+	// for, as it starts (a retry is a second one; the same attempts
+	// trendgate_upstream_requests_total counts); never for a call the
+	// breaker or the budget refused.
+	Sent func()
 }
 
 // Response is a validated upstream answer.
@@ -275,6 +280,9 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 		}
 		if attempt > 0 {
 			c.metrics.Retries.Inc()
+		}
+		if req.Sent != nil {
+			req.Sent()
 		}
 		last = c.attempt(ctx, parent, req)
 		c.metrics.Requests.WithLabelValues(req.Endpoint.String(), resultOf(last.resp, last.err)).Inc()

@@ -37,6 +37,9 @@ Usage:
   trendgate keys new -id ID -plan PLAN       generate a key; prints the secret once and the
                                              config lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
+  trendgate keys usage [-admin URL] [-id ID] [-json]
+                                             per-key quota, bucket and 24 h traffic from the
+                                             admin listener (token from $TRENDGATE_ADMIN_TOKEN)
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
   trendgate healthcheck [-url URL]           exit 0 when URL (default the admin /healthz)
                                              answers 200; for container health checks
@@ -188,7 +191,7 @@ func checkConfig(path string, stdout io.Writer) error {
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash")
+		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-admin URL] [-id ID] [-json]")
 	}
 	switch args[0] {
 	case "new":
@@ -209,6 +212,8 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "# The secret is shown only this once. Paste these lines under keys: in the config:\n")
 		fmt.Fprintf(stdout, "  - id: %s\n    sha256: %s\n    plan: %s\n", *id, auth.Digest(secret), *plan)
 		return nil
+	case "usage":
+		return runKeysUsage(args[1:], stdout)
 	case "hash":
 		line, err := bufio.NewReader(stdin).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -229,7 +234,7 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "public listen `ADDR`")
-	admin := fs.String("admin", "off", "admin listen `ADDR` (/healthz, /readyz, /metrics, /purge), or off")
+	admin := fs.String("admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge), or off")
 	latency := fs.Duration("upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
@@ -283,14 +288,20 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printDemo(stdout, "http://"+ls.Public.Addr().String(), keys["full"], keys["limited"])
+	adminURL := ""
+	if ls.Admin != nil {
+		adminURL = "http://" + ls.Admin.Addr().String()
+	}
+	printDemo(stdout, "http://"+ls.Public.Addr().String(), adminURL, keys["full"], keys["limited"])
 
 	ctx, stop := signalContext()
 	defer stop()
 	return g.Serve(ctx, ls)
 }
 
-func printDemo(w io.Writer, base, full, limited string) {
+// printDemo prints the demo keys and curl commands, and the dashboard's URL
+// when adminURL (the admin listener's base URL) is not "".
+func printDemo(w io.Writer, base, adminURL, full, limited string) {
 	fmt.Fprintf(w, "full key: %s\n", full)
 	fmt.Fprintf(w, "limited key: %s\n", limited)
 	fmt.Fprintf(w, "\ntrendgate demo mode: gateway on %s in front of an embedded demo upstream. Try:\n\n", base)
@@ -307,6 +318,9 @@ func printDemo(w io.Writer, base, full, limited string) {
 	}
 	fmt.Fprintf(w, "\n# the limited plan drops fields (compare with the full key):\n")
 	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/topic/bitcoin/time-series/v1'\n", limited, base)
+	if adminURL != "" {
+		fmt.Fprintf(w, "\ndashboard: %s/\nper-key usage: trendgate keys usage -admin %s\n", adminURL, adminURL)
+	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
 
