@@ -14,6 +14,7 @@ import (
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
+	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
@@ -67,6 +68,7 @@ type Gateway struct {
 	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
 	reg      *prometheus.Registry
 	metrics  *metrics
+	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
 	up       upstreamClient
 	cache    responseCache
 	limiter  limits.Limiter
@@ -121,6 +123,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(g.reg)
+	g.certs = certs.NewMetrics(g.reg)
 	g.access = zap.NewNop()
 	if cfg.Log.Access == nil || *cfg.Log.Access {
 		g.access = g.log.Named("access")

@@ -98,7 +98,7 @@ func (g *Gateway) Run(ctx context.Context) error {
 // listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	cfg := g.Config()
-	sec, err := certs.New(cfg, g.clk, g.log)
+	sec, err := certs.New(cfg, g.clk, g.log, g.certs)
 	if err != nil {
 		ls.close()
 		return err
