@@ -323,6 +323,19 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 
+	// Invalid keys from one address are limited (limits.auth_failures:
+	// burst 20): within a bounded number the address gets 429.
+	for i := range 60 {
+		resp, body := h.get(routes[0], "tg_not-a-key")
+		if resp.StatusCode == http.StatusTooManyRequests {
+			c.validate(exchange{name: "auth failures", target: routes[0], key: "tg_not-a-key", status: 429, code: "too_many_auth_failures"}, http.MethodGet, resp, body)
+			break
+		}
+		if i == 59 {
+			t.Fatal("invalid keys were never refused with 429")
+		}
+	}
+
 	// Upstream failures, on a gateway of their own: each cold topic meets
 	// one fault.
 	f := newHarness(t, func(c *config.Config) {
