@@ -114,6 +114,16 @@ func (c *contract) validate(ex exchange, method string, resp *http.Response, bod
 		return
 	}
 	c.seen[http.StatusText(ex.status)+" "+code] = true
+	// The document cannot require the rate-limit headers (a plan may have
+	// no limit); every plan here has all three, so every answer given
+	// after authentication must carry them.
+	if ex.status < 400 || ex.status >= 500 || afterAuth[code] {
+		for _, name := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if resp.Header.Get(name) == "" {
+				t.Errorf("%s: no %s header", ex.name, name)
+			}
+		}
+	}
 
 	// The request as the validator sees it: the same target, parsed.
 	req, err := http.NewRequest(method, c.base+ex.target, nil)
@@ -181,6 +191,13 @@ func (c *contract) validate(ex exchange, method string, resp *http.Response, bod
 	if ex.status == http.StatusOK && ex.plan != "" {
 		c.checkPlan(ex, resp, body)
 	}
+}
+
+// afterAuth are the 4xx codes answered after the key was accepted (the
+// others come from parsing or authentication, before the limiter).
+var afterAuth = map[string]bool{
+	"endpoint_not_in_plan": true, "metric_not_in_plan": true, "unknown_topic": true,
+	"rate_limited": true, "daily_quota_exceeded": true, "monthly_quota_exceeded": true, "upstream_share_exhausted": true,
 }
 
 // planSchemas names each JSON route's schema per plan: a response must
