@@ -1,6 +1,7 @@
 // Package admin serves the operator routes of the admin listener: liveness,
-// readiness, Prometheus metrics, cache purge, per-key usage and the live
-// dashboard page, behind the admin token.
+// readiness, Prometheus metrics, cache purge, per-key usage, the live
+// dashboard page and the public API's OpenAPI document, behind the admin
+// token.
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key and never serves
@@ -62,8 +63,8 @@ var errInvalidToken = httperr.New(http.StatusUnauthorized, "invalid_admin_token"
 var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge", "give one of key=<canonical key>, topic=<topic> or all=true")
 
 // New returns the admin handler: /healthz (process alive), /readyz (ready
-// to take traffic), /metrics (Prometheus) and /purge (POST with key=,
-// topic= or all=true). With a token set, every route but /healthz requires
+// to take traffic), /metrics (Prometheus), /purge (POST with key=,
+// topic= or all=true) and /openapi.yaml (the public API's description). With a token set, every route but /healthz requires
 // "Authorization: Bearer <token>". Without one, every route but /healthz
 // refuses requests that carry an Origin header or name a Host that is not
 // a loopback name or address, so a web page cannot reach them through the
@@ -94,6 +95,7 @@ func New(o Options) http.Handler {
 	if o.Dashboard != nil {
 		s.registerDashboard(mux)
 	}
+	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(serveOpenAPI)))
 	if o.NewID == nil {
 		return mux
 	}
@@ -186,4 +188,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serveOpenAPI serves api.OpenAPI, the public API's OpenAPI 3.1 document.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(api.OpenAPI)
 }

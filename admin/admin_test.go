@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"trendgate/api"
 	"trendgate/cache"
 )
 
@@ -143,5 +145,49 @@ func TestNoTokenRefusesCrossSite(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusOK {
 		t.Errorf("/healthz from any Host: %d; want 200", w.Code)
+	}
+}
+
+// TestOpenAPIDocument: /openapi.yaml serves the embedded document, behind
+// the admin token like every route but /healthz.
+func TestOpenAPIDocument(t *testing.T) {
+	tests := []struct {
+		name       string
+		token      string // admin.token in force
+		send       string // token the request presents
+		origin     bool   // the request carries an Origin header
+		wantStatus int
+	}{
+		{name: "token", token: "admin-test-token", send: "admin-test-token", wantStatus: http.StatusOK},
+		{name: "missing token", token: "admin-test-token", wantStatus: http.StatusUnauthorized},
+		{name: "no token configured, same host", wantStatus: http.StatusOK},
+		{name: "no token configured, cross-site", origin: true, wantStatus: http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := New(Options{Token: func() string { return tc.token }})
+			r := httptest.NewRequest("GET", "/openapi.yaml", nil)
+			r.Host = "127.0.0.1:9090"
+			if tc.send != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.send)
+			}
+			if tc.origin {
+				r.Header.Set("Origin", "https://example.com")
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.wantStatus {
+				t.Fatalf("got %d; want %d", w.Code, tc.wantStatus)
+			}
+			if tc.wantStatus != http.StatusOK {
+				return
+			}
+			if got := w.Header().Get("Content-Type"); got != "application/yaml" {
+				t.Errorf("Content-Type %q; want application/yaml", got)
+			}
+			if !bytes.Equal(w.Body.Bytes(), api.OpenAPI) || !bytes.HasPrefix(api.OpenAPI, []byte("openapi: 3.1")) {
+				t.Errorf("body is not the embedded OpenAPI 3.1 document (%d bytes; want %d)", w.Body.Len(), len(api.OpenAPI))
+			}
+		})
 	}
 }

@@ -76,6 +76,7 @@ type Gateway struct {
 	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
 	reg      *prometheus.Registry
 	metrics  *metrics
+	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
 	up       upstreamClient
 	cache    responseCache
 	limiter  limits.Limiter
@@ -147,6 +148,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.metrics = newMetrics(g.reg)
 	g.act = activity.New(g.clk.Now())
+	g.certs = certs.NewMetrics(g.reg)
 	g.access = zap.NewNop()
 	if cfg.Log.Access == nil || *cfg.Log.Access {
 		g.access = g.log.Named("access")

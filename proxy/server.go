@@ -101,6 +101,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
 		CheckInterval: g.certCheck,
 		OnReload:      func(result string) { g.metrics.certReloads.WithLabelValues(result).Inc() },
+		Metrics:       g.certs,
 	})
 	if err != nil {
 		ls.close()

@@ -522,6 +522,13 @@ func TestTLSACMEPebble(t *testing.T) {
 				t.Error("no Strict-Transport-Security on an HTTPS response")
 			}
 			checkList(t, body)
+			// certmagic's cert_obtained event reached the certificate metrics.
+			if got := metric(t, s.gw.Registry(), "trendgate_certs_obtained_total", "operation", "obtain"); got != 1 {
+				t.Errorf("trendgate_certs_obtained_total{operation=obtain} = %v; want 1", got)
+			}
+			if got := metric(t, s.gw.Registry(), "trendgate_certs_failing", "domain", "tg.test"); got != 0 {
+				t.Errorf("trendgate_certs_failing{domain=tg.test} = %v; want 0", got)
+			}
 
 			// A handshake without SNI gets the first domain's certificate.
 			conn, err := tls.Dial("tcp", s.public, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})

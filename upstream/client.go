@@ -151,8 +151,20 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		// Redirects are never followed; a 3xx is a bad response.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	b := cfg.Budget.Resolved()
+	m.BudgetLimit.WithLabelValues("minute").Set(budgetLimit(b.PerMinute))
+	m.BudgetLimit.WithLabelValues("day").Set(budgetLimit(b.PerDay))
 	c.reportTokens()
 	return c, nil
+}
+
+// budgetLimit is a budget window's size for the BudgetLimit gauge: -1 for
+// 0 (unlimited).
+func budgetLimit(n int) float64 {
+	if n <= 0 {
+		return -1
+	}
+	return float64(n)
 }
 
 // newTransport builds the pooled transport for cfg. Compression is handled

@@ -850,3 +850,33 @@ func TestUpstreamResetDrivesBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetLimitGauge checks trendgate_upstream_budget_limit: the
+// configured size of each window, a plan preset filling what is unset, and
+// -1 for an unlimited window.
+func TestBudgetLimitGauge(t *testing.T) {
+	tests := []struct {
+		name             string
+		budget           BudgetConfig
+		wantMin, wantDay float64
+	}{
+		{name: "explicit", budget: BudgetConfig{PerMinute: 60, PerDay: 5000}, wantMin: 60, wantDay: 5000},
+		{name: "preset", budget: BudgetConfig{Plan: "builder"}, wantMin: 90, wantDay: 18000},
+		{name: "preset with an override", budget: BudgetConfig{Plan: "hobby", PerDay: 50}, wantMin: 3, wantDay: 50},
+		{name: "unlimited", budget: BudgetConfig{}, wantMin: -1, wantDay: -1},
+		{name: "unlimited day", budget: BudgetConfig{PerMinute: 10}, wantMin: 10, wantDay: -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("http://127.0.0.1:1")
+			cfg.Budget = tc.budget
+			_, reg := newTestClient(t, cfg, clock.NewFake(t0))
+			if got := metricValue(t, reg, "trendgate_upstream_budget_limit", "window", "minute"); got != tc.wantMin {
+				t.Errorf("minute limit %v; want %v", got, tc.wantMin)
+			}
+			if got := metricValue(t, reg, "trendgate_upstream_budget_limit", "window", "day"); got != tc.wantDay {
+				t.Errorf("day limit %v; want %v", got, tc.wantDay)
+			}
+		})
+	}
+}

@@ -234,7 +234,7 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 func runDemo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:8080", "public listen `ADDR`")
-	admin := fs.String("admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge), or off")
+	admin := fs.String("admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
 	latency := fs.Duration("upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
 	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
