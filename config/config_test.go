@@ -375,7 +375,7 @@ keys:
     plan: full
     disabled: true
     expires: 2027-01-02T03:04:05Z
-    burst: 1
+    burst: 5
 `
 	c, err := Parse([]byte(text), nil)
 	if err != nil {
@@ -388,7 +388,7 @@ keys:
 	}{
 		{"plain", PlanLimited, limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000}},
 		{"custom", PlanFull, limits.Policy{PerSecond: 2.5, Burst: 40, Daily: 0, Monthly: 7}},
-		{"off", PlanFull, limits.Policy{PerSecond: 20, Burst: 1, Daily: 100000, Monthly: 2000000}},
+		{"off", PlanFull, limits.Policy{PerSecond: 20, Burst: 5, Daily: 100000, Monthly: 2000000}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("len(ResolvedKeys()) = %d; want %d", len(got), len(want))

@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
 	"trendgate/api"
+	"trendgate/limits"
 )
 
 // Limits on server.max_header_bytes.
@@ -209,6 +211,23 @@ func (c *Config) validatePlans(p *problems) {
 			p.add(path, "plan name must match %s", idPattern)
 		}
 		validatePlan(p, path, c.Plans[name])
+		checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints, c.Limits.Costs)
+	}
+}
+
+// checkCosts reports each endpoint of endpoints whose cost pol could never
+// admit: a burst, daily or monthly limit below the cost would answer every
+// such request with a refusal that no wait can lift.
+func checkCosts(p *problems, path string, pol limits.Policy, endpoints []string, costs limits.Costs) {
+	for i, name := range endpoints {
+		ep, ok := api.EndpointNamed(name)
+		if !ok || slices.Index(endpoints, name) < i {
+			continue // reported by validatePlan
+		}
+		cost := costs.For(ep)
+		if limit, most := pol.Unservable(cost); limit != "" {
+			p.add(path+"."+limit, "%d is below the %s cost (%d); %s could never be served", most, ep, cost, ep)
+		}
 	}
 }
 
@@ -305,6 +324,19 @@ func (c *Config) validateKeys(p *problems) {
 			pol := k.apply(plan.Policy)
 			if pol.PerSecond > 0 && pol.Burst == 0 {
 				p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
+			}
+		}
+		if ok && (k.PerSecond != nil || k.Burst != nil || k.Daily != nil || k.Monthly != nil) {
+			// The plan's own numbers are checked under plans.<name>; report
+			// here only what the key's overrides make unservable.
+			var own problems
+			checkCosts(&own, path, plan.Policy, plan.Endpoints, c.Limits.Costs)
+			var withKey problems
+			checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints, c.Limits.Costs)
+			for _, prob := range withKey {
+				if !slices.Contains(own, prob) {
+					*p = append(*p, prob)
+				}
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/internal/httperr"
+	"trendgate/limits"
 )
 
 // route parses the request into its canonical form. Unknown paths under the
@@ -144,6 +145,30 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	return false
 }
 
+// checkPlan refuses, with 403 and before the limiter spends anything, an
+// endpoint or TSV metric the key's plan does not include. Such a response
+// carries the key's RateLimit-Policy but no RateLimit: the limiter was not
+// consulted.
+func (g *Gateway) checkPlan(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		req := in.req
+		var err error
+		switch {
+		case !in.plan.endpoints[req.Endpoint]:
+			err = api.ErrNotInPlan
+		case req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric):
+			err = api.ErrMetricNotInPlan
+		}
+		if err != nil {
+			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
+			g.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limit admits the request against the key's token bucket and quotas and
 // sets the RateLimit headers on every response. A quota reservation is
 // given back unless the response is delivered as 2xx or 304.
@@ -151,6 +176,13 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		in.cost = cost(in.req, in.rt.costs)
+		if limit, most := in.policy.Unservable(in.cost); limit != "" {
+			// Possible only when costs changed under a plan: config check
+			// refuses such plans. Waiting would never help, so no 429.
+			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
+			g.fail(w, r, costError(in.req.Endpoint, in.cost, limit, most))
+			return
+		}
 		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
 		if err != nil {
 			g.fail(w, r, err)

@@ -21,20 +21,12 @@ import (
 	"trendgate/upstream"
 )
 
-// serveAPI is the end of the chain: plan check, cache lookup (with one
-// coalesced upstream fetch on a miss), projection and writing.
+// serveAPI is the end of the chain: cache lookup (with one coalesced
+// upstream fetch on a miss), projection and writing.
 func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	in := infoFrom(ctx)
 	req := in.req
-	if !in.plan.endpoints[req.Endpoint] {
-		g.fail(w, r, api.ErrNotInPlan)
-		return
-	}
-	if req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
-		g.fail(w, r, api.ErrMetricNotInPlan)
-		return
-	}
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
