@@ -86,6 +86,7 @@ func toHTTP(err error) *httperr.Error {
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	in := infoFrom(r.Context())
 	he := toHTTP(err)
+	in.code = he.Code
 	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == api.ErrInternal {
 		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}

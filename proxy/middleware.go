@@ -79,10 +79,10 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	in := infoFrom(r.Context())
 	rt := in.rt
 	token, err := auth.ParseAuthorization(r.Header)
+	var known auth.Principal // a refused key the keyring knows (disabled, expired)
 	if err == nil {
-		var p auth.Principal
-		if p, err = rt.keyring.Authenticate(token, in.start); err == nil {
-			return p, nil
+		if known, err = rt.keyring.Authenticate(token, in.start); err == nil {
+			return known, nil
 		}
 	}
 	switch {
@@ -102,8 +102,13 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	g.authFail.Record(ip)
 	reason := string(auth.ReasonOf(err))
 	g.metrics.authFailures.WithLabelValues(reason).Inc()
-	if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
-		ce.Write(zap.String("reason", reason), zap.String("ip", ip))
+	if known.KeyID != "" {
+		// An issued key refused by configuration: the operator wants to
+		// know whose, and why (the client only sees invalid_api_key).
+		g.log.Info("key refused", zap.String("request_id", in.id), zap.String("key_id", known.KeyID),
+			zap.String("reason", reason), zap.String("ip", ip))
+	} else if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
+		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
 	}
 	return auth.Principal{}, api.ErrInvalidKey
 }

@@ -25,15 +25,19 @@ type info struct {
 	start time.Time
 	// rt is the configuration snapshot the request entered with; every
 	// stage reads keys, plans, costs and TTLs from it, never g.rt again.
-	rt       *runtime
-	req      api.Request // zero until route succeeds
-	routed   bool
-	keyID    string
-	plan     *plan
-	policy   limits.Policy
-	cost     int
-	cache    string // Cache-Status summary for the log: hit, miss, stale, ...
-	upstream time.Duration
+	rt     *runtime
+	req    api.Request // zero until route succeeds
+	routed bool
+	keyID  string
+	plan   *plan
+	policy limits.Policy
+	cost   int
+	cache  string // Cache-Status summary for the log: hit, miss, stale, ...
+	code   string // the error code the client received; "" for none
+	// upstreamNanos is how long this request's own upstream call took
+	// (g.up.Do, refusals included). The fetch may outlive the request (it
+	// is detached), hence an atomic; a waiter on another's fetch has 0.
+	upstreamNanos atomic.Int64
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
@@ -145,20 +149,47 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 	g.metrics.observe(route, status, planName, elapsed)
 
 	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
-		ce.Write(
+		var buf [20]zap.Field
+		f := append(buf[:0],
 			zap.String("request_id", in.id),
 			zap.String("method", r.Method),
 			zap.String("route", route),
 			zap.String("topic", in.req.Topic),
+		)
+		f = appendCanonical(f, in.req)
+		f = append(f,
 			zap.String("key_id", in.keyID),
 			zap.String("plan", planName),
 			zap.Int("status", status),
+		)
+		if status >= 300 && status != http.StatusNotModified {
+			f = append(f, zap.String("code", in.code))
+		}
+		f = append(f,
 			zap.String("cache", in.cache),
-			zap.Duration("upstream", in.upstream),
+			zap.Duration("upstream", time.Duration(in.upstreamNanos.Load())),
 			zap.Int("cost", in.cost),
 			zap.Int("bytes", sw.bytes),
 			zap.Duration("duration", elapsed),
 			zap.String("remote", r.RemoteAddr),
 		)
+		ce.Write(f...)
 	}
+}
+
+// appendCanonical appends the normalized parameters of q that its
+// endpoint has (route and topic are logged already); never a key.
+func appendCanonical(f []zap.Field, q api.Request) []zap.Field {
+	switch q.Endpoint {
+	case api.EndpointSeries:
+		f = append(f, zap.String("bucket", q.Bucket))
+		if q.Interval != "" {
+			f = append(f, zap.String("interval", q.Interval))
+		} else {
+			f = append(f, zap.Int64("start", q.Start), zap.Int64("end", q.End))
+		}
+	case api.EndpointTSV:
+		f = append(f, zap.String("metric", q.Metric))
+	}
+	return f
 }

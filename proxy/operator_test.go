@@ -1,9 +1,18 @@
 package proxy_test
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/internal/clock"
 	"trendgate/limits"
 )
 
@@ -38,4 +47,154 @@ func TestPlanCheckBeforeLimiter(t *testing.T) {
 			t.Fatalf("list %d after refused whatsups: %d %s; want 200 (refusals spent tokens)", i, resp.StatusCode, body)
 		}
 	}
+}
+
+// logLines returns the JSON log lines whose msg is msg.
+func logLines(t *testing.T, logs, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(logs, "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// accessLine returns the access log line of the response resp. The line is
+// written once the handler returns, which may be just after the client has
+// read the response: it waits for that work to finish.
+func (h *harness) accessLine(t *testing.T, resp *http.Response) map[string]any {
+	t.Helper()
+	id := resp.Header.Get("X-Request-Id")
+	var line map[string]any
+	pollUntil(func() bool {
+		for _, m := range logLines(t, h.logs.String(), "request") {
+			if m["request_id"] == id {
+				line = m
+				return true
+			}
+		}
+		return false
+	})
+	if line == nil {
+		t.Fatalf("no access line for request %s in:\n%s", id, h.logs)
+	}
+	return line
+}
+
+// TestAccessLogSaysWhy is a regression test: access lines of refusals did
+// not carry the error code the client received (429 rate_limited and 429
+// daily_quota_exceeded looked alike), nor the normalized parameters, and a
+// failed upstream call logged "upstream": 0. A disabled or expired key
+// that trendgate knows was logged without its id.
+func TestAccessLogSaysWhy(t *testing.T) {
+	rateKey, quotaKey, offKey := newKey(t), newKey(t), newKey(t)
+	var clk atomic.Pointer[clock.Fake]
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.Load().Advance(250 * time.Millisecond) // the upstream takes its time, then fails
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":"Internal server error"}`)
+	}))
+	t.Cleanup(failing.Close)
+	h := newHarness(t, func(c *config.Config) {
+		c.Plans["tight"] = config.Plan{Policy: limits.Policy{PerSecond: 0.001, Burst: 1}, Endpoints: []string{"list", "series"}, DataMode: config.DataModeFull}
+		c.Plans["quota"] = config.Plan{Policy: limits.Policy{Daily: 1}, Endpoints: []string{"list", "series"}, DataMode: config.DataModeFull}
+		c.Keys = append(c.Keys,
+			config.Key{ID: "rate-team", SHA256: auth.Digest(rateKey), Plan: "tight"},
+			config.Key{ID: "quota-team", SHA256: auth.Digest(quotaKey), Plan: "quota"},
+			config.Key{ID: "gone-team", SHA256: auth.Digest(offKey), Plan: "full", Disabled: true})
+	})
+	clk.Store(h.clk)
+
+	type want struct {
+		status int
+		fields map[string]any
+		absent []string
+	}
+	check := func(t *testing.T, resp *http.Response, body []byte, w want) {
+		t.Helper()
+		if resp.StatusCode != w.status {
+			t.Fatalf("status %d %s; want %d", resp.StatusCode, body, w.status)
+		}
+		line := h.accessLine(t, resp)
+		if w.status >= 400 {
+			if got, want := line["code"], decodeError(t, body).Code; got != want {
+				t.Errorf("access code = %v; want %q (the client's)", got, want)
+			}
+		}
+		for k, v := range w.fields {
+			if got := line[k]; got != v {
+				t.Errorf("access %s = %v (%T); want %v", k, got, got, v)
+			}
+		}
+		for _, k := range w.absent {
+			if v, ok := line[k]; ok {
+				t.Errorf("access line has %s = %v; want none", k, v)
+			}
+		}
+		for k, v := range line {
+			if s, ok := v.(string); ok && (strings.Contains(s, "tg_") || strings.Contains(s, upstreamKey)) {
+				t.Errorf("access %s = %q holds a key", k, s)
+			}
+		}
+	}
+
+	t.Run("rate vs quota", func(t *testing.T) {
+		h.get("/api4/public/topics/list/v1", rateKey)
+		resp, body := h.get("/api4/public/topics/list/v1", rateKey)
+		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "rate_limited", "key_id": "rate-team"}})
+		h.get("/api4/public/topics/list/v1", quotaKey)
+		resp, body = h.get("/api4/public/topics/list/v1", quotaKey)
+		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "daily_quota_exceeded", "key_id": "quota-team"}})
+	})
+	t.Run("canonical request", func(t *testing.T) {
+		resp, body := h.get("/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", h.full)
+		check(t, resp, body, want{status: 200, fields: map[string]any{
+			"route": "series", "topic": "bitcoin", "bucket": "day", "interval": "1m",
+		}, absent: []string{"code", "start", "end", "metric"}})
+		resp, body = h.get("/topic/bitcoin/time-series/sentiment.tsv", h.full)
+		check(t, resp, body, want{status: 200, fields: map[string]any{"route": "tsv", "metric": "sentiment"}})
+	})
+	t.Run("refused known key", func(t *testing.T) {
+		resp, body := h.get("/api4/public/topics/list/v1", offKey)
+		check(t, resp, body, want{status: 401, fields: map[string]any{"code": "invalid_api_key"}})
+		found := false
+		for _, m := range logLines(t, h.logs.String(), "key refused") {
+			if m["request_id"] == resp.Header.Get("X-Request-Id") {
+				found = true
+				if m["key_id"] != "gone-team" || m["reason"] != "disabled" || m["level"] != "info" {
+					t.Errorf("key refused line %v; want key_id gone-team, reason disabled, level info", m)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no info line names the refused key")
+		}
+	})
+	t.Run("upstream time on failure", func(t *testing.T) {
+		// Reload onto the failing upstream: upstream.* needs a restart, so
+		// build a second gateway on the same harness config instead.
+		h2 := newHarness(t, func(c *config.Config) { c.Upstream.BaseURL = failing.URL })
+		clk.Store(h2.clk)
+		resp, body := h2.get("/api4/public/topic/bitcoin/whatsup/v1", h2.full)
+		if resp.StatusCode < 500 {
+			t.Fatalf("status %d %s; want a 5xx", resp.StatusCode, body)
+		}
+		line := h2.accessLine(t, resp)
+		if got, want := line["code"], decodeError(t, body).Code; got != want {
+			t.Errorf("access code = %v; want %q", got, want)
+		}
+		if got, _ := line["upstream"].(float64); got < 0.25 {
+			t.Errorf("access upstream = %v; want the 250ms the failing call took", line["upstream"])
+		}
+	})
 }

@@ -34,9 +34,6 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()
-		if !res.Coalesced {
-			in.upstream = now.Sub(in.start)
-		}
 	}
 	if err != nil {
 		in.cache = "error"
@@ -69,6 +66,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p := in.req, in.keyID, in.plan
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
+		start := g.clk.Now()
 		resp, err := g.up.Do(ctx, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
@@ -79,6 +77,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			PerMinute:  p.upPerMin,
 		})
 		if !background {
+			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
 		if err != nil {
