@@ -13,6 +13,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
 	"trendgate/limits"
 )
 
@@ -197,4 +198,18 @@ func TestAccessLogSaysWhy(t *testing.T) {
 			t.Errorf("access upstream = %v; want the 250ms the failing call took", line["upstream"])
 		}
 	})
+}
+
+// TestRedisAvailableOnlyInClusterMode is a regression test: the gauge
+// trendgate_limits_redis_available was exported as 0 by every gateway
+// without Redis, so a "Redis down" alert fired on every single-instance
+// deployment. (The cluster tests check it reads 1 and 0 with Redis.)
+func TestRedisAvailableOnlyInClusterMode(t *testing.T) {
+	h := newHarness(t, nil)
+	if _, found := promtest.Sum(t, h.gw.Registry(), "trendgate_limits_redis_available"); found {
+		t.Errorf("trendgate_limits_redis_available is exported without redis.url")
+	}
+	if _, found := promtest.Sum(t, h.gw.Registry(), "trendgate_limits_decisions_total"); !found {
+		t.Errorf("trendgate_limits_decisions_total is missing: the other limits metrics must stay")
+	}
 }
