@@ -115,7 +115,7 @@ func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 	case err == nil, errors.Is(err, io.EOF):
 		// An empty document keeps every default.
 	case errors.As(err, &terr):
-		problems = append(problems, terr.Errors...)
+		problems = append(problems, describe(data, terr.Errors)...)
 	default:
 		return []string{strings.TrimPrefix(err.Error(), "yaml: ")}, true
 	}
