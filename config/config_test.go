@@ -20,6 +20,8 @@ func testEnv(name string) (string, bool) {
 	v, ok := map[string]string{
 		"TRENDGATE_UPSTREAM_KEY": "upstream-secret",
 		"TG_TEST_LISTEN":         "127.0.0.1:8181",
+		"TG_TEST_EMPTY":          "",
+		"TG_TEST_EMPTY_TOKEN":    "",
 	}[name]
 	return v, ok
 }

@@ -78,12 +78,14 @@ func parseFile(path string, data []byte) (*Config, error) {
 // the built-ins. Lists replace the default list.
 //
 // On failure it returns a nil *Config and an *Error listing every problem:
-// unset variables, syntax or type errors and unknown fields with their
+// unset variables, variables set but empty in a credential setting
+// (upstream.api_key, admin.token, redis.url, redis.cache_url), syntax or type errors and unknown fields with their
 // lines, and validation problems with their paths. Validation is skipped
 // when the text could not be expanded or parsed, since it would then
 // report the same mistake again in other words.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	expanded, vars, problems := expand(data, lookupEnv)
+	problems = append(problems, emptySecrets(data, lookupEnv)...)
 	cfg := Default()
 	decodeProblems, fatal := decodeStrict(expanded, cfg)
 	problems = append(problems, decodeProblems...)

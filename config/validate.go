@@ -306,7 +306,7 @@ func (c *Config) validateKeys(p *problems) {
 		}
 		plan, ok := c.Plans[k.Plan]
 		if !ok {
-			p.add(path+".plan", "unknown plan %q", k.Plan)
+			p.add(path+".plan", "unknown plan %q (known: %s)", k.Plan, strings.Join(c.planNames(), ", "))
 		}
 		if k.PerSecond != nil && (*k.PerSecond < 0 || math.IsNaN(*k.PerSecond) || math.IsInf(*k.PerSecond, 0)) {
 			p.add(path+".per_second", "must be a finite number >= 0")
@@ -340,6 +340,26 @@ func (c *Config) validateKeys(p *problems) {
 			}
 		}
 	}
+}
+
+// planNames returns the names of c's plans, sorted.
+func (c *Config) planNames() []string {
+	names := make([]string, 0, len(c.Plans))
+	for name := range c.Plans {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckName reports whether id can name a key or a plan, as Validate
+// requires (they appear in logs and metric labels): nil, or an error
+// saying what is allowed.
+func CheckName(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("config: %q is not a valid name: use 1 to 64 letters, digits, '_', '.' or '-'", id)
+	}
+	return nil
 }
 
 // checkRate checks a plan's per_second and burst.
