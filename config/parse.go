@@ -129,3 +129,22 @@ func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 	}
 	return problems, false
 }
+
+// AdminListen returns admin.listen as the YAML text data sets it (the
+// default when it does not), with ${NAME} replaced through lookupEnv. It
+// is lenient on purpose: the container health check uses it to find the
+// admin listener of a process that is already running, which keeps
+// serving while a file edited since then does not validate.
+func AdminListen(data []byte, lookupEnv func(string) (string, bool)) (string, error) {
+	expanded, _, _ := expand(data, lookupEnv)
+	var doc struct {
+		Admin struct {
+			Listen string `yaml:"listen"`
+		} `yaml:"admin"`
+	}
+	doc.Admin.Listen = Default().Admin.Listen
+	if err := yaml.Unmarshal(expanded, &doc); err != nil {
+		return "", fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return doc.Admin.Listen, nil
+}

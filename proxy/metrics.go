@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"trendgate/internal/buildinfo"
 	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +63,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready, m.upByKey,
+			buildinfo.Read().Collector(),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m

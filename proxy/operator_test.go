@@ -12,6 +12,7 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/promtest"
 	"trendgate/limits"
@@ -211,5 +212,20 @@ func TestRedisAvailableOnlyInClusterMode(t *testing.T) {
 	}
 	if _, found := promtest.Sum(t, h.gw.Registry(), "trendgate_limits_decisions_total"); !found {
 		t.Errorf("trendgate_limits_decisions_total is missing: the other limits metrics must stay")
+	}
+}
+
+// TestBuildInfo: trendgate_build_info carries the build's version, commit
+// and Go version, and so does the startup ("serving") log line.
+func TestBuildInfo(t *testing.T) {
+	h := newHarness(t, nil)
+	b := buildinfo.Read()
+	if v, found := promtest.Sum(t, h.gw.Registry(), "trendgate_build_info", "version", b.Version, "commit", b.Commit, "goversion", b.GoVersion); !found || v != 1 {
+		t.Errorf("trendgate_build_info = %v (found %v); want 1 with labels %+v", v, found, b)
+	}
+	var lines []map[string]any
+	pollUntil(func() bool { lines = logLines(t, h.logs.String(), "serving"); return len(lines) > 0 })
+	if len(lines) != 1 || lines[0]["version"] != b.Version || lines[0]["commit"] != b.Commit || lines[0]["go"] != b.GoVersion {
+		t.Errorf("serving lines %v; want one with version %s, commit %s, go %s", lines, b.Version, b.Commit, b.GoVersion)
 	}
 }
