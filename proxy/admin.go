@@ -24,6 +24,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Metrics: promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}),
 		Purger:  g.cache,
 		NewID:   ids.next,
+		Clock:   g.clk,
 	})
 }
 
