@@ -627,3 +627,23 @@ func examplePaths(text string) []string {
 	}
 	return leaves
 }
+
+func TestChanged(t *testing.T) {
+	a := Default()
+	b := Default()
+	if got := Changed(a, b); len(got) != 0 {
+		t.Fatalf("Changed(Default, Default) = %v; want none", got)
+	}
+	b.Server.Listen = ":9999"
+	b.Upstream.APIKey = "rotated"
+	b.Upstream.Budget.PerMinute = 7
+	b.Redis.Timeout = time.Second
+	b.Server.TrustedProxies = []string{"10.0.0.0/8"}
+	b.Keys = []Key{{ID: "k", SHA256: strings.Repeat("1", 64), Plan: PlanFull}}
+	on := false
+	b.Server.FastHTTP1 = &on
+	want := []string{"server.listen", "server.trusted_proxies", "server.fast_http1", "upstream.api_key", "upstream.budget.per_minute", "redis.timeout", "keys"}
+	if got := Changed(a, b); !reflect.DeepEqual(got, want) {
+		t.Errorf("Changed = %v; want %v", got, want)
+	}
+}

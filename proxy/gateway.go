@@ -73,6 +73,7 @@ type Gateway struct {
 	authFail *limits.AuthFailures
 	closers  []func() error // cluster resources, closed by Close
 
+	boot     *config.Config          // the configuration the process started with
 	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
 	draining atomic.Bool             // set when shutdown begins; readiness turns false
 	// servedFromCache is set once any response was served from the cache;
@@ -131,6 +132,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	g.rt.Store(rt)
+	g.boot = cfg
 
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
@@ -186,27 +188,38 @@ func compile(cfg *config.Config) (*runtime, error) {
 	return rt, nil
 }
 
-// Reload swaps keys, plans, costs and cache lifetimes atomically. Counters
-// and cached entries survive; a removed key stops working with the next
-// request. A config that does not validate is refused and the old one keeps
-// serving. Listener addresses, TLS, Redis and upstream settings need a
-// restart.
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
+// the admin token atomically. Counters and cached entries survive; a
+// removed key stops working with the next request. A config that does not
+// validate is refused and the old one keeps serving. Other settings
+// (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
+// is logged as such and trendgate_config_restart_pending turns 1. Reload
+// logs its outcome once: what changed, or why it was refused.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
 	rt, err := compile(cfg)
 	if err == nil {
 		err = g.cache.Reconfigure(cfg.Cache)
 	}
 	if err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
-	g.rt.Store(rt)
+	old := g.rt.Swap(rt)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.reportReload(old.cfg, cfg)
 	return nil
+}
+
+// RefuseReload records a reload that produced no configuration at all (the
+// file could not be read or parsed): counted as refused and logged once.
+func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
+
+func (g *Gateway) refuseReload(err error) error {
+	g.metrics.reloads.WithLabelValues("refused").Inc()
+	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	return err
 }
 
 // Config returns the configuration currently in force.

@@ -21,6 +21,7 @@ type metrics struct {
 	limited      *prometheus.CounterVec
 	quotaCharged *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
+	restart      prometheus.Gauge
 	ready        prometheus.Gauge
 	upByKey      *prometheus.CounterVec
 }
@@ -52,6 +53,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_config_reloads_total",
 			Help: "Configuration reloads by result (ok, refused).",
 		}, []string{"result"}),
+		restart: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trendgate_config_restart_pending",
+			Help: "1 while the loaded configuration changes a setting that takes effect only after a restart (server.*, tls.*, upstream.*, redis.*, admin.listen, ...).",
+		}),
 		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_key_total",
 			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
@@ -62,7 +67,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.ready, m.upByKey,
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.restart, m.ready, m.upByKey,
 			buildinfo.Read().Collector(),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -227,5 +228,90 @@ func TestBuildInfo(t *testing.T) {
 	pollUntil(func() bool { lines = logLines(t, h.logs.String(), "serving"); return len(lines) > 0 })
 	if len(lines) != 1 || lines[0]["version"] != b.Version || lines[0]["commit"] != b.Commit || lines[0]["go"] != b.GoVersion {
 		t.Errorf("serving lines %v; want one with version %s, commit %s, go %s", lines, b.Version, b.Commit, b.GoVersion)
+	}
+}
+
+// TestReloadSaysWhatHappened is a regression test for three gaps: a reload
+// did not say what it changed; a changed setting that needs a restart
+// (upstream.api_key, server.listen) was taken silently, so an operator
+// rotating the upstream credential believed it live; and a file that did
+// not parse was neither counted as refused nor logged only once.
+func TestReloadSaysWhatHappened(t *testing.T) {
+	h := newHarness(t, nil)
+	boot := h.gw.Config()
+	next := *boot
+	next.Server.Listen = "127.0.0.1:18181"
+	next.Upstream.APIKey = "rotated-upstream-credential"
+	next.Cache.TTL.List = 2 * time.Minute
+	next.Plans = map[string]config.Plan{"full": boot.Plans["full"], "limited": boot.Plans["limited"]}
+	lp := next.Plans["limited"]
+	lp.Burst = 11
+	next.Plans["limited"] = lp
+	newcomer := newKey(t)
+	next.Keys = []config.Key{boot.Keys[0], {ID: "team-new", SHA256: auth.Digest(newcomer), Plan: "full"}}
+	next.Keys[0].Disabled = true
+	if err := h.gw.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := logLines(t, h.logs.String(), "config reloaded")
+	if len(lines) != 1 {
+		t.Fatalf("%d 'config reloaded' lines; want 1:\n%s", len(lines), h.logs)
+	}
+	wantLists := map[string][]any{
+		"keys_added":       {"team-new"},
+		"keys_removed":     {"team-limited"},
+		"keys_disabled":    {"team-full"},
+		"plans_changed":    {"limited"},
+		"settings_changed": {"cache.ttl.list"},
+		"restart_pending":  {"server.listen", "upstream.api_key"},
+	}
+	for field, want := range wantLists {
+		got, _ := lines[0][field].([]any)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("reload line %s = %v; want %v", field, lines[0][field], want)
+		}
+	}
+	for _, setting := range []string{"server.listen", "upstream.api_key"} {
+		if n := len(logLines(t, h.logs.String(), setting+" changed; takes effect after a restart")); n != 1 {
+			t.Errorf("%d warnings for %s; want 1", n, setting)
+		}
+	}
+	if strings.Contains(h.logs.String(), "rotated-upstream-credential") {
+		t.Errorf("the log holds the new upstream credential")
+	}
+	if v := metric(t, h.gw.Registry(), "trendgate_config_restart_pending"); v != 1 {
+		t.Errorf("trendgate_config_restart_pending = %v; want 1", v)
+	}
+	// Not live: the upstream still gets the credential the process started with.
+	if resp, body := h.get("/api4/public/topic/bitcoin/whatsup/v1", newcomer); resp.StatusCode != 200 {
+		t.Fatalf("cold request after the reload: %d %s; want 200 with the old upstream credential", resp.StatusCode, body)
+	}
+	reqs := h.up.Requests()
+	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+upstreamKey {
+		t.Errorf("upstream Authorization after the reload = %q; want the startup credential", got)
+	}
+
+	// Back to the running values: nothing pending any more.
+	if err := h.gw.Reload(boot); err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, h.gw.Registry(), "trendgate_config_restart_pending"); v != 0 {
+		t.Errorf("trendgate_config_restart_pending after reverting = %v; want 0", v)
+	}
+
+	// Refusals: by validation, and a file that did not even parse. Each is
+	// counted and logged once.
+	bad := *boot
+	bad.Log.Level = "loud"
+	if err := h.gw.Reload(&bad); err == nil {
+		t.Fatal("invalid config reloaded")
+	}
+	h.gw.RefuseReload(&config.Error{File: "trendgate.yaml", Problems: []string{"server.listn: unknown setting (line 2)"}})
+	if v := metric(t, h.gw.Registry(), "trendgate_config_reloads_total", "result", "refused"); v != 2 {
+		t.Errorf("refused reloads = %v; want 2", v)
+	}
+	if n := len(logLines(t, h.logs.String(), "config reload refused; the previous configuration keeps serving")); n != 2 {
+		t.Errorf("%d refusal lines; want 2 (one each)", n)
 	}
 }

@@ -182,14 +182,11 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	w := config.NewWatcher(*path, *poll, log.Named("config"), func(c *config.Config, err error) {
-		if err == nil {
-			err = g.Reload(c)
-		}
 		if err != nil {
-			log.Error("config reload refused; the previous config keeps serving", zap.Error(err))
+			g.RefuseReload(err) // counted and logged once, like a refusal by Reload
 			return
 		}
-		log.Info("config reloaded", zap.Int("keys", len(c.Keys)), zap.Int("plans", len(c.Plans)))
+		_ = g.Reload(c) // logs what changed, or why it was refused
 	})
 	go w.Run(ctx)
 	hup := make(chan os.Signal, 1)
