@@ -315,3 +315,45 @@ func TestReloadSaysWhatHappened(t *testing.T) {
 		t.Errorf("%d refusal lines; want 2 (one each)", n)
 	}
 }
+
+// TestClientRequestID: an incoming X-Request-ID (the load balancer's) is
+// logged as client_request_id, sanitized and bounded; from a trusted proxy
+// a well-formed one becomes the request id itself.
+func TestClientRequestID(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	tests := []struct {
+		name       string
+		trusted    []string
+		incoming   string
+		adopted    bool
+		wantClient string // the access line's client_request_id; "" absent
+	}{
+		{"untrusted peer", nil, "lb-7f3a:42", false, "lb-7f3a:42"},
+		{"trusted peer", []string{"127.0.0.0/8"}, "lb-7f3a:42", true, ""},
+		{"trusted peer, unsafe value", []string{"127.0.0.0/8"}, `a"b <script>`, false, "a_b__script_"},
+		{"too long", []string{"127.0.0.0/8"}, long, false, long[:128]},
+		{"other proxy trusted", []string{"10.0.0.0/8"}, "lb-1", false, "lb-1"},
+		{"none", nil, "", false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *config.Config) { c.Server.TrustedProxies = tc.trusted })
+			var hdr []string
+			if tc.incoming != "" {
+				hdr = []string{"X-Request-ID", tc.incoming}
+			}
+			resp, body := h.get("/api4/public/topics/list/v1?bogus=1", h.full, hdr...)
+			id := resp.Header.Get("X-Request-Id")
+			if got := decodeError(t, body).RequestID; got != id {
+				t.Errorf("body request_id %q; want the X-Request-Id header %q", got, id)
+			}
+			if (id == tc.incoming) != tc.adopted {
+				t.Errorf("request id %q, incoming %q: adopted %v; want %v", id, tc.incoming, id == tc.incoming, tc.adopted)
+			}
+			line := h.accessLine(t, resp)
+			if got, _ := line["client_request_id"].(string); got != tc.wantClient {
+				t.Errorf("client_request_id = %q; want %q", got, tc.wantClient)
+			}
+		})
+	}
+}
