@@ -17,7 +17,6 @@ import (
 var (
 	unknownFieldRE   = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
 	cannotDecodeRE   = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)$")
-	durationType     = reflect.TypeOf(time.Duration(0))
 	timeType         = reflect.TypeOf(time.Time{})
 	configType       = reflect.TypeOf(Config{})
 	maxSuggestionGap = 2 // edit distance up to which a known name is suggested
