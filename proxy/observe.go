@@ -216,7 +216,7 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 	g.metrics.observe(route, status, planName, elapsed)
 
 	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
-		var buf [20]zap.Field
+		var buf [18]zap.Field // the most one line has (series with start/end, code, client id)
 		f := append(buf[:0],
 			zap.String("request_id", in.id),
 			zap.String("method", r.Method),
