@@ -189,6 +189,7 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 				}
 				g.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
 				if sw.status == 0 {
+					in.code = api.ErrInternal.Code
 					httperr.Write(sw, in.id, api.ErrInternal)
 				}
 			}

@@ -313,3 +313,32 @@ func TestHealthcheckFollowsAdminListen(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerfile keeps the Dockerfile (which CI cannot build here) true to
+// the code: it stamps the variables buildinfo reads, its health check
+// follows the admin.listen of the file the server is started with, and
+// .dockerignore keeps .git out of the build context.
+func TestDockerfile(t *testing.T) {
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(df)
+	for _, want := range []string{
+		"-X trendgate/internal/buildinfo.version=${VERSION}",
+		"-X trendgate/internal/buildinfo.commit=${COMMIT}",
+		`CMD ["/usr/local/bin/trendgate", "healthcheck", "-config", "/etc/trendgate/config.yaml"]`,
+		`CMD ["serve", "-config", "/etc/trendgate/config.yaml"]`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile lacks %s", want)
+		}
+	}
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains("\n"+string(ignore), "\n.git\n") {
+		t.Errorf(".dockerignore does not exclude .git")
+	}
+}
