@@ -301,8 +301,9 @@ func checkArgs(key string, cost int) error {
 // pass, whatever it waits: "burst" when the cost exceeds the bucket's
 // burst, "daily" or "monthly" when it exceeds that quota. It returns ""
 // when the cost fits. Such a request must get a non-retryable refusal, not
-// a 429 whose Retry-After a client would honour forever.
-func (p Policy) Unservable(cost int) (limit string, max int64) {
+// a 429 whose Retry-After a client would honour forever. most is that
+// limit's size.
+func (p Policy) Unservable(cost int) (limit string, most int64) {
 	switch c := int64(cost); {
 	case p.PerSecond > 0 && c > int64(effectiveBurst(p)):
 		return policyBurst, int64(effectiveBurst(p))
