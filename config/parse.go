@@ -85,6 +85,7 @@ func parseFile(path string, data []byte) (*Config, error) {
 // report the same mistake again in other words.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	expanded, vars, problems := expand(data, lookupEnv)
+	problems = describeLines(data, problems)
 	problems = append(problems, emptySecrets(data, lookupEnv)...)
 	cfg := Default()
 	decodeProblems, fatal := decodeStrict(expanded, cfg)

@@ -16,6 +16,7 @@ import (
 // that describe can name the setting by its YAML path instead.
 var (
 	unknownFieldRE   = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+	lineProblemRE    = regexp.MustCompile(`^line (\d+): (.*)$`)
 	cannotDecodeRE   = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)$")
 	timeType         = reflect.TypeOf(time.Time{})
 	configType       = reflect.TypeOf(Config{})
@@ -59,6 +60,44 @@ func describe(data []byte, problems []string) []string {
 	out := make([]string, 0, len(problems))
 	for _, p := range problems {
 		out = append(out, idx.rewrite(p))
+	}
+	return out
+}
+
+// describeLines rewrites problems found line by line in the raw text data
+// ("line 7: environment variable X is not set") to start with the YAML path
+// of the setting on that line, when the text parses and the line holds
+// exactly one setting's value.
+func describeLines(data []byte, problems []string) []string {
+	if len(problems) == 0 {
+		return problems
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return problems
+	}
+	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
+	idx.walk(doc.Content[0], configType, "")
+	byLine := make(map[int]string)
+	for k, path := range idx.values {
+		if k.text == "!!map" || k.text == "!!seq" {
+			continue
+		}
+		if prev, ok := byLine[k.line]; ok && prev != path {
+			byLine[k.line] = "" // two settings on one line: keep the line
+			continue
+		}
+		byLine[k.line] = path
+	}
+	out := make([]string, 0, len(problems))
+	for _, p := range problems {
+		if m := lineProblemRE.FindStringSubmatch(p); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			if path := byLine[line]; path != "" {
+				p = fmt.Sprintf("%s: %s (line %d)", path, m[2], line)
+			}
+		}
+		out = append(out, p)
 	}
 	return out
 }
