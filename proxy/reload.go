@@ -10,24 +10,20 @@ import (
 	"trendgate/config"
 )
 
-// liveSettings are the settings a reload applies (as YAML path prefixes);
-// every other setting takes effect only after a restart.
+// liveSettings are the settings a reload applies, by YAML path (a path
+// also covers the settings under it); every other setting, including any
+// added later until it is listed here, takes effect only after a restart.
 var liveSettings = []string{
-	"plans", "keys", "limits.costs", "cache.", "server.trusted_proxies", "admin.token",
+	"plans", "keys", "limits.costs", "server.trusted_proxies", "admin.token",
+	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
+	"cache.fetch_timeout", "cache.ttl",
 }
-
-// restartSettings are the settings, by path, that need a restart:
-// cache.max_bytes sizes the store built at start.
-var restartSettings = []string{"cache.max_bytes"}
 
 // needsRestart reports whether a change of the setting at path takes
 // effect only after a restart.
 func needsRestart(path string) bool {
-	if slices.Contains(restartSettings, path) {
-		return true
-	}
 	for _, live := range liveSettings {
-		if path == live || strings.HasPrefix(path, live) && (strings.HasSuffix(live, ".") || strings.HasPrefix(path[len(live):], ".")) {
+		if path == live || strings.HasPrefix(path, live+".") {
 			return false
 		}
 	}
