@@ -138,6 +138,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		if err != nil {
 			return nil, err
 		}
+		b.events = &c.events
 		c.budget = b
 	}
 	if c.rt == nil {

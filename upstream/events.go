@@ -16,9 +16,10 @@ import (
 type budgetEvents struct {
 	log *zap.Logger
 
-	mu       sync.Mutex   // guards the fields below
-	outUntil [2]time.Time // per window (minute, day): end of the episode last logged
-	blocked  time.Time    // the end of the upstream block last logged
+	mu          sync.Mutex   // guards the fields below
+	outUntil    [2]time.Time // per window (minute, day): end of the episode last logged
+	blocked     time.Time    // the end of the upstream block last logged
+	adoptedTill [2]time.Time // per window: the adopted reset last logged
 }
 
 // Budget windows, indexes of budgetEvents.outUntil.
@@ -69,6 +70,23 @@ func (e *budgetEvents) observed(now time.Time, h http.Header, status int) {
 	e.log.Warn("upstream rate limit reached: adopting its reset, no upstream calls until then",
 		zap.Int("status", status), zap.String("window", window), zap.Time("until", until),
 		zap.Int64("minute_remaining", rh.minuteRemaining), zap.Int64("day_remaining", rh.dayRemaining))
+}
+
+// adopted notes that the budget lowered its count for window to the
+// upstream's remaining count, which then holds until reset (the upstream's
+// reported reset, or the calendar window's end): logged once per reset,
+// however many answers repeat it. It happens when something else uses the
+// same upstream account, or after a restart.
+func (e *budgetEvents) adopted(window int, remaining int64, reset time.Time) {
+	e.mu.Lock()
+	if reset.Equal(e.adoptedTill[window]) {
+		e.mu.Unlock()
+		return
+	}
+	e.adoptedTill[window] = reset
+	e.mu.Unlock()
+	e.log.Info("upstream reports fewer calls left than the budget counted: adopting its count for the "+windowNames[window],
+		zap.String("window", windowNames[window]), zap.Int64("remaining", remaining), zap.Time("until", reset))
 }
 
 // exhaustedWindow says which window refused a foreground claim: the day

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -81,4 +82,41 @@ func TestBudgetStateChangesAreLoggedOnce(t *testing.T) {
 			t.Errorf("upstream calls %d; want 1 (the others wait for the reset)", got)
 		}
 	})
+}
+
+// TestAdoptingUpstreamCountIsLoggedOnce: when the upstream reports fewer
+// calls left than the budget counted (another user of the account, or a
+// restart), the budget adopts its count until its reset; that is one line
+// per reset, not one per answer.
+func TestAdoptingUpstreamCountIsLoggedOnce(t *testing.T) {
+	clk := clock.NewFake(t0)
+	stub := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+		reset := clk.Now().Truncate(time.Minute).Add(time.Minute)
+		respond(200, listBody, "X-Rate-Limit-Minute-Remaining", "2",
+			"X-Rate-Limit-Minute-Reset", strconv.FormatInt(reset.Unix(), 10))(w, r)
+	})
+	cfg := testConfig(stub.srv.URL)
+	cfg.Budget.PerMinute = 10
+	core, logs := observer.New(zap.InfoLevel)
+	c, err := New(cfg, clk, zap.New(core), NewMetrics(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	list := Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1"}
+	for i := 0; i < 3; i++ { // 1 by us, 8 by the upstream's count: adopted; then 9, 10 by us
+		_, _ = c.Do(context.Background(), list)
+	}
+	lines := logs.FilterMessageSnippet("adopting its count").All()
+	if len(lines) != 1 {
+		t.Fatalf("%d adoption lines; want 1", len(lines))
+	}
+	if m := lines[0].ContextMap(); m["window"] != "minute" || m["remaining"] != int64(2) {
+		t.Errorf("adoption line %v; want window minute, remaining 2", m)
+	}
+	clk.Advance(time.Minute) // a new minute, a new reset: adopted again
+	_, _ = c.Do(context.Background(), list)
+	if n := logs.FilterMessageSnippet("adopting its count").Len(); n != 2 {
+		t.Errorf("%d adoption lines after the next minute's; want 2", n)
+	}
 }
