@@ -16,6 +16,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/limits"
 )
 
 // Limits on server.max_header_bytes.
@@ -211,6 +212,23 @@ func (c *Config) validatePlans(p *problems) {
 			p.add(path, "plan name must match %s", idPattern)
 		}
 		validatePlan(p, path, c.Plans[name])
+		checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints, c.Limits.Costs)
+	}
+}
+
+// checkCosts reports each endpoint of endpoints whose cost pol could never
+// admit: a burst, daily or monthly limit below the cost would answer every
+// such request with a refusal that no wait can lift.
+func checkCosts(p *problems, path string, pol limits.Policy, endpoints []string, costs limits.Costs) {
+	for i, name := range endpoints {
+		ep, ok := api.EndpointNamed(name)
+		if !ok || slices.Index(endpoints, name) < i {
+			continue // reported by validatePlan
+		}
+		cost := costs.For(ep)
+		if limit, most := pol.Unservable(cost); limit != "" {
+			p.add(path+"."+limit, "%d is below the %s cost (%d); %s could never be served", most, ep, cost, ep)
+		}
 	}
 }
 
@@ -289,7 +307,7 @@ func (c *Config) validateKeys(p *problems) {
 		}
 		plan, ok := c.Plans[k.Plan]
 		if !ok {
-			p.add(path+".plan", "unknown plan %q", k.Plan)
+			p.add(path+".plan", "unknown plan %q (known: %s)", k.Plan, strings.Join(c.planNames(), ", "))
 		}
 		if k.PerSecond != nil && (*k.PerSecond < 0 || math.IsNaN(*k.PerSecond) || math.IsInf(*k.PerSecond, 0)) {
 			p.add(path+".per_second", "must be a finite number >= 0")
@@ -309,7 +327,40 @@ func (c *Config) validateKeys(p *problems) {
 				p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
 			}
 		}
+		if ok && (k.PerSecond != nil || k.Burst != nil || k.Daily != nil || k.Monthly != nil) {
+			// The plan's own numbers are checked under plans.<name>; report
+			// here only what the key's overrides make unservable.
+			var own problems
+			checkCosts(&own, path, plan.Policy, plan.Endpoints, c.Limits.Costs)
+			var withKey problems
+			checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints, c.Limits.Costs)
+			for _, prob := range withKey {
+				if !slices.Contains(own, prob) {
+					*p = append(*p, prob)
+				}
+			}
+		}
 	}
+}
+
+// planNames returns the names of c's plans, sorted.
+func (c *Config) planNames() []string {
+	names := make([]string, 0, len(c.Plans))
+	for name := range c.Plans {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckName reports whether id can name a key or a plan, as Validate
+// requires (they appear in logs and metric labels): nil, or an error
+// saying what is allowed.
+func CheckName(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("config: %q is not a valid name: use 1 to 64 letters, digits, '_', '.' or '-'", id)
+	}
+	return nil
 }
 
 // checkRate checks a plan's per_second and burst.

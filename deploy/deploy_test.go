@@ -28,6 +28,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/redistest"
 	"trendgate/proxy"
 )
 
@@ -69,6 +70,12 @@ func gatewayMetrics(t *testing.T) map[string]*exported {
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = upSrv.URL
 	cfg.Upstream.APIKey = upKey
+	// Cluster mode: the files also chart what only cluster mode exports
+	// (Redis availability, fallbacks, the shared tier).
+	rdb := redistest.Client(t, redistest.Addr)
+	cfg.Redis.URL = "redis://" + redistest.Addr + "/0"
+	cfg.Redis.Prefix = redistest.Prefix(t, rdb)
+	cfg.Redis.Timeout = time.Second
 	for _, plan := range []string{"full", "limited"} {
 		k, err := auth.Generate()
 		if err != nil {

@@ -162,7 +162,8 @@ func TestKeyUsageSurvivesReload(t *testing.T) {
 func TestSummary(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) {
 		p := c.Plans["limited"]
-		p.PerSecond, p.Burst = 1, 2
+		// A burst of 2 is below the whatsup cost: without whatsup.
+		p.PerSecond, p.Burst, p.Endpoints = 1, 2, []string{"list", "series", "tsv"}
 		c.Plans["limited"] = p
 		c.Upstream.Budget.PerMinute, c.Upstream.Budget.PerDay = 50, 1000
 	})

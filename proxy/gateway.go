@@ -98,6 +98,7 @@ type Gateway struct {
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
 
+	boot     *config.Config          // the configuration the process started with
 	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
 	draining atomic.Bool             // set when shutdown begins; readiness turns false
 	// servedFromCache is set once any response was served from the cache;
@@ -159,6 +160,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	g.rt.Store(g.withUsage(rt))
+	g.boot = cfg
 
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
@@ -217,31 +219,43 @@ func compile(cfg *config.Config) (*runtime, error) {
 	return rt, nil
 }
 
-// Reload swaps keys, plans, costs and cache lifetimes atomically. Counters
-// and cached entries survive; a removed key stops working with the next
-// request. A config that does not validate is refused and the old one keeps
-// serving. Listener addresses, TLS, Redis and upstream settings need a
-// restart, except that in tls.mode files the certificate and key files
-// (at the paths the running Serve started with) are re-read first, whatever
-// becomes of cfg: a pair that does not load is logged and counted in
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
+// the admin token atomically. Counters and cached entries survive; a
+// removed key stops working with the next request. A config that does not
+// validate is refused and the old one keeps serving. Other settings
+// (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
+// is logged as such and trendgate_config_restart_pending turns 1, except
+// that in tls.mode files the certificate and key files (at the paths the
+// running Serve started with) are re-read first, whatever becomes of cfg:
+// a pair that does not load is logged and counted in
 // trendgate_tls_certificate_reloads_total and the old pair keeps serving.
+// Reload logs its outcome once: what changed, or why it was refused.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
 	rt, err := compile(cfg)
 	if err == nil {
 		err = g.cache.Reconfigure(cfg.Cache)
 	}
 	if err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
-	g.rt.Store(g.withUsage(rt))
+	old := g.rt.Swap(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.reportReload(old.cfg, cfg)
 	return nil
+}
+
+// RefuseReload records a reload that produced no configuration at all (the
+// file could not be read or parsed): counted as refused and logged once.
+func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
+
+func (g *Gateway) refuseReload(err error) error {
+	g.metrics.reloads.WithLabelValues("refused").Inc()
+	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	return err
 }
 
 // Config returns the configuration currently in force.

@@ -116,9 +116,14 @@ func (c *contract) validate(ex exchange, method string, resp *http.Response, bod
 	c.seen[http.StatusText(ex.status)+" "+code] = true
 	// The document cannot require the rate-limit headers (a plan may have
 	// no limit); every plan here has all three, so every answer given
-	// after authentication must carry them.
+	// after the limiter must carry them. A refusal by the plan comes
+	// before the limiter (it spends nothing) and carries the policy only.
+	names := []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+	if code == "endpoint_not_in_plan" || code == "metric_not_in_plan" {
+		names = names[:1]
+	}
 	if ex.status < 400 || ex.status >= 500 || afterAuth[code] {
-		for _, name := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		for _, name := range names {
 			if resp.Header.Get(name) == "" {
 				t.Errorf("%s: no %s header", ex.name, name)
 			}
@@ -277,10 +282,15 @@ func TestOpenAPIContract(t *testing.T) {
 		l := c.Plans["limited"]
 		l.Burst = 100
 		c.Plans["limited"] = l
+		// listonly: a daily quota of one list call (a plan with whatsup
+		// could never be served under a quota below its cost).
+		lo := c.Plans["full"]
+		lo.Endpoints = []string{"list"}
+		c.Plans["listonly"] = lo
 		one := int64(1)
 		c.Keys = append(c.Keys,
 			config.Key{ID: "team-narrow", SHA256: auth.Digest(narrow), Plan: "narrow"},
-			config.Key{ID: "team-quota", SHA256: auth.Digest(quota), Plan: "full", Daily: &one})
+			config.Key{ID: "team-quota", SHA256: auth.Digest(quota), Plan: "listonly", Daily: &one})
 	}, func(o *demo.Options) { o.UnknownTopic404 = true })
 	c := newContract(t, h.base)
 
@@ -334,7 +344,7 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "unknown route", target: "/api4/public/coins/list/v1", key: h.full, status: 404, code: "not_found"},
 		{name: "unknown topic", target: "/api4/public/topic/nosuchtopicxyz/whatsup/v1", key: h.full, status: 404, code: "unknown_topic"},
 		{name: "POST", method: http.MethodPost, target: routes[0], key: h.full, status: 405, code: "method_not_allowed"},
-		{name: "quota: first call", target: routes[0], key: quota, status: 200, plan: "full"},
+		{name: "quota: first call", target: routes[0], key: quota, status: 200, plan: "listonly"},
 		{name: "quota: spent", target: routes[0], key: quota, status: 429, code: "daily_quota_exceeded"},
 	}
 	for _, ex := range errorCases {

@@ -21,20 +21,12 @@ import (
 	"trendgate/upstream"
 )
 
-// serveAPI is the end of the chain: plan check, cache lookup (with one
-// coalesced upstream fetch on a miss), projection and writing.
+// serveAPI is the end of the chain: cache lookup (with one coalesced
+// upstream fetch on a miss), projection and writing.
 func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	in := infoFrom(ctx)
 	req := in.req
-	if !in.plan.endpoints[req.Endpoint] {
-		g.fail(w, r, api.ErrNotInPlan)
-		return
-	}
-	if req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
-		g.fail(w, r, api.ErrMetricNotInPlan)
-		return
-	}
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
@@ -42,9 +34,6 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()
-		if !res.Coalesced {
-			in.upstream = now.Sub(in.start)
-		}
 	}
 	if err != nil {
 		in.cache = "error"
@@ -80,6 +69,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		if e := g.fromWider(ctx, req, rt); e != nil {
 			return e, nil
 		}
+		start := g.clk.Now()
 		ur := upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
@@ -90,9 +80,10 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			PerMinute:  p.upPerMin,
 			Sent:       func() { g.act.UpstreamCall(g.clk.Now(), req.Topic) },
 		}
-		if wide, ok := widened(req, g.clk.Now()); ok {
+		if wide, ok := widened(req, start); ok {
 			e, err := g.fetchWidened(ctx, req, wide, ur, rt)
 			if !background {
+				in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 				g.metrics.countUpstreamByKey(keyID, err)
 			}
 			if e != nil || err != nil {
@@ -101,6 +92,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		}
 		resp, err := g.up.Do(ctx, ur)
 		if !background {
+			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
 		if err != nil {

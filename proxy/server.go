@@ -12,6 +12,7 @@ import (
 
 	"trendgate/certs"
 	"trendgate/config"
+	"trendgate/internal/buildinfo"
 	"trendgate/internal/h1"
 )
 
@@ -161,8 +162,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	}
 	startErr := sec.Start(context.WithoutCancel(ctx), setReady)
 	setReady()
+	build := buildinfo.Read()
 	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
-		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil))
+		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil),
+		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go", build.GoVersion))
 
 	runErr := startErr
 	if runErr == nil {

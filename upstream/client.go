@@ -101,6 +101,7 @@ type Client struct {
 	breaker *breaker.Breaker
 	rt      http.RoundTripper
 	http    *http.Client
+	events  budgetEvents // logs the budget's changes of state
 }
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
@@ -131,6 +132,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		log:     log.Named("upstream"),
 		metrics: m,
 	}
+	c.events.log = c.log.Named("budget")
 	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
 		breaker.Options{Clock: clk, Logger: c.log, Metrics: m.Breakers})
 	for _, o := range opts {
@@ -141,6 +143,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		if err != nil {
 			return nil, err
 		}
+		b.events = &c.events
 		c.budget = b
 	}
 	if c.rt == nil {
@@ -288,6 +291,11 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				// the call that first met its 429.
 				return nil, withWait(ErrRateLimited, v.RetryAfter)
 			}
+			if !req.Background {
+				// A background refusal only means the refresh reserve is
+				// reached; a cold miss refused means the window is out.
+				c.events.exhausted(c.clk.Now(), exhaustedWindow(c.budget, v.RetryAfter), v.RetryAfter)
+			}
 			return nil, withWait(ErrBudgetExhausted, v.RetryAfter)
 		}
 		if attempt > 0 {
@@ -380,6 +388,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}()
 	// Record the upstream's counters even if the caller is gone.
 	c.budget.Observe(context.WithoutCancel(ctx), hres.Header, hres.StatusCode)
+	c.events.observed(c.clk.Now(), hres.Header, hres.StatusCode)
 
 	switch status := hres.StatusCode; {
 	case status == http.StatusOK:

@@ -42,9 +42,9 @@ func TestRequestBuiltExactly(t *testing.T) {
 			wantURI: "/api4/public/topics/list/v1", wantAccept: "application/json",
 		},
 		{
-			name: "base url with path prefix and trailing slash", prefix: "/lc/", key: testKey,
+			name: "base url with a trailing slash", prefix: "/", key: testKey,
 			req:     Request{Endpoint: api.EndpointWhatsup, Path: "/api4/public/topic/ai%20agents/whatsup/v1"},
-			wantURI: "/lc/api4/public/topic/ai%20agents/whatsup/v1", wantAccept: "application/json",
+			wantURI: "/api4/public/topic/ai%20agents/whatsup/v1", wantAccept: "application/json",
 			wantAuth: "Bearer " + testKey,
 		},
 		{

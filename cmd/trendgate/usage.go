@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -25,15 +24,13 @@ const adminTokenEnv = "TRENDGATE_ADMIN_TOKEN"
 // runKeysUsage fetches GET /keys (or /keys/{id}) from the admin listener
 // and prints an aligned table, or the JSON itself with -json.
 func runKeysUsage(args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("keys usage", flag.ContinueOnError)
+	fs := newFlags("keys usage", "Usage: trendgate keys usage [-admin URL] [-id ID] [-json]\n\n"+
+		"Per-key usage from a running gateway's admin listener. The admin token, when\n"+
+		"the listener has one, is read from $"+adminTokenEnv+".\n")
 	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener base `URL`")
 	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: trendgate keys usage [-admin URL] [-id ID] [-json]\n\nThe admin token, when the listener has one, is read from $%s.\n\n", adminTokenEnv)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
