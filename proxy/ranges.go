@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -27,26 +28,45 @@ import (
 // cuts the window from it. Every later window of that topic inside the
 // week is then answered from it until it goes stale.
 
-// fromWider answers req, an absolute-window series request, from a fresh
-// wider answer in the cache, or returns nil.
-func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime) *cache.Entry {
+// fromWider answers req, an absolute-window series request, from a wider
+// answer in the cache (within cache.max_stale), or returns nil. Freshness
+// follows the rows: the cut is fresh by req's own rules from the wider
+// answer's fetch time, so a window of buckets that had closed by then is
+// fresh for series_closed even when the wider answer, which reaches the
+// then current bucket, has gone stale. With stale, a stale cut will do too:
+// the caller could not reach the upstream, and a stale answer beats none
+// (stale-if-error, for windows never asked before).
+func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) *cache.Entry {
 	now := g.clk.Now()
 	for _, src := range series.Sources(req) {
 		wide, ok := g.cache.Peek(ctx, src.Key())
-		if !ok || wide.Status != http.StatusOK || !now.Before(wide.FreshUntil) {
+		if !ok || wide.Status != http.StatusOK {
 			continue
 		}
-		if e := g.cut(wide, req, rt, now, false); e != nil {
+		if e := g.cut(wide, req, rt, now, false, stale); e != nil {
 			return e
 		}
 	}
 	return nil
 }
 
+// serveStaleFromWider reports whether an upstream failure err leaves room
+// for a stale cut: the upstream could not be asked or did not answer.
+func serveStaleFromWider(err error) bool {
+	for _, e := range []error{upstream.ErrBudgetExhausted, upstream.ErrShareExhausted, upstream.ErrRateLimited,
+		upstream.ErrBreakerOpen, upstream.ErrUnavailable, upstream.ErrTimeout} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
 // cut makes req's entry from the wide entry, or returns nil when wide does
-// not cover req's window or the cut would not be fresh at now. reaches
-// says wide was fetched just now for a window reaching req's end.
-func (g *Gateway) cut(wide *cache.Entry, req api.Request, rt *runtime, now time.Time, reaches bool) *cache.Entry {
+// not cover req's window or (unless stale) the cut would not be fresh at
+// now. reaches says wide was fetched just now for a window reaching req's
+// end.
+func (g *Gateway) cut(wide *cache.Entry, req api.Request, rt *runtime, now time.Time, reaches, stale bool) *cache.Entry {
 	cutFn := series.Cut
 	if reaches {
 		cutFn = series.CutReaching
@@ -57,7 +77,7 @@ func (g *Gateway) cut(wide *cache.Entry, req api.Request, rt *runtime, now time.
 	}
 	class := cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: rows == 0}
 	fresh := rt.ttl.FreshUntil(class, wide.Fetched)
-	if !now.Before(fresh) {
+	if !stale && !now.Before(fresh) {
 		return nil
 	}
 	g.metrics.rangeFills.Inc()
@@ -129,5 +149,5 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 	if resp.Status != http.StatusOK {
 		return nil, nil
 	}
-	return g.cut(e, req, rt, now, true), nil
+	return g.cut(e, req, rt, now, true, false), nil
 }

@@ -200,3 +200,40 @@ func rowCount(t *testing.T, body []byte) int {
 	}
 	return len(v.Data)
 }
+
+// TestRangeFreshnessFollowsTheRows: when the cached week has gone stale
+// (its newest hour moved on), a window of hours that had closed when the
+// week was fetched is still cut from it as fresh (those rows never
+// change), while a window reaching the week's last hour needs the
+// upstream; if the upstream cannot be asked, that window is cut from the
+// stale week and marked stale rather than refused.
+func TestRangeFreshnessFollowsTheRows(t *testing.T) {
+	h := newProtectHarness(t, roomyFullPlan)
+	topic := h.up.Topics()[5]
+	base := "/api4/public/topic/" + url.PathEscape(topic) + "/time-series/v1"
+	if r := h.send(base, h.full); r.status != http.StatusOK {
+		t.Fatalf("the week: %d", r.status)
+	}
+	fetched := h.clk.Now().Unix()
+	cur := fetched / 3600 * 3600
+	h.clk.Advance(20 * time.Minute) // past series_hour_max: the week is stale
+	calls := len(h.up.Requests())
+
+	closed := fmt.Sprintf("%s?start=%d&end=%d", base, cur-48*3600, cur-24*3600)
+	if r := h.send(closed, h.full); r.status != http.StatusOK || r.header.Get("Cache-Status") != csRange {
+		t.Errorf("closed window from a stale week: %d %q; want 200 %q", r.status, r.header.Get("Cache-Status"), csRange)
+	}
+	if n := len(h.up.Requests()); n != calls {
+		t.Errorf("the upstream got %d requests for a closed window; want 0", n-calls)
+	}
+
+	h.up.SetFault(demo.FaultRateLimit)
+	recent := fmt.Sprintf("%s?start=%d&end=%d", base, cur-3*3600, cur)
+	r := h.send(recent, h.full)
+	if r.status != http.StatusOK || r.header.Get("Cache-Status") != "trendgate; hit; stale; detail=range" {
+		t.Fatalf("recent window, upstream refusing: %d %q %s; want 200 stale range", r.status, r.header.Get("Cache-Status"), r.text())
+	}
+	if got := rowCount(t, r.body); got != 4 {
+		t.Errorf("recent window: %d rows; want 4 (the hours up to the week's last)", got)
+	}
+}

@@ -43,7 +43,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	in.cache = res.Outcome.String()
 	e := res.Entry
 	h := w.Header()
-	h["Cache-Status"] = cacheStatus(res)
+	h["Cache-Status"] = cacheStatus(res, now)
 	if e.Status == http.StatusNotFound {
 		g.fail(w, r, api.ErrUnknownTopic)
 		return
@@ -66,11 +66,11 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p := in.req, in.keyID, in.plan
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
-		if e := g.fromWider(ctx, req, rt); e != nil {
+		if e := g.fromWider(ctx, req, rt, false); e != nil {
 			return e, nil
 		}
 		start := g.clk.Now()
-		ur := upstream.Request{
+		e, err := g.fetch(ctx, req, rt, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
@@ -79,43 +79,49 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
 			Sent:       func() { g.act.UpstreamCall(g.clk.Now(), req.Topic) },
-		}
-		if wide, ok := widened(req, start); ok {
-			e, err := g.fetchWidened(ctx, req, wide, ur, rt)
-			if !background {
-				in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
-				g.metrics.countUpstreamByKey(keyID, err)
-			}
-			if e != nil || err != nil {
-				return e, err
-			}
-		}
-		resp, err := g.up.Do(ctx, ur)
+		})
 		if !background {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
-		if err != nil {
-			return nil, err
+		if err != nil && serveStaleFromWider(err) {
+			if stale := g.fromWider(ctx, req, rt, true); stale != nil {
+				return stale, nil
+			}
 		}
-		now := g.clk.Now()
-		class := cache.Class{
-			Endpoint: req.Endpoint,
-			Bucket:   req.Bucket,
-			End:      req.WindowEnd(),
-			Negative: resp.Status == http.StatusNotFound || resp.Empty,
-		}
-		return &cache.Entry{
-			Key:         req.Key(),
-			Topic:       req.Topic,
-			Status:      resp.Status,
-			ContentType: resp.ContentType,
-			Body:        resp.Body,
-			Generated:   resp.Generated,
-			Fetched:     now,
-			FreshUntil:  rt.ttl.FreshUntil(class, now),
-		}, nil
+		return e, err
 	}
+}
+
+// fetch asks the upstream for req with ur (its widened week instead, when
+// that applies) and turns the answer into an entry with our freshness.
+func (g *Gateway) fetch(ctx context.Context, req api.Request, rt *runtime, start time.Time, ur upstream.Request) (*cache.Entry, error) {
+	if wide, ok := widened(req, start); ok {
+		if e, err := g.fetchWidened(ctx, req, wide, ur, rt); e != nil || err != nil {
+			return e, err
+		}
+	}
+	resp, err := g.up.Do(ctx, ur)
+	if err != nil {
+		return nil, err
+	}
+	now := g.clk.Now()
+	class := cache.Class{
+		Endpoint: req.Endpoint,
+		Bucket:   req.Bucket,
+		End:      req.WindowEnd(),
+		Negative: resp.Status == http.StatusNotFound || resp.Empty,
+	}
+	return &cache.Entry{
+		Key:         req.Key(),
+		Topic:       req.Topic,
+		Status:      resp.Status,
+		ContentType: resp.ContentType,
+		Body:        resp.Body,
+		Generated:   resp.Generated,
+		Fetched:     now,
+		FreshUntil:  rt.ttl.FreshUntil(class, now),
+	}, nil
 }
 
 // cost is q's price in tokens and quota units.
@@ -129,11 +135,16 @@ var (
 	statusMiss         = []string{"trendgate; fwd=miss; stored"}
 	statusCollapsed    = []string{"trendgate; fwd=miss; collapsed"}
 	statusRange        = []string{"trendgate; hit; detail=range"}
+	statusRangeStale   = []string{"trendgate; hit; stale; detail=range"}
 )
 
-func cacheStatus(res cache.Result) []string {
+func cacheStatus(res cache.Result, now time.Time) []string {
 	// A window cut from a wider answer the gateway held: no upstream call.
-	if res.Entry != nil && res.Entry.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) {
+	// Cut from a stale one (the upstream could not be asked), it is stale.
+	if e := res.Entry; e != nil && e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) {
+		if !now.Before(e.FreshUntil) {
+			return statusRangeStale
+		}
 		return statusRange
 	}
 	switch res.Outcome {
