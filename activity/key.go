@@ -63,6 +63,14 @@ const numEndpoints = api.EndpointTSV + 1
 type Key struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the latest Record; 0: never
 	slots    [hourSlots][numEndpoints][numClasses]keyCell
+	upstream [hourSlots]tagged // upstream requests the key's cold misses caused, by hour
+}
+
+// UpstreamCall counts one upstream request (an attempt the budget paid
+// for) caused by a cold miss of the key at now.
+func (k *Key) UpstreamCall(now time.Time) {
+	h := hourOf(now)
+	k.upstream[h%hourSlots].add(h, 1)
 }
 
 // keyCell is one hour's count for one endpoint and status class.
@@ -111,6 +119,9 @@ type KeyWindow struct {
 	Since time.Time
 	// Requests and Units are the totals of Counts.
 	Requests, Units uint64
+	// UpstreamCalls is how many upstream requests the key's cold misses
+	// caused (background refreshes are nobody's).
+	UpstreamCalls uint64
 	// Counts lists every endpoint and status class with requests, in
 	// endpoint then class order.
 	Counts []KeyCount
@@ -125,6 +136,9 @@ func (k *Key) Window(now time.Time) KeyWindow {
 	w := KeyWindow{Since: time.Unix(int64(h+1-hourSlots)*3600, 0).UTC()}
 	if ns := k.lastSeen.Load(); ns != 0 {
 		w.LastSeen = time.Unix(0, ns).UTC()
+	}
+	for back := uint64(0); back < hourSlots && back <= h; back++ {
+		w.UpstreamCalls += k.upstream[(h-back)%hourSlots].get(h - back)
 	}
 	for _, ep := range api.Endpoints {
 		for c := StatusClass(0); c < numClasses; c++ {

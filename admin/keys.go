@@ -75,11 +75,14 @@ type QuotaUsage struct {
 // hour. Scope is "instance": each instance counts the requests it answered
 // (in cluster mode, add up the instances for the key's total).
 type UsageWindow struct {
-	Scope      string       `json:"scope"`
-	Since      time.Time    `json:"since"`
-	Requests   uint64       `json:"requests"`
-	Units      uint64       `json:"units"`
-	ByEndpoint []UsageCount `json:"by_endpoint"`
+	Scope    string    `json:"scope"`
+	Since    time.Time `json:"since"`
+	Requests uint64    `json:"requests"`
+	Units    uint64    `json:"units"`
+	// UpstreamCalls is how many upstream requests the key's cold misses
+	// caused (its fair share of the upstream budget is spent on these).
+	UpstreamCalls uint64       `json:"upstream_calls"`
+	ByEndpoint    []UsageCount `json:"by_endpoint"`
 }
 
 // UsageCount is the requests and charged units of one endpoint and status

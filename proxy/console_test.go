@@ -97,6 +97,11 @@ func TestKeyUsage(t *testing.T) {
 			t.Errorf("got %+v; want %+v", c, w)
 		}
 	}
+	// Three cold misses (the series, bitcoin's and #ai's whatsup) each
+	// cost one upstream request (issue 20: upstream calls caused per key).
+	if ku.Last24h.UpstreamCalls != 3 {
+		t.Errorf("got %d upstream calls caused; want 3", ku.Last24h.UpstreamCalls)
+	}
 	if ku.Last24h.Requests != 7 || ku.Last24h.Units != 18 || ku.Last24h.Scope != "instance" {
 		t.Errorf("got last 24h %d requests, %d units, scope %q; want 7, 18, instance", ku.Last24h.Requests, ku.Last24h.Units, ku.Last24h.Scope)
 	}

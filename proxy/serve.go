@@ -64,7 +64,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 // freshness. A cold fetch is claimed on behalf of in's key for the fair
 // share of the upstream budget; a background refresh on nobody's.
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
-	req, keyID, p := in.req, in.keyID, in.plan
+	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
 		if e := g.fromWider(ctx, req, rt, false); e != nil {
 			return e, nil
@@ -78,7 +78,13 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
-			Sent:       func() { g.act.UpstreamCall(g.clk.Now(), req.Topic) },
+			Sent: func() {
+				now := g.clk.Now()
+				g.act.UpstreamCall(now, req.Topic)
+				if !background && usage != nil {
+					usage.UpstreamCall(now)
+				}
+			},
 		})
 		if !background {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))

@@ -110,7 +110,7 @@ func adminGet(target, token string) ([]byte, error) {
 // requests by endpoint and status follow.
 func printUsage(w io.Writer, keys []admin.KeyUsage, detail bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPLAN\tSTATE\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\tTOKENS/BURST\t24H REQUESTS\t24H UNITS\tLAST SEEN\tSOURCE")
+	fmt.Fprintln(tw, "ID\tPLAN\tSTATE\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\tTOKENS/BURST\t24H REQUESTS\t24H UNITS\t24H UPSTREAM\tLAST SEEN\tSOURCE")
 	for _, k := range keys {
 		tokens := "-"
 		if k.Rate != nil {
@@ -120,8 +120,8 @@ func printUsage(w io.Writer, keys []admin.KeyUsage, detail bool) {
 		if k.LastSeen != nil {
 			last = k.LastSeen.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", k.ID, k.Plan, k.State,
-			quotaCell(k.Daily), quotaCell(k.Monthly), tokens, k.Last24h.Requests, k.Last24h.Units, last, k.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, k.Plan, k.State,
+			quotaCell(k.Daily), quotaCell(k.Monthly), tokens, k.Last24h.Requests, k.Last24h.Units, k.Last24h.UpstreamCalls, last, k.Source)
 	}
 	_ = tw.Flush()
 	if !detail {
