@@ -23,6 +23,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Ready:   func() (bool, string) { return g.ready(sec) },
 		Metrics: promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}),
 		Purger:  g.cache,
+		Pprof:   func() bool { return g.Config().Admin.Pprof },
 		NewID:   ids.next,
 	})
 }

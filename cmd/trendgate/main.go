@@ -133,6 +133,7 @@ func runServe(args []string, stderr io.Writer) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
+	setMemoryLimit(cfg, os.Getenv, log)
 
 	g, err := proxy.New(cfg, proxy.Options{Logger: log})
 	if err != nil {
@@ -258,6 +259,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	cfg.Server.Listen = *listen
 	cfg.Admin.Listen = *admin
 	cfg.Log.Level = *logLevel
+	setMemoryLimit(cfg, os.Getenv, log)
 	cfg.Upstream.BaseURL = "http://" + upLn.Addr().String()
 	cfg.Upstream.APIKey = upstreamKey
 	keys := map[string]string{}
