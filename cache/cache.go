@@ -277,7 +277,7 @@ func (c *Cache) refresh(ctx context.Context, key string, fetch Fetcher) {
 // filled is what one fill hands to every waiter: ristretto may drop the Set,
 // so waiters never read it back from the store.
 type filled struct {
-	e       *Entry
+	e        *Entry
 	fetched  bool // false: found in the store by the fill's re-check
 	tooLarge bool // fetched, but the store refuses entries that large
 }

@@ -83,8 +83,8 @@ func NewLocal(maxBytes int64, m *Metrics) (*Local, error) {
 		m:        orNew(m),
 		maxBytes: maxBytes,
 		maxEntry: max(maxBytes/maxEntryShare, 1),
-		keys:   make(map[string]*keyRef),
-		topics: make(map[string]map[string]struct{}),
+		keys:     make(map[string]*keyRef),
+		topics:   make(map[string]map[string]struct{}),
 	}
 	l.retention.Store(int64(DefaultConfig().MaxStale))
 	counters := max(maxBytes/avgEntryBytes*10, 1024)

@@ -43,6 +43,10 @@ Usage:
 
 Signals (serve): SIGHUP reloads the config file (it is also polled for
 changes); SIGINT/SIGTERM drain in-flight requests and stop.
+
+Memory: the Go soft memory limit is GOMEMLIMIT when set, else
+server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
+"memory limit" log line at start says which.
 `
 
 func main() {
