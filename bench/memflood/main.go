@@ -64,6 +64,7 @@ type options struct {
 	passes      int
 	timeout     time.Duration
 	heapProfile string
+	profileAt   time.Duration
 	check       bool
 }
 
@@ -80,7 +81,8 @@ func run() error {
 	flag.BoolVar(&o.gzip, "gzip", true, "flood: send Accept-Encoding: gzip")
 	flag.IntVar(&o.passes, "passes", 2, "replay: passes over the four variants of every URL")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on the whole run")
-	flag.StringVar(&o.heapProfile, "heapprofile", "", "write the gateway's heap profile (admin /debug/pprof/heap) to this file at the end")
+	flag.StringVar(&o.heapProfile, "heapprofile", "", "write the gateway's heap profile (admin /debug/pprof/heap) to this file at the end (or at -heapprofile-at)")
+	flag.DurationVar(&o.profileAt, "heapprofile-at", 0, "take the -heapprofile this long into the load instead of at the end, without forcing a collection")
 	flag.BoolVar(&o.check, "check", false, "exit 1 when peak RSS exceeds 1.25 × max_bytes + 48 MiB")
 	flag.Parse()
 	if o.scenario != "flood" && o.scenario != "replay" {
@@ -131,6 +133,17 @@ func run() error {
 	urls := plan(o, topics, time.Now())
 	sampler := gw.sample(ctx)
 	start := time.Now()
+	profiled := make(chan error, 1)
+	if o.heapProfile != "" && o.profileAt > 0 {
+		go func() { // ends after one fetch; run waits for it below
+			select {
+			case <-time.After(o.profileAt):
+				profiled <- gw.fetch("/debug/pprof/heap", o.heapProfile)
+			case <-ctx.Done():
+				profiled <- ctx.Err()
+			}
+		}()
+	}
 	res := gw.load(ctx, urls, o.concurrency)
 	elapsed := time.Since(start)
 	peak := sampler()
@@ -141,7 +154,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if o.heapProfile != "" {
+	switch {
+	case o.heapProfile != "" && o.profileAt > 0:
+		if err := <-profiled; err != nil {
+			return fmt.Errorf("heap profile: %w", err)
+		}
+	case o.heapProfile != "":
 		if err := gw.fetch("/debug/pprof/heap?gc=1", o.heapProfile); err != nil {
 			return err
 		}
