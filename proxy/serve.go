@@ -230,11 +230,18 @@ const variantOverhead = 384
 // on memoized variants never take a slot.
 var deriveSlots = make(chan struct{}, max(goruntime.GOMAXPROCS(0), 1))
 
-func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
-	var key any = fullVariant{}
-	if p.proj != nil {
-		key = planVariant(p.name)
+// variantKey returns the memo key of plan name's variant: fullVariant{} for
+// a full-data plan, else planVariant(name). compile stores it in the plan,
+// so hits do not box a string on each request.
+func variantKey(name string, proj *projection.Projection) any {
+	if proj == nil {
+		return fullVariant{}
 	}
+	return planVariant(name)
+}
+
+func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
+	key := p.memoKey
 	old, found := e.Memo(key)
 	if found && old.(*variant).proj == p.proj {
 		return old.(*variant), nil
@@ -305,10 +312,7 @@ func (v *variant) gzipped(e *cache.Entry, p *plan) ([]byte, []string) {
 		g.body = bytes.Clone(buf.Bytes()) // exactly sized: the buffer's spare capacity would be held too
 		g.length = []string{strconv.Itoa(len(g.body))}
 	}
-	var key any = fullVariant{}
-	if p.proj != nil {
-		key = planVariant(p.name)
-	}
+	key := p.memoKey
 	if cur, ok := e.Memo(key); ok && cur == v && e.GrowMemo(key, int64(cap(g.body))+64) {
 		v.gz.Store(g)
 	}
