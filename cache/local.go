@@ -213,26 +213,28 @@ func (l *Local) makeRoom(protect string) {
 	defer l.evictMu.Unlock()
 	l.resize()
 	l.rc.Wait() // apply pending Sets and Dels so entryBytes is current
+	tried := map[string]bool{protect: true} // each key once, so the loop ends
 	for l.Bytes() > l.maxBytes {
-		victim := l.victim(protect)
+		victim := l.victim(tried)
 		if victim == "" {
 			return
 		}
+		tried[victim] = true
 		l.rc.Del(victim)
 		l.m.evictions.Inc()
 		l.rc.Wait()
 	}
 }
 
-// victim returns the key, other than protect, that goes stale first among
-// up to victimSample held keys (map order is random); "" when there is none.
-func (l *Local) victim(protect string) string {
+// victim returns the key not in skip that goes stale first among up to
+// victimSample held keys (map order is random); "" when there is none.
+func (l *Local) victim(skip map[string]bool) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	best, seen := "", 0
 	var until time.Time
 	for k, r := range l.keys {
-		if k == protect || r.last == nil {
+		if skip[k] || r.last == nil {
 			continue
 		}
 		if best == "" || r.last.FreshUntil.Before(until) {
@@ -274,10 +276,14 @@ func (l *Local) ref(e *Entry) {
 }
 
 // hold records one more ristretto value referencing e; the first one
-// charges e's memo bytes here.
+// charges e's memo bytes here. An entry another Local holds is charged
+// there only.
 func (l *Local) hold(e *Entry) {
 	e.acctMu.Lock()
 	defer e.acctMu.Unlock()
+	if e.holder != nil && e.holder != l {
+		return
+	}
 	if e.holds++; e.holds == 1 {
 		e.holder = l
 		l.variantBytes.Add(e.memoBytes)
