@@ -212,7 +212,7 @@ func (l *Local) makeRoom(protect string) {
 	l.evictMu.Lock()
 	defer l.evictMu.Unlock()
 	l.resize()
-	l.rc.Wait() // apply pending Sets and Dels so entryBytes is current
+	l.rc.Wait()                             // apply pending Sets and Dels so entryBytes is current
 	tried := map[string]bool{protect: true} // each key once, so the loop ends
 	for l.Bytes() > l.maxBytes {
 		victim := l.victim(tried)
