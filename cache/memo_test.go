@@ -244,3 +244,26 @@ func TestMemoConcurrentLedger(t *testing.T) {
 		t.Errorf("Bytes = %d; want <= %d", got, maxBytes)
 	}
 }
+
+// In cluster mode an entry read from the shared tier is kept in the local
+// tier, and what is derived from it there is charged like any other.
+func TestMemoChargedForSharedHit(t *testing.T) {
+	l := newLocal(t, 1<<20, nil)
+	shared := newMapStore()
+	shared.Set(context.Background(), entry(key, "bitcoin", t0, time.Hour, `{"data":[]}`))
+	s := Tiered(l, shared)
+	e, ok := s.Get(context.Background(), key)
+	if !ok {
+		t.Fatal("shared entry not found")
+	}
+	e.StoreMemo(memoKey("gz"), "copy", 700)
+	if got, ok := l.Get(context.Background(), key); !ok || got != e {
+		t.Fatalf("the shared hit is not held locally")
+	}
+	if got := l.VariantBytes(); got != 700 {
+		t.Errorf("local VariantBytes = %d; want 700", got)
+	}
+	if a, ok := s.(Admitter); !ok || a.Admits(entry(key, "", t0, time.Hour, strings.Repeat("x", 1<<20/8+1))) {
+		t.Errorf("Tiered admits an entry over the local share; want refused")
+	}
+}
