@@ -267,3 +267,18 @@ func TestMemoChargedForSharedHit(t *testing.T) {
 		t.Errorf("Tiered admits an entry over the local share; want refused")
 	}
 }
+
+func TestClearReleasesMemo(t *testing.T) {
+	l := newLocal(t, 1<<20, nil)
+	for _, e := range fillLocal(t, l, 10) {
+		e.StoreMemo(memoKey("gz"), "copy", 300)
+	}
+	if got := l.VariantBytes(); got != 10*300 {
+		t.Fatalf("VariantBytes = %d; want %d", got, 10*300)
+	}
+	l.Clear(context.Background())
+	l.Wait()
+	if got, gotAll := l.VariantBytes(), l.Bytes(); got != 0 || gotAll != 0 {
+		t.Errorf("after Clear: VariantBytes %d, Bytes %d; want 0, 0", got, gotAll)
+	}
+}
