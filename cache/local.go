@@ -37,9 +37,9 @@ const victimSample = 5
 // are created: Local counts them itself (ristretto's cost is fixed at Set
 // and an update of it evicts nothing), lowers ristretto's bound by as much
 // so later admissions make room for them, and evicts entries at once when
-// a new memo value takes the total past MaxBytes. Ristretto's TTL is only a memory backstop (FreshUntil
-// minus Fetched plus the retention); freshness is the Cache's. Use NewLocal;
-// the zero value is not usable.
+// a new memo value takes the total past MaxBytes. Ristretto's TTL is only a
+// memory backstop (FreshUntil minus Fetched plus the retention); freshness
+// is the Cache's. Use NewLocal; the zero value is not usable.
 type Local struct {
 	rc        *ristretto.Cache[string, *Entry]
 	m         *Metrics
@@ -72,9 +72,10 @@ var (
 	_ Admitter   = (*Local)(nil)
 )
 
-// NewLocal returns a local tier holding at most maxBytes of entry cost. A nil
-// m gets an unregistered Metrics; a non-nil m reports this tier's bytes and
-// entries (the last Local built with m wins). Close it when done.
+// NewLocal returns a local tier holding at most maxBytes of entries and
+// the values derived from them. A nil m gets an unregistered Metrics; a
+// non-nil m reports this tier's bytes and entries (the last Local built
+// with m wins). Close it when done.
 func NewLocal(maxBytes int64, m *Metrics) (*Local, error) {
 	if maxBytes <= 0 {
 		return nil, ErrInvalidMaxBytes
