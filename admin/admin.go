@@ -43,6 +43,10 @@ type Options struct {
 	Metrics http.Handler
 	// Purger serves /purge. If nil, there is no /purge route.
 	Purger Purger
+	// Pprof reports whether net/http/pprof is served under /debug/pprof/
+	// (admin.pprof; read per request, so reload applies). If nil, there is
+	// no such route.
+	Pprof func() bool
 	// NewID returns a fresh request id for each admin request. If nil,
 	// responses carry no X-Request-Id and error bodies an empty request_id.
 	NewID func() string
@@ -111,6 +115,9 @@ func New(o Options) http.Handler {
 		s.registerDashboard(mux)
 	}
 	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(serveOpenAPI)))
+	if o.Pprof != nil {
+		mux.Handle("/debug/pprof/", s.auth(pprofHandler(o.Pprof)))
+	}
 	h := jsonErrors(mux)
 	if o.NewID == nil {
 		return h

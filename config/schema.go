@@ -47,6 +47,10 @@ type Server struct {
 	// too, and everything else (HTTP/2 included) with net/http (default
 	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
+	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
+	// default) derives it from cache.max_bytes (see MemoryLimit). A
+	// GOMEMLIMIT environment variable overrides both.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // TLS configures HTTPS on the public listener. Mode "" or "off" serves
@@ -86,6 +90,9 @@ type Admin struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every admin route except /healthz.
 	Token string `yaml:"token"`
+	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
+	// other routes (default false: no profiling routes).
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures logging. An empty Level fails Validate.

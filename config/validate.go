@@ -95,6 +95,9 @@ func (c *Config) validateServer(p *problems) {
 	if s.MaxHeaderBytes < MinHeaderBytes || s.MaxHeaderBytes > MaxHeaderBytes {
 		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
 	}
+	if s.MemoryLimit < 0 {
+		p.add("server.memory_limit", "must be 0 (derived from cache.max_bytes) or a number of bytes, got %d", s.MemoryLimit)
+	}
 	for i, cidr := range s.TrustedProxies {
 		path := fmt.Sprintf("server.trusted_proxies[%d]", i)
 		prefix, err := netip.ParsePrefix(cidr)
@@ -482,7 +485,26 @@ func (c *Config) Warnings() []string {
 			w = append(w, "cache.persist_path: "+err.Error()+"; the local cache will not survive a restart")
 		}
 	}
+	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
+		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+
+			"the collector will run almost constantly once the cache fills", m, c.Cache.MaxBytes))
+	}
 	return w
+}
+
+// MemoryLimitOverhead is what DerivedMemoryLimit allows above the cache:
+// connections, requests in flight, the limiters and the runtime itself.
+const MemoryLimitOverhead = 32 << 20
+
+// DerivedMemoryLimit returns the soft memory limit trendgate sets for a
+// cache bounded to maxBytes when neither GOMEMLIMIT nor
+// server.memory_limit says otherwise: maxBytes + maxBytes/4 +
+// MemoryLimitOverhead. The cache holds at most maxBytes of live data; the
+// quarter on top is garbage the collector may leave between cycles, so it
+// works harder only as the process nears the limit, rather than letting
+// the heap double (GOGC=100) before each collection.
+func DerivedMemoryLimit(maxBytes int64) int64 {
+	return maxBytes + maxBytes/4 + MemoryLimitOverhead
 }
 
 // loopbackListen reports whether a listen address binds only loopback.

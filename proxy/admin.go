@@ -27,6 +27,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Usage:     g,
 		Dashboard: g,
 		Clock:     g.clk,
+		Pprof:     func() bool { return g.Config().Admin.Pprof },
 	})
 }
 

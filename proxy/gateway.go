@@ -127,6 +127,7 @@ type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
 	proj      *projection.Projection // nil: full data
+	memoKey   any                    // the entry memo key of this plan's variant (see variantOf)
 	upWeight  float64                // upstream fair-share weight; 0 means 1
 	upPerMin  int                    // upstream calls per key per minute; 0 no cap
 }
@@ -187,7 +188,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}
-		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute}
+		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute, memoKey: variantKey(name, proj)}
 		for _, e := range p.Endpoints {
 			if ep, ok := api.EndpointNamed(e); ok {
 				cp.endpoints[ep] = true

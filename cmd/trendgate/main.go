@@ -52,6 +52,10 @@ Usage:
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
 certificate files (both are also polled for changes, every -watch);
 SIGINT/SIGTERM drain in-flight requests and stop.
+
+Memory: the Go soft memory limit is GOMEMLIMIT when set, else
+server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
+"memory limit" log line at start says which.
 `
 
 func main() {
@@ -176,6 +180,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
+	setMemoryLimit(cfg, os.Getenv, log)
 
 	certCheck := *poll
 	if certCheck <= 0 {
@@ -351,6 +356,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	cfg.Server.Listen = o.listen
 	cfg.Admin.Listen = o.admin
 	cfg.Log.Level = o.logLevel
+	setMemoryLimit(cfg, os.Getenv, log)
 	cfg.Upstream.BaseURL = "http://" + upLn.Addr().String()
 	cfg.Upstream.APIKey = upstreamKey
 	keys := map[string]string{}
