@@ -29,6 +29,7 @@ const (
 type conn struct {
 	s      *Server
 	rwc    net.Conn
+	batch  *batchConn // under rwc with TLS: one write per response; nil without
 	br     *bufio.Reader
 	state  atomic.Int32
 	remote string
@@ -67,10 +68,12 @@ func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
+	var batch *batchConn
 	if s.TLSConfig != nil {
-		rwc = tls.Server(rwc, s.TLSConfig)
+		batch = &batchConn{Conn: rwc}
+		rwc = tls.Server(batch, s.TLSConfig)
 	}
-	c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
+	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
 	c.br = bufio.NewReaderSize(rwc, c.limit)
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())

@@ -11,7 +11,9 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -133,5 +135,69 @@ func TestTLSLaneServesHTTP1(t *testing.T) {
 		t.Fatalf("after a failed handshake: %v; want 200", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// countingListener counts the writes made on the connections it accepts.
+type countingListener struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, writes: &l.writes}, nil
+}
+
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestTLSLaneWritesAResponseAtOnce is a regression test: crypto/tls writes
+// every record with its own write, so a 61 KB answer (head plus four
+// records) took five system calls; the lane collects the records of one
+// response and sends them with one.
+func TestTLSLaneWritesAResponseAtOnce(t *testing.T) {
+	body := strings.Repeat("0123456789abcdef", 61<<10/16)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		io.WriteString(w, body)
+	})
+	cert, pool := selfSigned(t)
+	l := &countingListener{Listener: listen(t)}
+	ls := startLaneOn(t, l, h, func(s *http.Server) {
+		s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"},
+			DynamicRecordSizingDisabled: true}
+	})
+	c := tlsClient(pool, "http/1.1")
+	defer c.CloseIdleConnections()
+	get := func() {
+		resp, err := c.Get("https://" + ls.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != body {
+			t.Fatalf("body of %d bytes; want %d", len(b), len(body))
+		}
+	}
+	get() // the handshake and a first answer
+	before := l.writes.Load()
+	for range 3 {
+		get()
+	}
+	if n := l.writes.Load() - before; n != 3 {
+		t.Errorf("%d writes for 3 answers of 61 KB over TLS; want 3", n)
 	}
 }
