@@ -43,20 +43,30 @@ type schemaIndex struct {
 	unknown map[nodeKey]unknownSetting
 }
 
+// indexOf indexes the settings of data when there are problems to place
+// and the text parses; otherwise it returns nil.
+func indexOf(data []byte, problems []string) *schemaIndex {
+	if len(problems) == 0 {
+		return nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
+	idx.walk(doc.Content[0], configType, "")
+	return idx
+}
+
 // describe rewrites yaml.v3's decoding problems about data (unknown
 // fields, values of the wrong type) to start with the YAML path of the
 // setting, suggesting the nearest known setting for a typo. Problems it
 // cannot place are returned unchanged.
 func describe(data []byte, problems []string) []string {
-	if len(problems) == 0 {
+	idx := indexOf(data, problems)
+	if idx == nil {
 		return problems
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return problems
-	}
-	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
-	idx.walk(doc.Content[0], configType, "")
 	out := make([]string, 0, len(problems))
 	for _, p := range problems {
 		out = append(out, idx.rewrite(p))
@@ -69,15 +79,10 @@ func describe(data []byte, problems []string) []string {
 // of the setting on that line, when the text parses and the line holds
 // exactly one setting's value.
 func describeLines(data []byte, problems []string) []string {
-	if len(problems) == 0 {
+	idx := indexOf(data, problems)
+	if idx == nil {
 		return problems
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return problems
-	}
-	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
-	idx.walk(doc.Content[0], configType, "")
 	byLine := make(map[int]string)
 	for k, path := range idx.values {
 		if k.text == "!!map" || k.text == "!!seq" {
