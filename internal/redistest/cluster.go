@@ -1,0 +1,221 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// clusterWait bounds every wait on the cluster's processes.
+const clusterWait = 30 * time.Second
+
+// Cluster is a private Redis Cluster of three primaries (no replicas) on
+// loopback ports, started by StartCluster for one test and killed when the
+// test ends. Its data is not persisted: a node that is stopped and started
+// again keeps its slots (nodes.conf) but comes back empty.
+type Cluster struct {
+	t   testing.TB
+	dir string
+
+	mu    sync.Mutex // guards procs
+	ports []int
+	procs []*exec.Cmd // one per port; nil while that node is stopped
+}
+
+// StartCluster starts three redis-server processes with cluster mode on,
+// joins them with `redis-cli --cluster create` (slots split evenly) and
+// waits until every node reports cluster_state:ok. It skips the test when
+// redis-server or redis-cli is missing, or fails it when CI=true.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("redistest: %s not installed and CI=true: %v", bin, err)
+			}
+			t.Skipf("redistest: Redis Cluster tests need %s: %v", bin, err)
+		}
+	}
+	c := &Cluster{t: t, dir: t.TempDir()}
+	t.Cleanup(c.stopAll)
+	for range 3 {
+		c.ports = append(c.ports, freeClusterPort(t))
+		c.procs = append(c.procs, nil)
+	}
+	for i := range c.ports {
+		c.Start(i)
+	}
+	args := []string{"--cluster", "create"}
+	args = append(args, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	c.WaitOK()
+	return c
+}
+
+// freeClusterPort returns a loopback port that is free together with its
+// cluster bus port (port + 10000).
+func freeClusterPort(t testing.TB) int {
+	t.Helper()
+	for range 200 {
+		p := 20000 + rand.IntN(25000)
+		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		b, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		_ = a.Close()
+		if err != nil {
+			continue
+		}
+		_ = b.Close()
+		return p
+	}
+	t.Fatal("redistest: no free port pair for a cluster node")
+	return 0
+}
+
+// Addrs returns the nodes' host:port addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.ports))
+	for i, p := range c.ports {
+		out[i] = "127.0.0.1:" + strconv.Itoa(p)
+	}
+	return out
+}
+
+// URL returns a redis.url naming every node, in the form go-redis's
+// ParseClusterURL reads: redis://first?addr=second&addr=third.
+func (c *Cluster) URL() string {
+	a := c.Addrs()
+	return "redis://" + a[0] + "?addr=" + strings.Join(a[1:], "&addr=")
+}
+
+// Client returns a cluster client on every node, closed when the test ends.
+func (c *Cluster) Client() *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: time.Second})
+	c.t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// Start (re)starts node i on its port, and waits until it answers PING.
+func (c *Cluster) Start(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.procs[i] != nil {
+		return
+	}
+	port := strconv.Itoa(c.ports[i])
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+port+".conf",
+		"--cluster-node-timeout", "2000", "--dir", c.dir,
+		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(c.dir, "redis-"+port+".log"))
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("redistest: start redis-server on %s: %v", port, err)
+	}
+	c.procs[i] = cmd
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rc.Close()
+	deadline := time.Now().Add(clusterWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rc.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: redis-server on %s did not answer within %s: %v", port, clusterWait, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
+	}
+}
+
+// Stop kills node i (SIGKILL: no shutdown, no save) and reaps it.
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cmd := c.procs[i]; cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		c.procs[i] = nil
+	}
+}
+
+func (c *Cluster) stopAll() {
+	for i := range c.procs {
+		c.Stop(i)
+	}
+}
+
+// WaitOK polls every node until each reports cluster_state:ok and knows
+// all 16384 slots, failing the test after a bound.
+func (c *Cluster) WaitOK() {
+	c.t.Helper()
+	deadline := time.Now().Add(clusterWait)
+	for {
+		err := c.check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("redistest: cluster not ready within %s: %v", clusterWait, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the cluster's own convergence
+	}
+}
+
+func (c *Cluster) check() error {
+	for _, a := range c.Addrs() {
+		rc := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		info, err := rc.ClusterInfo(ctx).Result()
+		cancel()
+		_ = rc.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", a, err)
+		}
+		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
+			return fmt.Errorf("%s: not ready", a)
+		}
+	}
+	return nil
+}
+
+// DeletePrefix removes every key under prefix on every primary.
+func (c *Cluster) DeletePrefix(prefix string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, a := range c.Addrs() {
+		rc := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		iter := rc.Scan(ctx, 0, prefix+"*", 500).Iterator()
+		for iter.Next(ctx) {
+			if err := rc.Del(ctx, iter.Val()).Err(); err != nil {
+				_ = rc.Close()
+				return err
+			}
+		}
+		err := iter.Err()
+		_ = rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
