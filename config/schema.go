@@ -100,10 +100,16 @@ type Log struct {
 // fields are unused (but still validated).
 type Redis struct {
 	// URL is the Redis for counters (limits, quotas, budget, leases,
-	// certificates), e.g. redis://127.0.0.1:6379/0.
+	// certificates), e.g. redis://127.0.0.1:6379/0, or the nodes of a
+	// Redis Cluster: redis://h1:7000?addr=h2:7000&addr=h3:7000.
 	URL string `yaml:"url"`
+	// Mode is "single", "cluster", or empty: cluster when URL lists
+	// several nodes (addr=), otherwise single.
+	Mode string `yaml:"mode"`
 	// CacheURL is the Redis for the shared cache tier; default: URL with
-	// the database number plus one, so eviction never touches counters.
+	// the database number plus one, so eviction never touches counters
+	// (on a Redis Cluster, which has one database: URL itself). It is a
+	// cluster exactly when URL is.
 	CacheURL string `yaml:"cache_url"`
 	// Prefix starts every key trendgate writes (default "tg:").
 	Prefix string `yaml:"prefix"`
