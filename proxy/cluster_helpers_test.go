@@ -412,12 +412,21 @@ type redisServer struct {
 	t    *testing.T
 	port int
 	cmd  *exec.Cmd
+	args []string // persistence settings
 }
 
 // startRedisServer starts a private, non-persistent redis-server on a free
 // port. It skips (or fails under CI=true) when redis-server is not
 // installed. The process is killed when the test ends.
 func startRedisServer(t *testing.T) *redisServer {
+	t.Helper()
+	return startRedisServerWith(t, false)
+}
+
+// startRedisServerWith is startRedisServer; with persist the server keeps
+// an append-only file fsynced on every write (in a test directory), so a
+// SIGKILL loses no write it answered and a restart brings them back.
+func startRedisServerWith(t *testing.T, persist bool) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -431,7 +440,10 @@ func startRedisServer(t *testing.T) *redisServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &redisServer{t: t, port: port}
+	s := &redisServer{t: t, port: port, args: []string{"--save", "", "--appendonly", "no"}}
+	if persist {
+		s.args = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	}
 	t.Cleanup(s.stop)
 	s.start()
 	return s
@@ -442,8 +454,7 @@ func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port)
 // start launches the process and waits (bounded) until it answers PING.
 func (s *redisServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
+	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1"}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

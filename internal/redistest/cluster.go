@@ -25,12 +25,28 @@ const clusterWait = 30 * time.Second
 // test ends. Its data is not persisted: a node that is stopped and started
 // again keeps its slots (nodes.conf) but comes back empty.
 type Cluster struct {
-	t   testing.TB
-	dir string
+	t         testing.TB
+	dir       string
+	opts      ClusterOptions
+	ports     []int
+	announced []string // the client address each node tells clients about
 
-	mu    sync.Mutex // guards procs
-	ports []int
+	mu    sync.Mutex  // guards procs
 	procs []*exec.Cmd // one per port; nil while that node is stopped
+}
+
+// ClusterOptions configures StartClusterWith. The zero value is what
+// StartCluster uses: no persistence, clients talk to the nodes directly.
+type ClusterOptions struct {
+	// Persist turns on the append-only file with fsync on every write, so
+	// a node killed with SIGKILL comes back with every write it answered.
+	Persist bool
+	// Relay, when set, is called once per node with the node's address
+	// and returns the address of a relay in front of it (started by the
+	// caller); the node announces the relay's port, so cluster clients
+	// (which follow the cluster's own slot map) reach it only through the
+	// relay. The cluster bus stays direct.
+	Relay func(target string) (addr string)
 }
 
 // StartCluster starts three redis-server processes with cluster mode on,
@@ -38,6 +54,12 @@ type Cluster struct {
 // waits until every node reports cluster_state:ok. It skips the test when
 // redis-server or redis-cli is missing, or fails it when CI=true.
 func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	return StartClusterWith(t, ClusterOptions{})
+}
+
+// StartClusterWith is StartCluster with options.
+func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 	t.Helper()
 	for _, bin := range []string{"redis-server", "redis-cli"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -47,17 +69,23 @@ func StartCluster(t testing.TB) *Cluster {
 			t.Skipf("redistest: Redis Cluster tests need %s: %v", bin, err)
 		}
 	}
-	c := &Cluster{t: t, dir: t.TempDir()}
+	c := &Cluster{t: t, dir: t.TempDir(), opts: o}
 	t.Cleanup(c.stopAll)
 	for range 3 {
-		c.ports = append(c.ports, freeClusterPort(t))
+		p := freeClusterPort(t)
+		a := "127.0.0.1:" + strconv.Itoa(p)
+		if o.Relay != nil {
+			a = o.Relay(a)
+		}
+		c.ports = append(c.ports, p)
+		c.announced = append(c.announced, a)
 		c.procs = append(c.procs, nil)
 	}
 	for i := range c.ports {
 		c.Start(i)
 	}
 	args := []string{"--cluster", "create"}
-	args = append(args, c.Addrs()...)
+	args = append(args, c.announced...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), clusterWait)
 	defer cancel()
@@ -99,16 +127,18 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// URL returns a redis.url naming every node, in the form go-redis's
-// ParseClusterURL reads: redis://first?addr=second&addr=third.
+// URL returns a redis.url naming every node as clients reach it (through
+// the relays, when there are), in the form go-redis's ParseClusterURL
+// reads: redis://first?addr=second&addr=third.
 func (c *Cluster) URL() string {
-	a := c.Addrs()
+	a := c.announced
 	return "redis://" + a[0] + "?addr=" + strings.Join(a[1:], "&addr=")
 }
 
-// Client returns a cluster client on every node, closed when the test ends.
+// Client returns a cluster client on every node (through the relays, when
+// there are), closed when the test ends.
 func (c *Cluster) Client() *redis.ClusterClient {
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DialTimeout: time.Second})
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.announced, DialTimeout: time.Second})
 	c.t.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
@@ -122,10 +152,22 @@ func (c *Cluster) Start(i int) {
 		return
 	}
 	port := strconv.Itoa(c.ports[i])
-	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1",
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+port+".conf",
-		"--cluster-node-timeout", "2000", "--dir", c.dir,
-		"--save", "", "--appendonly", "no", "--logfile", filepath.Join(c.dir, "redis-"+port+".log"))
+	args := []string{"--port", port, "--bind", "127.0.0.1",
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + port + ".conf",
+		"--cluster-node-timeout", "2000", "--dir", c.dir, "--save", "",
+		"--logfile", filepath.Join(c.dir, "redis-"+port+".log")}
+	if c.opts.Persist {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always",
+			"--appendfilename", "appendonly-"+port+".aof", "--appenddirname", "aof-"+port)
+	} else {
+		args = append(args, "--appendonly", "no")
+	}
+	if c.opts.Relay != nil {
+		_, aport, _ := net.SplitHostPort(c.announced[i])
+		args = append(args, "--cluster-announce-ip", "127.0.0.1", "--cluster-announce-port", aport,
+			"--cluster-announce-bus-port", strconv.Itoa(c.ports[i]+10000))
+	}
+	cmd := exec.Command("redis-server", args...)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("redistest: start redis-server on %s: %v", port, err)
 	}
