@@ -409,7 +409,7 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string
 // redisServer is a private redis-server subprocess on a fixed loopback
 // port, so a test can stop and restart it.
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	port int
 	cmd  *exec.Cmd
 	args []string // persistence settings
@@ -418,7 +418,7 @@ type redisServer struct {
 // startRedisServer starts a private, non-persistent redis-server on a free
 // port. It skips (or fails under CI=true) when redis-server is not
 // installed. The process is killed when the test ends.
-func startRedisServer(t *testing.T) *redisServer {
+func startRedisServer(t testing.TB) *redisServer {
 	t.Helper()
 	return startRedisServerWith(t, false)
 }
@@ -426,7 +426,7 @@ func startRedisServer(t *testing.T) *redisServer {
 // startRedisServerWith is startRedisServer; with persist the server keeps
 // an append-only file fsynced on every write (in a test directory), so a
 // SIGKILL loses no write it answered and a restart brings them back.
-func startRedisServerWith(t *testing.T, persist bool) *redisServer {
+func startRedisServerWith(t testing.TB, persist bool) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {

@@ -33,6 +33,7 @@ type chaosRelay struct {
 	resetP   float64       // share of chunks that reset the connection instead
 
 	delayed, resets atomic.Int64 // what was injected, for the log
+	forwarded       atomic.Int64 // chunks forwarded from client to server
 
 	wg    sync.WaitGroup // the accept loop and the pipes
 	mu    sync.Mutex     // guards conns
@@ -40,7 +41,7 @@ type chaosRelay struct {
 }
 
 // newChaosRelay relays to target until the test ends; chaos starts off.
-func newChaosRelay(t *testing.T, target string) *chaosRelay {
+func newChaosRelay(t testing.TB, target string) *chaosRelay {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -71,13 +72,14 @@ func (r *chaosRelay) accept() {
 		r.conns = append(r.conns, client, server)
 		r.mu.Unlock()
 		r.wg.Add(2)
-		go r.pipe(server, client)
-		go r.pipe(client, server)
+		go r.pipe(server, client, &r.forwarded)
+		go r.pipe(client, server, nil)
 	}
 }
 
-// pipe copies src to dst chunk by chunk, injecting faults while on.
-func (r *chaosRelay) pipe(dst, src net.Conn) {
+// pipe copies src to dst chunk by chunk, injecting faults while on, and
+// counts the chunks in count when it is not nil.
+func (r *chaosRelay) pipe(dst, src net.Conn, count *atomic.Int64) {
 	defer r.wg.Done()
 	defer dst.Close()
 	defer src.Close()
@@ -96,6 +98,9 @@ func (r *chaosRelay) pipe(dst, src net.Conn) {
 			}
 		}
 		if n > 0 {
+			if count != nil {
+				count.Add(1)
+			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
