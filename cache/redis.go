@@ -213,14 +213,20 @@ func (s *RedisStore) Clear(ctx context.Context) {
 }
 
 // unlinkAll scans c for pattern and unlinks what it finds, one bounded
-// command at a time.
+// batch at a time. Each key is its own UNLINK, pipelined: on a cluster
+// node one UNLINK of keys in different slots fails with CROSSSLOT.
 func (s *RedisStore) unlinkAll(ctx context.Context, c redis.UniversalClient, pattern string) error {
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		keys, next, err := c.Scan(cctx, cursor, pattern, 512).Result()
 		if err == nil && len(keys) > 0 {
-			err = c.Unlink(cctx, keys...).Err()
+			_, err = c.Pipelined(cctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Unlink(cctx, k)
+				}
+				return nil
+			})
 		}
 		cancel()
 		if err != nil {
