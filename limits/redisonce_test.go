@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
@@ -220,4 +221,114 @@ func nodeOf(t *testing.T, cl *redistest.Cluster, slot int64) string {
 	}
 	t.Fatalf("no primary serves slot %d", slot)
 	return ""
+}
+
+// TestRedisClusterSlotMigration moves the slot of one API key's hash tag
+// from its primary to another while three limiters keep admitting: before,
+// while the slot is MIGRATING/IMPORTING (ASK redirects, and TRYAGAIN while
+// its keys are split between the two), after the keys moved, and after
+// the slot is reassigned (MOVED). No Admit fails, and once the journals
+// are replayed the daily counter equals the units admitted, exactly.
+func TestRedisClusterSlotMigration(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Now()) // drives the breakers; Redis TIME the windows
+	var lims []*Redis
+	for range 3 {
+		r, _ := newLimiterOn(t, cl.Client(), RedisOptions{Prefix: "tg:", Timeout: 2 * time.Second, ReconcileEvery: time.Hour}, clk)
+		lims = append(lims, r)
+	}
+	const key = "migrating-key"
+	p := Policy{Daily: 100_000, Monthly: 1_000_000}
+	var admitted int64
+	admit := func(stage string, n int) {
+		t.Helper()
+		clk.Advance(10 * time.Second) // past any open breaker's back-off: probe Redis again
+		for i := range n {
+			d, err := lims[i%3].Admit(ctx, key, p, 1)
+			if err != nil {
+				t.Fatalf("%s: Admit: %v", stage, err)
+			}
+			if !d.Allowed {
+				t.Fatalf("%s: refused (%s); want admitted", stage, d.Reason)
+			}
+			admitted++
+		}
+	}
+
+	direct := map[string]*redis.Client{}
+	ids := map[string]string{}
+	for _, a := range cl.Addrs() {
+		rc := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = rc.Close() })
+		direct[a] = rc
+		id, err := rc.Do(ctx, "CLUSTER", "MYID").Text()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[a] = id
+	}
+	slot, err := cl.Client().ClusterKeySlot(ctx, lims[0].rateKey(key)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := nodeOf(t, cl, slot)
+	var to string
+	for _, a := range cl.Addrs() {
+		if a != from {
+			to = a
+			break
+		}
+	}
+	do := func(a string, args ...any) {
+		t.Helper()
+		if err := direct[a].Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s %v: %v", a, args, err)
+		}
+	}
+
+	admit("before", 30)
+	do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from])
+	do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to])
+	admit("slot migrating", 30)
+	keys, err := direct[from].ClusterGetKeysInSlot(ctx, int(slot), 1000).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := strings.Cut(to, ":")
+	for _, k := range keys[:len(keys)/2] { // half the keys: the script's keys are split
+		do(from, "MIGRATE", host, port, k, 0, 5000)
+	}
+	admit("keys split between the primaries", 30)
+	for _, k := range keys[len(keys)/2:] {
+		do(from, "MIGRATE", host, port, k, 0, 5000)
+	}
+	admit("keys moved", 30)
+	for _, a := range cl.Addrs() {
+		do(a, "CLUSTER", "SETSLOT", slot, "NODE", ids[to])
+	}
+	admit("slot moved", 30)
+
+	var fallbacks float64
+	clk.Advance(10 * time.Second)
+	for _, r := range lims {
+		fallbacks += testutil.ToFloat64(r.m.RedisFallbacks)
+		if err := r.Reconcile(ctx); err != nil {
+			t.Fatalf("Reconcile: %v", err)
+		}
+		if n := r.JournalLen(); n != 0 {
+			t.Fatalf("journal after Reconcile: %d entries; want 0", n)
+		}
+	}
+	w := windowAt(time.Now())
+	if got := readCounter(t, cl.Client(), lims[0].dayKey(key, w.day)); got != admitted {
+		t.Errorf("day counter: got %d; want %d (units admitted)", got, admitted)
+	}
+	if got := readCounter(t, cl.Client(), lims[0].monthKey(key, w.month)); got != admitted {
+		t.Errorf("month counter: got %d; want %d", got, admitted)
+	}
+	if got := nodeOf(t, cl, slot); got != to {
+		t.Errorf("slot %d served by %s; want %s (the migration target)", slot, got, to)
+	}
+	t.Logf("slot %d moved %s -> %s with %d keys; %d admitted, %v by the fallback", slot, from, to, len(keys), admitted, fallbacks)
 }
