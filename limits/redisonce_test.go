@@ -2,6 +2,8 @@ package limits
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,13 +212,19 @@ func TestRedisClusterExactAcrossInstances(t *testing.T) {
 // nodeOf returns the address of the primary serving slot.
 func nodeOf(t *testing.T, cl *redistest.Cluster, slot int64) string {
 	t.Helper()
-	shards, err := cl.Client().ClusterSlots(context.Background()).Result()
+	shards, err := cl.Client().ClusterShards(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range shards {
-		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
-			return s.Nodes[0].Addr
+		for _, r := range s.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range s.Nodes {
+					if n.Role == "master" {
+						return net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+					}
+				}
+			}
 		}
 	}
 	t.Fatalf("no primary serves slot %d", slot)
