@@ -22,7 +22,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Modes of Config.Mode. The empty mode decides from the URL.
+// The modes a caller passes (redis.mode in the configuration). The empty
+// mode decides from the URL.
 const (
 	ModeSingle  = "single"
 	ModeCluster = "cluster"

@@ -239,25 +239,3 @@ func (c *Cluster) check() error {
 	}
 	return nil
 }
-
-// DeletePrefix removes every key under prefix on every primary.
-func (c *Cluster) DeletePrefix(prefix string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, a := range c.Addrs() {
-		rc := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-		iter := rc.Scan(ctx, 0, prefix+"*", 500).Iterator()
-		for iter.Next(ctx) {
-			if err := rc.Del(ctx, iter.Val()).Err(); err != nil {
-				_ = rc.Close()
-				return err
-			}
-		}
-		err := iter.Err()
-		_ = rc.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
