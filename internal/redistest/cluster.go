@@ -31,8 +31,14 @@ type Cluster struct {
 	ports     []int
 	announced []string // the client address each node tells clients about
 
-	mu    sync.Mutex  // guards procs
-	procs []*exec.Cmd // one per port; nil while that node is stopped
+	mu    sync.Mutex // guards procs
+	procs []*node    // one per port; nil while that node is stopped
+}
+
+// node is one running redis-server process.
+type node struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited and been reaped
 }
 
 // ClusterOptions configures StartClusterWith. The zero value is what
@@ -97,11 +103,13 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 }
 
 // freeClusterPort returns a loopback port that is free together with its
-// cluster bus port (port + 10000).
+// cluster bus port (port + 10000). Both lie below 32768, outside Linux's
+// ephemeral range, so no listener on a random port (another test's
+// server) takes them between this check and the node's start.
 func freeClusterPort(t testing.TB) int {
 	t.Helper()
 	for range 200 {
-		p := 20000 + rand.IntN(25000)
+		p := 20000 + rand.IntN(2768)
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
@@ -171,7 +179,9 @@ func (c *Cluster) Start(i int) {
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("redistest: start redis-server on %s: %v", port, err)
 	}
-	c.procs[i] = cmd
+	n := &node{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(n.exited) }()
+	c.procs[i] = n
 	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rc.Close()
 	deadline := time.Now().Add(clusterWait)
@@ -181,6 +191,13 @@ func (c *Cluster) Start(i int) {
 		cancel()
 		if err == nil {
 			return
+		}
+		select {
+		case <-n.exited:
+			c.procs[i] = nil
+			log, _ := os.ReadFile(filepath.Join(c.dir, "redis-"+port+".log"))
+			c.t.Fatalf("redistest: redis-server on %s exited at start (port taken?); its log:\n%s", port, log)
+		default:
 		}
 		if time.Now().After(deadline) {
 			c.t.Fatalf("redistest: redis-server on %s did not answer within %s: %v", port, clusterWait, err)
@@ -193,9 +210,9 @@ func (c *Cluster) Start(i int) {
 func (c *Cluster) Stop(i int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cmd := c.procs[i]; cmd != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+	if n := c.procs[i]; n != nil {
+		_ = n.cmd.Process.Kill()
+		<-n.exited
 		c.procs[i] = nil
 	}
 }
