@@ -1,16 +1,31 @@
 # Build a static binary, then ship it alone in a distroless non-root image.
+#
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#                --build-arg COMMIT=$(git rev-parse HEAD) -t trendgate .
+#
+# .dockerignore keeps .git out of the build context, so Go cannot read the
+# commit itself: VERSION and COMMIT are stamped into the binary with -X
+# (what "trendgate version" and trendgate_build_info report). Left empty,
+# they read "(devel)" and "unknown".
 FROM golang:1.26-bookworm AS build
+ARG VERSION=""
+ARG COMMIT=""
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/trendgate ./cmd/trendgate
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X trendgate/internal/buildinfo.version=${VERSION} -X trendgate/internal/buildinfo.commit=${COMMIT}" \
+      -o /out/trendgate ./cmd/trendgate
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/trendgate /usr/local/bin/trendgate
 USER nonroot:nonroot
 EXPOSE 8080 9090
+# The health check reads admin.listen from the same file the server uses
+# (mount the directory /etc/trendgate, see README), so moving the admin
+# listener does not break it; admin.listen must not be "off".
 HEALTHCHECK --interval=15s --timeout=3s --retries=3 \
-  CMD ["/usr/local/bin/trendgate", "healthcheck", "-url", "http://127.0.0.1:9090/healthz"]
+  CMD ["/usr/local/bin/trendgate", "healthcheck", "-config", "/etc/trendgate/config.yaml"]
 ENTRYPOINT ["/usr/local/bin/trendgate"]
 CMD ["serve", "-config", "/etc/trendgate/config.yaml"]

@@ -1,5 +1,7 @@
 // Package admin serves the operator routes of the admin listener: liveness,
-// readiness, Prometheus metrics and cache purge, behind the admin token.
+// readiness, Prometheus metrics, cache purge, per-key usage, the live
+// dashboard page and the public API's OpenAPI document, behind the admin
+// token.
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key and never serves
@@ -14,10 +16,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
+	"time"
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/clock"
 	"trendgate/internal/httperr"
 )
 
@@ -38,9 +43,23 @@ type Options struct {
 	Metrics http.Handler
 	// Purger serves /purge. If nil, there is no /purge route.
 	Purger Purger
+	// Pprof reports whether net/http/pprof is served under /debug/pprof/
+	// (admin.pprof; read per request, so reload applies). If nil, there is
+	// no such route.
+	Pprof func() bool
 	// NewID returns a fresh request id for each admin request. If nil,
 	// responses carry no X-Request-Id and error bodies an empty request_id.
 	NewID func() string
+	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
+	// are no /keys routes.
+	Usage UsageSource
+	// Dashboard serves GET /summary, and enables the dashboard page at /
+	// (dashboard.go). If nil, there is no page and no /summary route.
+	Dashboard SummarySource
+	// Clock stamps generated_at in /keys and resolves the relative windows
+	// of a purge by url= exactly as a request at that moment would; nil
+	// means clock.Real{}.
+	Clock clock.Clock
 }
 
 var errNotLocal = httperr.New(http.StatusForbidden, "admin_not_local",
@@ -48,19 +67,34 @@ var errNotLocal = httperr.New(http.StatusForbidden, "admin_not_local",
 
 var errInvalidToken = httperr.New(http.StatusUnauthorized, "invalid_admin_token", "the admin token is missing or wrong")
 
-var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge", "give one of key=<canonical key>, topic=<topic> or all=true")
+var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge",
+	"give one of url=<public request URL, e.g. /api4/public/topic/bitcoin/whatsup/v1>, topic=<topic>, key=<canonical cache key> or all=true")
+
+var errPurgeNotRoute = httperr.New(http.StatusBadRequest, "invalid_purge",
+	"url= must be a public API request such as /api4/public/topic/bitcoin/time-series/v1?bucket=day")
+
+var errNotFound = httperr.New(http.StatusNotFound, "not_found", "no such admin route")
+
+var errMethod = httperr.New(http.StatusMethodNotAllowed, "method_not_allowed", "this admin route does not take that method; see the Allow header")
 
 // New returns the admin handler: /healthz (process alive), /readyz (ready
-// to take traffic), /metrics (Prometheus) and /purge (POST with key=,
-// topic= or all=true). With a token set, every route but /healthz requires
-// "Authorization: Bearer <token>". Without one, every route but /healthz
-// refuses requests that carry an Origin header or name a Host that is not
+// to take traffic), /metrics (Prometheus), /purge (POST with url=,
+// topic=, key= or all=true), /openapi.yaml (the public API's description)
+// and, with their hooks, /keys, /summary and the dashboard page at /. With
+// a token set, every route but /healthz and the dashboard's static files
+// requires "Authorization: Bearer <token>". Without one, those routes
+// refuse requests that carry an Origin header or name a Host that is not
 // a loopback name or address, so a web page cannot reach them through the
 // operator's browser (cross-site requests, DNS rebinding). Every response
-// carries X-Request-Id.
+// carries X-Request-Id, and every error is the usual JSON body, an unknown
+// route (404) or method (405, with Allow) included, whichever routes the
+// mux has.
 func New(o Options) http.Handler {
 	if o.Ready == nil {
 		o.Ready = func() (bool, string) { return true, "ok" }
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	s := &server{o: o}
 	mux := http.NewServeMux()
@@ -74,16 +108,58 @@ func New(o Options) http.Handler {
 	if o.Purger != nil {
 		mux.Handle("POST /purge", s.auth(http.HandlerFunc(s.servePurge)))
 	}
+	if o.Usage != nil {
+		s.registerKeys(mux)
+	}
+	if o.Dashboard != nil {
+		s.registerDashboard(mux)
+	}
+	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(serveOpenAPI)))
+	if o.Pprof != nil {
+		mux.Handle("/debug/pprof/", s.auth(pprofHandler(o.Pprof)))
+	}
+	h := jsonErrors(mux)
 	if o.NewID == nil {
-		return mux
+		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", o.NewID())
-		mux.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// probeMethods are the methods tried to fill Allow on a 405.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// jsonErrors answers what mux has no route for with the JSON error body
+// (ServeMux's own 404 and 405 are plain text), so every route registered
+// on mux, now or later, shares the behaviour.
+func jsonErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		var allow []string
+		for _, m := range probeMethods {
+			probe := r.WithContext(r.Context()) // a shallow copy
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			httperr.Write(w, requestID(w), errNotFound)
+			return
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		httperr.Write(w, requestID(w), errMethod)
 	})
 }
 
 type server struct{ o Options }
+
+func (s *server) now() time.Time { return s.o.Clock.Now().UTC() }
 
 // requestID is the id New gave the response.
 func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }
@@ -135,14 +211,29 @@ func (s *server) serveReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, map[string]any{"ready": ok, "status": why})
 }
 
+// servePurge drops cache entries. url= is the one an operator has at
+// hand: a public request URL (path and query, or a whole URL), taken
+// verbatim from the rest of the query string and canonicalized exactly as
+// that request would be. key= and url= that match no entry answer 404
+// not_cached rather than a silent {"purged": 0}.
 func (s *server) servePurge(w http.ResponseWriter, r *http.Request) {
+	if target, ok := strings.CutPrefix(r.URL.RawQuery, "url="); ok {
+		key, he := s.canonicalKey(target)
+		if he != nil {
+			httperr.Write(w, requestID(w), he)
+			return
+		}
+		s.purgeKey(w, r, key)
+		return
+	}
 	q := r.URL.Query()
 	var sel cache.Selector
 	switch {
 	case q.Get("all") == "true":
 		sel.All = true
 	case q.Get("key") != "":
-		sel.Key = q.Get("key")
+		s.purgeKey(w, r, q.Get("key"))
+		return
 	case q.Get("topic") != "":
 		topic, err := api.CanonicalTopic(q.Get("topic"))
 		var he *httperr.Error
@@ -159,9 +250,66 @@ func (s *server) servePurge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }
 
+// purgeKey purges the entry with the canonical key, or says there is none.
+func (s *server) purgeKey(w http.ResponseWriter, r *http.Request, key string) {
+	if n := s.o.Purger.Purge(r.Context(), cache.Selector{Key: key}); n > 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"purged": n, "key": key})
+		return
+	}
+	msg := "nothing is cached under this key"
+	if !strings.HasPrefix(key, "v1|") {
+		msg += "; key= takes a canonical cache key (v1|...): give the public request URL as url= instead"
+	} else {
+		msg += " (" + key + ")"
+	}
+	httperr.Write(w, requestID(w), httperr.New(http.StatusNotFound, "not_cached", msg))
+}
+
+// canonicalKey returns the cache key of the public request target: a path
+// with its query ("/api4/public/topic/%23ai/time-series/v1?bucket=day"),
+// or a whole http(s) URL; a target percent-encoded as a whole is decoded
+// once first. Errors are the ones the request itself would get.
+func (s *server) canonicalKey(target string) (string, *httperr.Error) {
+	if lower := strings.ToLower(target); strings.HasPrefix(lower, "%2f") || strings.HasPrefix(lower, "http%3a") || strings.HasPrefix(lower, "https%3a") {
+		dec, err := url.QueryUnescape(target)
+		if err != nil {
+			return "", errPurgeNotRoute
+		}
+		target = dec
+	}
+	if i := strings.Index(target, "://"); i > 0 {
+		rest := target[i+3:]
+		slash := strings.IndexByte(rest, '/')
+		if slash < 0 {
+			return "", errPurgeNotRoute
+		}
+		target = rest[slash:]
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil || !strings.HasPrefix(target, "/") {
+		return "", errPurgeNotRoute
+	}
+	req, err := api.ParseRequest(&http.Request{Method: http.MethodGet, URL: u, RequestURI: target}, s.o.Clock.Now())
+	var he *httperr.Error
+	switch {
+	case err == nil:
+		return req.Key(), nil
+	case errors.As(err, &he) && he.Status == http.StatusBadRequest:
+		return "", he
+	}
+	return "", errPurgeNotRoute
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// serveOpenAPI serves api.OpenAPI, the public API's OpenAPI 3.1 document.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(api.OpenAPI)
 }

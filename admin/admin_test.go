@@ -1,14 +1,19 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/clock"
 )
 
 type recordingPurger struct{ got []cache.Selector }
@@ -75,7 +80,8 @@ func TestPurgeSelectors(t *testing.T) {
 	} {
 		p.got = nil
 		w := serve(h, "POST", "/purge?"+c.query, "")
-		if w.Code != http.StatusOK || w.Body.String() != "{\"purged\":3}\n" {
+		var out struct{ Purged int }
+		if err := json.Unmarshal(w.Body.Bytes(), &out); w.Code != http.StatusOK || err != nil || out.Purged != 3 {
 			t.Errorf("%s: %d %q; want 200 {\"purged\":3}", c.query, w.Code, w.Body)
 		}
 		if len(p.got) != 1 || p.got[0] != c.want {
@@ -143,5 +149,155 @@ func TestNoTokenRefusesCrossSite(t *testing.T) {
 	h.ServeHTTP(w, r)
 	if w.Code != http.StatusOK {
 		t.Errorf("/healthz from any Host: %d; want 200", w.Code)
+	}
+}
+
+// TestOpenAPIDocument: /openapi.yaml serves the embedded document, behind
+// the admin token like every route but /healthz.
+func TestOpenAPIDocument(t *testing.T) {
+	tests := []struct {
+		name       string
+		token      string // admin.token in force
+		send       string // token the request presents
+		origin     bool   // the request carries an Origin header
+		wantStatus int
+	}{
+		{name: "token", token: "admin-test-token", send: "admin-test-token", wantStatus: http.StatusOK},
+		{name: "missing token", token: "admin-test-token", wantStatus: http.StatusUnauthorized},
+		{name: "no token configured, same host", wantStatus: http.StatusOK},
+		{name: "no token configured, cross-site", origin: true, wantStatus: http.StatusForbidden},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := New(Options{Token: func() string { return tc.token }})
+			r := httptest.NewRequest("GET", "/openapi.yaml", nil)
+			r.Host = "127.0.0.1:9090"
+			if tc.send != "" {
+				r.Header.Set("Authorization", "Bearer "+tc.send)
+			}
+			if tc.origin {
+				r.Header.Set("Origin", "https://example.com")
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.wantStatus {
+				t.Fatalf("got %d; want %d", w.Code, tc.wantStatus)
+			}
+			if tc.wantStatus != http.StatusOK {
+				return
+			}
+			if got := w.Header().Get("Content-Type"); got != "application/yaml" {
+				t.Errorf("Content-Type %q; want application/yaml", got)
+			}
+			if !bytes.Equal(w.Body.Bytes(), api.OpenAPI) || !bytes.HasPrefix(api.OpenAPI, []byte("openapi: 3.1")) {
+				t.Errorf("body is not the embedded OpenAPI 3.1 document (%d bytes; want %d)", w.Body.Len(), len(api.OpenAPI))
+			}
+		})
+	}
+}
+
+// countingPurger purges n entries for the keys in hit, none otherwise.
+type countingPurger struct {
+	hit map[string]int
+	got []cache.Selector
+}
+
+func (p *countingPurger) Purge(_ context.Context, sel cache.Selector) int {
+	p.got = append(p.got, sel)
+	return p.hit[sel.Key]
+}
+
+// TestPurgeByURL is a regression test: purging one entry needed the
+// internal cache key, which nothing displays, and key=list silently purged
+// 0. url= takes the public request URL and canonicalizes it as the request
+// would be; a key or URL with nothing cached says so.
+func TestPurgeByURL(t *testing.T) {
+	now := time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC)
+	p := &countingPurger{hit: map[string]int{
+		"v1|whatsup|#ai":             1,
+		"v1|series|bitcoin|day|1m||": 1,
+		"v1|list":                    1,
+	}}
+	h := New(Options{Purger: p, Clock: clock.NewFake(now)})
+	tests := []struct {
+		query   string
+		status  int
+		code    string // error code, for non-200
+		wantKey string // the key purged (or looked for)
+	}{
+		{"url=/api4/public/topic/%23AI/whatsup/v1", 200, "", "v1|whatsup|#ai"},
+		{"url=/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", 200, "", "v1|series|bitcoin|day|1m||"},
+		{"url=https://gw.example.com/api4/public/topics/list/v1", 200, "", "v1|list"},
+		{"url=%2Fapi4%2Fpublic%2Ftopics%2Flist%2Fv1", 200, "", "v1|list"},
+		{"url=/api4/public/topic/ethereum/whatsup/v1", 404, "not_cached", "v1|whatsup|ethereum"},
+		{"url=/api4/public/topic/bitcoin/time-series/v1?bucket=weeks", 400, "invalid_bucket", ""},
+		{"url=/api4/public/topic/a%2Fb/whatsup/v1", 400, "invalid_topic", ""},
+		{"url=/api4/public/nope", 400, "invalid_purge", ""},
+		{"url=bitcoin", 400, "invalid_purge", ""},
+		{"key=list", 404, "not_cached", "list"},
+		{"key=" + url.QueryEscape("v1|list"), 200, "", "v1|list"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.query, func(t *testing.T) {
+			p.got = nil
+			w := serve(h, "POST", "/purge?"+tc.query, "")
+			if w.Code != tc.status {
+				t.Fatalf("status %d %s; want %d", w.Code, w.Body, tc.status)
+			}
+			if tc.code != "" {
+				var e struct{ Error, Code string }
+				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Code != tc.code || e.Error == "" {
+					t.Errorf("body %s; want JSON error with code %s", w.Body, tc.code)
+				}
+			}
+			if tc.wantKey == "" {
+				if len(p.got) != 0 {
+					t.Errorf("purged %+v for a refused request", p.got)
+				}
+				return
+			}
+			if len(p.got) != 1 || p.got[0] != (cache.Selector{Key: tc.wantKey}) {
+				t.Errorf("purged %+v; want key %q", p.got, tc.wantKey)
+			}
+		})
+	}
+}
+
+// TestUnknownRoutesAreJSON is a regression test: the admin mux answered
+// unknown routes and methods in plain text. Every route, including ones
+// added later, gets JSON 404 and 405 (with Allow).
+func TestUnknownRoutesAreJSON(t *testing.T) {
+	h := New(Options{Purger: &recordingPurger{}, Metrics: http.NotFoundHandler(), NewID: func() string { return "rid-1" }})
+	tests := []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/nope", 404, "not_found", ""},
+		{"GET", "/healthz/extra", 404, "not_found", ""},
+		{"GET", "/purge", 405, "method_not_allowed", "POST"},
+		{"DELETE", "/healthz", 405, "method_not_allowed", "GET, HEAD"},
+		{"POST", "/metrics", 405, "method_not_allowed", "GET, HEAD"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			w := serve(h, tc.method, tc.path, "")
+			var e struct {
+				Error, Code string
+				RequestID   string `json:"request_id"`
+			}
+			if w.Code != tc.status || !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
+				t.Fatalf("%d %s %q; want %d JSON", w.Code, w.Header().Get("Content-Type"), w.Body, tc.status)
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Code != tc.code || e.RequestID != "rid-1" {
+				t.Errorf("body %s; want code %s and request_id rid-1", w.Body, tc.code)
+			}
+			if got := w.Header().Get("Allow"); got != tc.allow {
+				t.Errorf("Allow %q; want %q", got, tc.allow)
+			}
+		})
+	}
+	if w := serve(h, "GET", "/healthz", ""); w.Code != 200 {
+		t.Errorf("GET /healthz: %d; want 200", w.Code)
 	}
 }

@@ -44,3 +44,7 @@ var (
 		"this API is served over HTTPS only; send the request to https:// (a key sent over plain HTTP should be treated as exposed)")
 	ErrClientGone = httperr.New(499, "client_closed_request", "the client went away")
 )
+
+// CodeCostExceedsLimit is the code of the 403 for a request whose cost is
+// above the key's burst, daily or monthly limit, which no wait can fix.
+const CodeCostExceedsLimit = "cost_exceeds_limit"

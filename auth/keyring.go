@@ -145,6 +145,8 @@ func (k *Keyring) Len() int {
 // token not in the keyring is refused with ReasonUnknown; a known key that is
 // disabled with ReasonDisabled (checked first), and one whose Expires is set
 // and not after now with ReasonExpired. Every refusal wraps ErrInvalidKey.
+// A refused known key (disabled, expired) still comes with its Principal,
+// for the operator's log; it must never be treated as authenticated.
 func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
 	if err := CheckFormat(token); err != nil {
 		return Principal{}, err
@@ -168,11 +170,12 @@ func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
 		return Principal{}, errUnknown
 	}
 	e := &k.entries[found]
+	p := Principal{KeyID: e.id, Plan: e.plan}
 	if e.disabled {
-		return Principal{}, errDisabled
+		return p, errDisabled
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		return Principal{}, errExpired
+		return p, errExpired
 	}
-	return Principal{KeyID: e.id, Plan: e.plan}, nil
+	return p, nil
 }

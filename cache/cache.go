@@ -176,10 +176,24 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 	}
 	if got.fetched {
 		c.m.misses.Inc()
-		return Result{Entry: got.e, Outcome: Miss, Coalesced: coalesced}, nil
+		return Result{Entry: got.e, Outcome: Miss, Coalesced: coalesced, TooLarge: got.tooLarge}, nil
 	}
 	c.m.hits.Inc() // another fill stored it between our look and the fill's
 	return Result{Entry: got.e, Outcome: Hit, Coalesced: coalesced}, nil
+}
+
+// Put stores e, an answer the caller fetched for e.Key itself (a wider
+// window fetched to answer a narrower request), as a fill would store it.
+// Like any Set it may be dropped.
+func (c *Cache) Put(ctx context.Context, e *Entry) error {
+	if e == nil || e.Key == "" {
+		return ErrNoEntry
+	}
+	if err := c.check(e, e.Key); err != nil {
+		return err
+	}
+	c.store.Set(ctx, e)
+	return nil
 }
 
 // Peek returns the stored entry for key, fresh or stale but not beyond
@@ -277,8 +291,9 @@ func (c *Cache) refresh(ctx context.Context, key string, fetch Fetcher) {
 // filled is what one fill hands to every waiter: ristretto may drop the Set,
 // so waiters never read it back from the store.
 type filled struct {
-	e       *Entry
-	fetched bool // false: found in the store by the fill's re-check
+	e        *Entry
+	fetched  bool // false: found in the store by the fill's re-check
+	tooLarge bool // fetched, but the store refuses entries that large
 }
 
 // fill runs (or joins) the coalesced fill of key and waits for it or ctx.
@@ -342,6 +357,9 @@ func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, backgr
 	if err != nil {
 		c.m.fetchErrors.Inc()
 		return filled{}, err
+	}
+	if a, ok := c.store.(Admitter); ok && !a.Admits(e) {
+		return filled{e: e, fetched: true, tooLarge: true}, nil
 	}
 	c.store.Set(context.WithoutCancel(ctx), e)
 	return filled{e: e, fetched: true}, nil

@@ -5,8 +5,11 @@ import "time"
 // Config configures the response cache. DefaultConfig returns the defaults;
 // YAML decoding overlays them.
 type Config struct {
-	// MaxBytes bounds the memory of the local tier; entries cost their body
-	// sizes (default 256 MiB).
+	// MaxBytes bounds the memory of the local tier: entries cost their
+	// bodies plus a fixed overhead, and the values derived from them (the
+	// memo: projected bodies, gzip copies) are charged when made. An entry
+	// costing more than MaxBytes/8 is served but not stored (default 256
+	// MiB).
 	MaxBytes int64 `yaml:"max_bytes"`
 	// StaleWhileRevalidate is how long after FreshUntil an entry is served at
 	// once while one background refresh runs (default 1h).

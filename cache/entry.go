@@ -33,19 +33,17 @@ type Entry struct {
 	// FreshUntil is set by the fetcher (see Config.FreshUntil); the zero
 	// time means the entry is stale from the start.
 	FreshUntil time.Time
+	// Derived marks an answer the gateway cut from a wider answer it held
+	// (package series) instead of asking the upstream. Only the local tier
+	// keeps it: read back from Redis or a snapshot it is false.
+	Derived bool
 
-	memo sync.Map // derived values, keyed by the gateway's own key types
-}
+	memo sync.Map // derived values: key -> *memoSlot (see memo.go)
 
-// Memo returns the derived value stored under k, if any.
-func (e *Entry) Memo(k any) (any, bool) { return e.memo.Load(k) }
-
-// StoreMemo stores v under k unless a value is already there, and returns the
-// value now stored (LoadOrStore semantics). Memo values live and die with the
-// entry.
-func (e *Entry) StoreMemo(k, v any) (actual any) {
-	actual, _ = e.memo.LoadOrStore(k, v)
-	return actual
+	acctMu    sync.Mutex // guards holder, holds, memoBytes and every memoSlot.size
+	holder    *Local     // the local tier charging the memo's bytes; nil while none holds the entry
+	holds     int        // values of holder's ristretto cache that reference this entry
+	memoBytes int64      // sum of the memo slots' sizes
 }
 
 // Age returns how long ago the entry was fetched, never negative; 0 when
@@ -69,6 +67,14 @@ type Store interface {
 	Delete(ctx context.Context, key string)
 	// Clear removes everything.
 	Clear(ctx context.Context)
+}
+
+// Admitter is implemented by stores that refuse some entries (the local
+// tier refuses one costing more than a set share of its bound); Cache.Get
+// asks it so it can say that a fetched entry was served but not stored.
+type Admitter interface {
+	// Admits reports whether Set would store e.
+	Admits(e *Entry) bool
 }
 
 // TopicIndex is implemented by stores that can list the keys they hold for
@@ -131,6 +137,9 @@ type Result struct {
 	Coalesced bool
 	// Err is the fetch error behind a StaleIfError outcome, nil otherwise.
 	Err error
+	// TooLarge is true when a fetched entry (Outcome Miss) was served but
+	// not stored, because the store refuses entries that large.
+	TooLarge bool
 }
 
 // Selector chooses what Cache.Purge removes: everything when All is set,

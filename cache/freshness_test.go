@@ -115,10 +115,10 @@ func TestEntryAgeAndMemo(t *testing.T) {
 	if _, ok := e.Memo(memoKey("gz")); ok {
 		t.Fatalf("Memo on a new entry found a value")
 	}
-	if got := e.StoreMemo(memoKey("gz"), "first"); got != "first" {
+	if got := e.StoreMemo(memoKey("gz"), "first", 5); got != "first" {
 		t.Errorf("StoreMemo = %v; want first", got)
 	}
-	if got := e.StoreMemo(memoKey("gz"), "second"); got != "first" {
+	if got := e.StoreMemo(memoKey("gz"), "second", 6); got != "first" {
 		t.Errorf("second StoreMemo = %v; want first (LoadOrStore)", got)
 	}
 	if v, ok := e.Memo(memoKey("gz")); !ok || v != "first" {

@@ -22,16 +22,34 @@ const avgEntryBytes = 4 << 10
 // ErrInvalidMaxBytes is returned by NewLocal for a non-positive bound.
 var ErrInvalidMaxBytes = errors.New("cache: max bytes must be > 0")
 
+// maxEntryShare is the largest share of MaxBytes one entry may take, its
+// memo included: a bigger entry is served but not stored (see Admits), a
+// memo value that would take it past the share is not kept.
+const maxEntryShare = 8
+
+// victimSample is how many held keys makeRoom looks at to pick one victim.
+const victimSample = 5
+
 // Local is the in-process tier: a ristretto cache bounded by MaxBytes, with
-// entries costing len(Body)+len(Key)+a fixed overhead, and a key index per
-// topic for purging. Ristretto's TTL is only a memory backstop (FreshUntil
-// minus Fetched plus the retention); freshness is the Cache's. Use NewLocal;
-// the zero value is not usable.
+// entries costing cap(Body)+len(Key)+a fixed overhead, and a key index per
+// topic for purging. The values derived from an entry (its memo: projected
+// bodies, compressed copies) are charged against the same bound when they
+// are created: Local counts them itself (ristretto's cost is fixed at Set
+// and an update of it evicts nothing), lowers ristretto's bound by as much
+// so later admissions make room for them, and evicts entries at once when
+// a new memo value takes the total past MaxBytes. Ristretto's TTL is only a
+// memory backstop (FreshUntil minus Fetched plus the retention); freshness
+// is the Cache's. Use NewLocal; the zero value is not usable.
 type Local struct {
 	rc        *ristretto.Cache[string, *Entry]
 	m         *Metrics
 	retention atomic.Int64 // time.Duration kept after FreshUntil
 	clearing  atomic.Bool  // set while Clear runs, so its removals are not counted as evictions
+	maxBytes  int64        // the bound on entries plus memo bytes
+	maxEntry  int64        // the most one entry may cost, memo included (maxBytes/maxEntryShare)
+
+	variantBytes atomic.Int64 // memo bytes of the entries held (see Entry.charge)
+	evictMu      sync.Mutex   // serializes makeRoom, so concurrent charges do not evict twice
 
 	mu     sync.Mutex                     // guards keys and topics
 	keys   map[string]*keyRef             // key -> values ristretto holds or is admitting
@@ -44,25 +62,30 @@ type Local struct {
 type keyRef struct {
 	topic string
 	refs  int
+	last  *Entry // the value most recently Set; makeRoom ranks victims by it
 }
 
 var (
 	_ Store      = (*Local)(nil)
 	_ TopicIndex = (*Local)(nil)
 	_ Retainer   = (*Local)(nil)
+	_ Admitter   = (*Local)(nil)
 )
 
-// NewLocal returns a local tier holding at most maxBytes of entry cost. A nil
-// m gets an unregistered Metrics; a non-nil m reports this tier's bytes and
-// entries (the last Local built with m wins). Close it when done.
+// NewLocal returns a local tier holding at most maxBytes of entries and
+// the values derived from them. A nil m gets an unregistered Metrics; a
+// non-nil m reports this tier's bytes and entries (the last Local built
+// with m wins). Close it when done.
 func NewLocal(maxBytes int64, m *Metrics) (*Local, error) {
 	if maxBytes <= 0 {
 		return nil, ErrInvalidMaxBytes
 	}
 	l := &Local{
-		m:      orNew(m),
-		keys:   make(map[string]*keyRef),
-		topics: make(map[string]map[string]struct{}),
+		m:        orNew(m),
+		maxBytes: maxBytes,
+		maxEntry: max(maxBytes/maxEntryShare, 1),
+		keys:     make(map[string]*keyRef),
+		topics:   make(map[string]map[string]struct{}),
 	}
 	l.retention.Store(int64(DefaultConfig().MaxStale))
 	counters := max(maxBytes/avgEntryBytes*10, 1024)
@@ -86,10 +109,17 @@ func NewLocal(maxBytes int64, m *Metrics) (*Local, error) {
 	return l, nil
 }
 
-// cost is what e is charged against MaxBytes.
+// cost is what e itself is charged against MaxBytes (its memo is charged
+// apart, see Entry.charge). The body is charged by capacity: that is what
+// it keeps alive.
 func cost(e *Entry) int64 {
-	return int64(len(e.Body)+len(e.Key)+len(e.Topic)+len(e.ContentType)) + entryOverhead
+	return int64(cap(e.Body)+len(e.Key)+len(e.Topic)+len(e.ContentType)) + entryOverhead
 }
+
+// Admits reports whether Set may store e: an entry costing more than
+// MaxBytes/8 is served to its callers but never stored, so one large
+// upstream body cannot take the bound.
+func (l *Local) Admits(e *Entry) bool { return e != nil && cost(e) <= l.maxEntry }
 
 // Get returns the entry for key; a stored entry with another Key is a miss.
 func (l *Local) Get(_ context.Context, key string) (*Entry, bool) {
@@ -107,7 +137,7 @@ func (l *Local) Get(_ context.Context, key string) (*Entry, bool) {
 // singleflight forgot it) fetch again and spend upstream budget. The wait
 // is one round trip to that goroutine, paid only by fills.
 func (l *Local) Set(_ context.Context, e *Entry) {
-	if e == nil || e.Key == "" {
+	if e == nil || e.Key == "" || !l.Admits(e) {
 		return
 	}
 	ttl := time.Duration(l.retention.Load())
@@ -120,6 +150,9 @@ func (l *Local) Set(_ context.Context, e *Entry) {
 		return
 	}
 	l.rc.Wait()
+	if e.MemoBytes() > 0 { // held again with values derived while it was not
+		l.makeRoom(e.Key)
+	}
 }
 
 // Delete removes key.
@@ -153,8 +186,67 @@ func (l *Local) Len() int {
 	return len(l.keys)
 }
 
-// Bytes returns the cost currently held, at most the configured maxBytes.
-func (l *Local) Bytes() int64 { return l.rc.MaxCost() - l.rc.RemainingCost() }
+// Bytes returns the cost currently held, entries and their memo values
+// together: at most the configured maxBytes once pending Sets are applied.
+func (l *Local) Bytes() int64 { return l.entryBytes() + l.variantBytes.Load() }
+
+// VariantBytes returns the part of Bytes held by values derived from the
+// entries (projected bodies, compressed copies).
+func (l *Local) VariantBytes() int64 { return l.variantBytes.Load() }
+
+// entryBytes is the cost ristretto holds (entries without their memo).
+func (l *Local) entryBytes() int64 { return l.rc.MaxCost() - l.rc.RemainingCost() }
+
+// resize gives ristretto the bound left after the memo bytes, so that its
+// own admissions make room for them.
+func (l *Local) resize() {
+	l.rc.UpdateMaxCost(max(l.maxBytes-l.variantBytes.Load(), 1))
+}
+
+// makeRoom restores the bound after memo bytes were charged: it lowers
+// ristretto's bound and, while entries and memo bytes together pass
+// MaxBytes, evicts held entries other than protect (the one that grew),
+// each the soonest to go stale among a few sampled keys. Ristretto only
+// evicts when it admits a new entry, so without this a cache that only
+// serves hits would keep the new bytes over the bound.
+func (l *Local) makeRoom(protect string) {
+	l.evictMu.Lock()
+	defer l.evictMu.Unlock()
+	l.resize()
+	l.rc.Wait()                             // apply pending Sets and Dels so entryBytes is current
+	tried := map[string]bool{protect: true} // each key once, so the loop ends
+	for l.Bytes() > l.maxBytes {
+		victim := l.victim(tried)
+		if victim == "" {
+			return
+		}
+		tried[victim] = true
+		l.rc.Del(victim)
+		l.m.evictions.Inc()
+		l.rc.Wait()
+	}
+}
+
+// victim returns the key not in skip that goes stale first among up to
+// victimSample held keys (map order is random); "" when there is none.
+func (l *Local) victim(skip map[string]bool) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	best, seen := "", 0
+	var until time.Time
+	for k, r := range l.keys {
+		if skip[k] || r.last == nil {
+			continue
+		}
+		if best == "" || r.last.FreshUntil.Before(until) {
+			best, until = k, r.last.FreshUntil
+		}
+		if seen++; seen == victimSample {
+			break
+		}
+	}
+	return best
+}
 
 // Wait blocks until ristretto has applied the Sets buffered so far (tests).
 func (l *Local) Wait() { l.rc.Wait() }
@@ -180,6 +272,37 @@ func (l *Local) ref(e *Entry) {
 		ks[e.Key] = struct{}{}
 	}
 	r.refs++
+	r.last = e
+	l.hold(e)
+}
+
+// hold records one more ristretto value referencing e; the first one
+// charges e's memo bytes here. An entry another Local holds is charged
+// there only.
+func (l *Local) hold(e *Entry) {
+	e.acctMu.Lock()
+	defer e.acctMu.Unlock()
+	if e.holder != nil && e.holder != l {
+		return
+	}
+	if e.holds++; e.holds == 1 {
+		e.holder = l
+		l.variantBytes.Add(e.memoBytes)
+	}
+}
+
+// release drops one ristretto value referencing e; the last one releases
+// e's memo bytes (the memo dies with the entry once no request holds it).
+func (l *Local) release(e *Entry) {
+	e.acctMu.Lock()
+	defer e.acctMu.Unlock()
+	if e.holder != l || e.holds == 0 {
+		return
+	}
+	if e.holds--; e.holds == 0 {
+		e.holder = nil
+		l.variantBytes.Add(-e.memoBytes)
+	}
 }
 
 // exit is ristretto's OnExit: one value of e.Key left (or never entered).
@@ -187,6 +310,8 @@ func (l *Local) exit(e *Entry) {
 	if e == nil {
 		return
 	}
+	l.release(e)
+	defer l.resize()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.keys[e.Key]

@@ -63,10 +63,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.leaseTimeout = lease.WithLabelValues("timeout")
 	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "trendgate", Subsystem: "cache", Name: "bytes",
-		Help: "Cost (bytes) held by the local tier.",
+		Help: "Cost (bytes) held by the local tier: entries and the values derived from them (trendgate_cache_variant_bytes); at most cache.max_bytes.",
 	}, func() float64 {
 		if l := m.local.Load(); l != nil {
 			return float64(l.Bytes())
+		}
+		return 0
+	})
+	variants := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "variant_bytes",
+		Help: "Bytes of trendgate_cache_bytes held by values derived from entries: per-plan projected bodies, gzip copies, ETags.",
+	}, func() float64 {
+		if l := m.local.Load(); l != nil {
+			return float64(l.VariantBytes())
 		}
 		return 0
 	})
@@ -80,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, entries,
+		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, variants, entries,
 			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
 			_ = reg.Register(c) // a duplicate after reload keeps the first set
 		}

@@ -14,6 +14,7 @@ var (
 	_ Store      = (*tiered)(nil)
 	_ TopicIndex = (*tiered)(nil)
 	_ Retainer   = (*tiered)(nil)
+	_ Admitter   = (*tiered)(nil)
 )
 
 // Tiered combines a local and a shared tier: Get reads local first, then
@@ -78,6 +79,15 @@ func (t *tiered) SetRetention(maxStale time.Duration) {
 			r.SetRetention(maxStale)
 		}
 	}
+}
+
+// Admits reports whether the local tier would store e (the shared tier
+// bounds entries by the upstream's body limit, which every entry meets).
+func (t *tiered) Admits(e *Entry) bool {
+	if a, ok := t.local.(Admitter); ok {
+		return a.Admits(e)
+	}
+	return true
 }
 
 // Len returns the local tier's entry count, if it keeps one.

@@ -1,15 +1,9 @@
 package certs
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +15,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
+
+	"trendgate/internal/testcert"
 )
 
 var filesNow = time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC)
@@ -35,32 +31,8 @@ type pemPair struct {
 // valid from an hour before filesNow until notAfter.
 func newPair(t *testing.T, serial int64, notAfter time.Time) pemPair {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "tg.test"},
-		DNSNames:     []string{"tg.test"},
-		NotBefore:    filesNow.Add(-time.Hour),
-		NotAfter:     notAfter,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pemPair{
-		cert:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		key:    pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		serial: serial,
-	}
+	p := testcert.New(t, testcert.Options{Serial: serial, Hosts: []string{"tg.test"}, NotBefore: filesNow.Add(-time.Hour), NotAfter: notAfter})
+	return pemPair{cert: p.CertPEM, key: p.KeyPEM, serial: serial}
 }
 
 // fileSet is a certificate and key file pair on disk whose writes get

@@ -55,6 +55,9 @@ type Options struct {
 	// OnReload is called after each attempt to load changed files, with
 	// ReloadOK or ReloadRefused; nil calls nothing.
 	OnReload func(result string)
+	// Metrics counts every ACME certificate obtained, renewed or failed;
+	// nil records nothing.
+	Metrics *Metrics
 }
 
 // acmeManager owns certmagic for one Serve call: its certificate cache
@@ -66,6 +69,7 @@ type acmeManager struct {
 	issuer  *certmagic.ACMEIssuer
 	domains []string
 	closers []func() error // storage resources (the Redis client), closed by stop
+	metrics *Metrics       // obtain and renewal outcomes; nil records nothing
 
 	mu      sync.Mutex         // guards cancel and onCache
 	cancel  context.CancelFunc // stops background issuance; nil before start
@@ -101,16 +105,16 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 		tc.GetCertificate = fp.getCertificate
 		return &Manager{config: tc, files: fp}, nil
 	case config.TLSModeACME:
-		m, err := newACME(cfg, clk, log)
+		am, err := newACME(cfg, clk, log, opts.Metrics)
 		if err != nil {
 			return nil, err
 		}
 		tc := baseTLSConfig()
-		mc := m.magic.TLSConfig()
+		mc := am.magic.TLSConfig()
 		tc.GetCertificate = mc.GetCertificate
 		// acme-tls/1 stays last so TLS-ALPN-01 challenges can be answered.
 		tc.NextProtos = append(tc.NextProtos, mc.NextProtos...)
-		return &Manager{config: tc, acme: m}, nil
+		return &Manager{config: tc, acme: am}, nil
 	default:
 		return nil, fmt.Errorf("certs: tls: unknown mode %q", cfg.TLS.Mode)
 	}
@@ -127,14 +131,20 @@ func baseTLSConfig() *tls.Config {
 // newACME builds the certmagic configuration: an ACME issuer for
 // tls.acme.directory_url, storage on Redis in cluster mode (so instances
 // share certificates and coordinate issuance) or on disk, and no on-demand
-// issuance: only tls.acme.domains are ever requested.
-func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger) (*acmeManager, error) {
+// issuance: only tls.acme.domains are ever requested. Every domain starts
+// as not failing in metrics.
+func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metrics) (*acmeManager, error) {
 	a := cfg.TLS.ACME
 	if len(a.Domains) == 0 {
 		return nil, errors.New("certs: tls.acme.domains is empty")
 	}
 	log = log.Named("acme")
-	m := &acmeManager{domains: append([]string(nil), a.Domains...)}
+	m := &acmeManager{domains: append([]string(nil), a.Domains...), metrics: metrics}
+	if metrics != nil {
+		for _, d := range m.domains {
+			metrics.failing.WithLabelValues(d).Set(0)
+		}
+	}
 
 	var roots *x509.CertPool
 	if a.CARoot != "" {
@@ -210,9 +220,11 @@ func (m *acmeManager) start(ctx context.Context) error {
 	return nil
 }
 
-// event is certmagic's event callback: it reports newly cached managed
+// event is certmagic's event callback: it records obtained, renewed and
+// failed certificates in metrics, and reports newly cached managed
 // certificates (loaded from storage, obtained or renewed) to onCache.
 func (m *acmeManager) event(ctx context.Context, name string, data map[string]any) error {
+	m.metrics.event(ctx, name, data)
 	if name != "cached_managed_cert" {
 		return nil
 	}

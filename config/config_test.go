@@ -20,6 +20,8 @@ func testEnv(name string) (string, bool) {
 	v, ok := map[string]string{
 		"TRENDGATE_UPSTREAM_KEY": "upstream-secret",
 		"TG_TEST_LISTEN":         "127.0.0.1:8181",
+		"TG_TEST_EMPTY":          "",
+		"TG_TEST_EMPTY_TOKEN":    "",
 	}[name]
 	return v, ok
 }
@@ -375,7 +377,7 @@ keys:
     plan: full
     disabled: true
     expires: 2027-01-02T03:04:05Z
-    burst: 1
+    burst: 5
 `
 	c, err := Parse([]byte(text), nil)
 	if err != nil {
@@ -388,7 +390,7 @@ keys:
 	}{
 		{"plain", PlanLimited, limits.Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000}},
 		{"custom", PlanFull, limits.Policy{PerSecond: 2.5, Burst: 40, Daily: 0, Monthly: 7}},
-		{"off", PlanFull, limits.Policy{PerSecond: 20, Burst: 1, Daily: 100000, Monthly: 2000000}},
+		{"off", PlanFull, limits.Policy{PerSecond: 20, Burst: 5, Daily: 100000, Monthly: 2000000}},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("len(ResolvedKeys()) = %d; want %d", len(got), len(want))
@@ -626,4 +628,24 @@ func examplePaths(text string) []string {
 		}
 	}
 	return leaves
+}
+
+func TestChanged(t *testing.T) {
+	a := Default()
+	b := Default()
+	if got := Changed(a, b); len(got) != 0 {
+		t.Fatalf("Changed(Default, Default) = %v; want none", got)
+	}
+	b.Server.Listen = ":9999"
+	b.Upstream.APIKey = "rotated"
+	b.Upstream.Budget.PerMinute = 7
+	b.Redis.Timeout = time.Second
+	b.Server.TrustedProxies = []string{"10.0.0.0/8"}
+	b.Keys = []Key{{ID: "k", SHA256: strings.Repeat("1", 64), Plan: PlanFull}}
+	on := false
+	b.Server.FastHTTP1 = &on
+	want := []string{"server.listen", "server.trusted_proxies", "server.fast_http1", "upstream.api_key", "upstream.budget.per_minute", "redis.timeout", "keys"}
+	if got := Changed(a, b); !reflect.DeepEqual(got, want) {
+		t.Errorf("Changed = %v; want %v", got, want)
+	}
 }

@@ -31,6 +31,11 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("redis:\n  local_share: .nan\nserver:\n  max_header_bytes: 99999999999999999999\n"))
 	// Two documents.
 	f.Add([]byte("a: 1\n---\nb: 2\n"))
+	// Unknown settings (typos, a setting in the wrong section, inside a map
+	// and a list) and wrong types, which describe names by YAML path.
+	f.Add([]byte("server:\n  listn: x\n  token: y\nplans:\n  p:\n    per_secnd: 1\nkeys:\n  - planet: full\ncache: {ttl: {list: 5 parsecs}}\n"))
+	// Credentials whose variable is set but empty (TG_TEST_EMPTY).
+	f.Add([]byte("upstream:\n  api_key: ${TG_TEST_EMPTY}\nredis:\n  url: \"redis://:${TG_TEST_EMPTY}@h:1/0\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data, testEnv)
 		if err != nil {

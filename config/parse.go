@@ -78,12 +78,15 @@ func parseFile(path string, data []byte) (*Config, error) {
 // the built-ins. Lists replace the default list.
 //
 // On failure it returns a nil *Config and an *Error listing every problem:
-// unset variables, syntax or type errors and unknown fields with their
+// unset variables, variables set but empty in a credential setting
+// (upstream.api_key, admin.token, redis.url, redis.cache_url), syntax or type errors and unknown fields with their
 // lines, and validation problems with their paths. Validation is skipped
 // when the text could not be expanded or parsed, since it would then
 // report the same mistake again in other words.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) {
 	expanded, vars, problems := expand(data, lookupEnv)
+	problems = describeLines(data, problems)
+	problems = append(problems, emptySecrets(data, lookupEnv)...)
 	cfg := Default()
 	decodeProblems, fatal := decodeStrict(expanded, cfg)
 	problems = append(problems, decodeProblems...)
@@ -115,7 +118,7 @@ func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 	case err == nil, errors.Is(err, io.EOF):
 		// An empty document keeps every default.
 	case errors.As(err, &terr):
-		problems = append(problems, terr.Errors...)
+		problems = append(problems, describe(data, terr.Errors)...)
 	default:
 		return []string{strings.TrimPrefix(err.Error(), "yaml: ")}, true
 	}
@@ -126,4 +129,23 @@ func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 		}
 	}
 	return problems, false
+}
+
+// AdminListen returns admin.listen as the YAML text data sets it (the
+// default when it does not), with ${NAME} replaced through lookupEnv. It
+// is lenient on purpose: the container health check uses it to find the
+// admin listener of a process that is already running, which keeps
+// serving while a file edited since then does not validate.
+func AdminListen(data []byte, lookupEnv func(string) (string, bool)) (string, error) {
+	expanded, _, _ := expand(data, lookupEnv)
+	var doc struct {
+		Admin struct {
+			Listen string `yaml:"listen"`
+		} `yaml:"admin"`
+	}
+	doc.Admin.Listen = Default().Admin.Listen
+	if err := yaml.Unmarshal(expanded, &doc); err != nil {
+		return "", fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return doc.Admin.Listen, nil
 }

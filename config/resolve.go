@@ -104,7 +104,7 @@ func (f Fields) empty() bool {
 	return len(f.List) == 0 && len(f.Whatsup) == 0 && len(f.Series) == 0 && len(f.TSV) == 0
 }
 
-// FastHTTP1Enabled reports whether the lean HTTP/1.1 loop serves the plain
+// FastHTTP1Enabled reports whether the lean HTTP/1.1 loop serves the
 // public listener: FastHTTP1 is unset (nil) or true.
 func (s Server) FastHTTP1Enabled() bool { return s.FastHTTP1 == nil || *s.FastHTTP1 }
 

@@ -42,11 +42,15 @@ type Server struct {
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed when
 	// finding the client IP. Empty trusts no one.
 	TrustedProxies []string `yaml:"trusted_proxies"`
-	// FastHTTP1 serves plain-HTTP GET and HEAD requests of the common
-	// shape on trendgate's lean HTTP/1.1 loop (package internal/h1) and
-	// everything else with net/http (default true; nil, which only a Config
-	// built in code can have, means true). It has no effect with TLS on.
+	// FastHTTP1 serves HTTP/1.1 GET and HEAD requests of the common shape
+	// on trendgate's lean HTTP/1.1 loop (package internal/h1), over TLS
+	// too, and everything else (HTTP/2 included) with net/http (default
+	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
+	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
+	// default) derives it from cache.max_bytes (see MemoryLimit). A
+	// GOMEMLIMIT environment variable overrides both.
+	MemoryLimit int64 `yaml:"memory_limit"`
 }
 
 // TLS configures HTTPS on the public listener. Mode "" or "off" serves
@@ -86,6 +90,9 @@ type Admin struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every admin route except /healthz.
 	Token string `yaml:"token"`
+	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
+	// other routes (default false: no profiling routes).
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures logging. An empty Level fails Validate.

@@ -17,6 +17,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/redisconn"
+	"trendgate/limits"
 )
 
 // Limits on server.max_header_bytes.
@@ -94,6 +95,9 @@ func (c *Config) validateServer(p *problems) {
 	}
 	if s.MaxHeaderBytes < MinHeaderBytes || s.MaxHeaderBytes > MaxHeaderBytes {
 		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
+	}
+	if s.MemoryLimit < 0 {
+		p.add("server.memory_limit", "must be 0 (derived from cache.max_bytes) or a number of bytes, got %d", s.MemoryLimit)
 	}
 	for i, cidr := range s.TrustedProxies {
 		path := fmt.Sprintf("server.trusted_proxies[%d]", i)
@@ -223,6 +227,23 @@ func (c *Config) validatePlans(p *problems) {
 			p.add(path, "plan name must match %s", idPattern)
 		}
 		validatePlan(p, path, c.Plans[name])
+		checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints, c.Limits.Costs)
+	}
+}
+
+// checkCosts reports each endpoint of endpoints whose cost pol could never
+// admit: a burst, daily or monthly limit below the cost would answer every
+// such request with a refusal that no wait can lift.
+func checkCosts(p *problems, path string, pol limits.Policy, endpoints []string, costs limits.Costs) {
+	for i, name := range endpoints {
+		ep, ok := api.EndpointNamed(name)
+		if !ok || slices.Index(endpoints, name) < i {
+			continue // reported by validatePlan
+		}
+		cost := costs.For(ep)
+		if limit, most := pol.Unservable(cost); limit != "" {
+			p.add(path+"."+limit, "%d is below the %s cost (%d); %s could never be served", most, ep, cost, ep)
+		}
 	}
 }
 
@@ -301,7 +322,7 @@ func (c *Config) validateKeys(p *problems) {
 		}
 		plan, ok := c.Plans[k.Plan]
 		if !ok {
-			p.add(path+".plan", "unknown plan %q", k.Plan)
+			p.add(path+".plan", "unknown plan %q (known: %s)", k.Plan, strings.Join(c.planNames(), ", "))
 		}
 		if k.PerSecond != nil && (*k.PerSecond < 0 || math.IsNaN(*k.PerSecond) || math.IsInf(*k.PerSecond, 0)) {
 			p.add(path+".per_second", "must be a finite number >= 0")
@@ -321,7 +342,40 @@ func (c *Config) validateKeys(p *problems) {
 				p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
 			}
 		}
+		if ok && (k.PerSecond != nil || k.Burst != nil || k.Daily != nil || k.Monthly != nil) {
+			// The plan's own numbers are checked under plans.<name>; report
+			// here only what the key's overrides make unservable.
+			var own problems
+			checkCosts(&own, path, plan.Policy, plan.Endpoints, c.Limits.Costs)
+			var withKey problems
+			checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints, c.Limits.Costs)
+			for _, prob := range withKey {
+				if !slices.Contains(own, prob) {
+					*p = append(*p, prob)
+				}
+			}
+		}
 	}
+}
+
+// planNames returns the names of c's plans, sorted.
+func (c *Config) planNames() []string {
+	names := make([]string, 0, len(c.Plans))
+	for name := range c.Plans {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckName reports whether id can name a key or a plan, as Validate
+// requires (they appear in logs and metric labels): nil, or an error
+// saying what is allowed.
+func CheckName(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("config: %q is not a valid name: use 1 to 64 letters, digits, '_', '.' or '-'", id)
+	}
+	return nil
 }
 
 // checkRate checks a plan's per_second and burst.
@@ -414,7 +468,26 @@ func (c *Config) Warnings() []string {
 			w = append(w, "cache.persist_path: "+err.Error()+"; the local cache will not survive a restart")
 		}
 	}
+	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
+		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+
+			"the collector will run almost constantly once the cache fills", m, c.Cache.MaxBytes))
+	}
 	return w
+}
+
+// MemoryLimitOverhead is what DerivedMemoryLimit allows above the cache:
+// connections, requests in flight, the limiters and the runtime itself.
+const MemoryLimitOverhead = 32 << 20
+
+// DerivedMemoryLimit returns the soft memory limit trendgate sets for a
+// cache bounded to maxBytes when neither GOMEMLIMIT nor
+// server.memory_limit says otherwise: maxBytes + maxBytes/4 +
+// MemoryLimitOverhead. The cache holds at most maxBytes of live data; the
+// quarter on top is garbage the collector may leave between cycles, so it
+// works harder only as the process nears the limit, rather than letting
+// the heap double (GOGC=100) before each collection.
+func DerivedMemoryLimit(maxBytes int64) int64 {
+	return maxBytes + maxBytes/4 + MemoryLimitOverhead
 }
 
 // loopbackListen reports whether a listen address binds only loopback.

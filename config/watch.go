@@ -39,17 +39,20 @@ type fileStamp struct {
 // to remember its current version, which the caller is expected to have
 // loaded already, so only later changes are reported.
 //
-// Run calls onChange (nil: changes are only logged) with the newly parsed
-// configuration, or with nil and the error when the changed file cannot be
-// read or is invalid; the caller keeps its old configuration then. An
-// interval <= 0 turns polling off, leaving Trigger as the only way to
-// reload. A nil log logs nothing.
+// Run calls onChange with the newly parsed configuration, or with nil and
+// the error when the changed file cannot be read or is invalid; the caller
+// keeps its old configuration then, and reports the outcome itself (once:
+// the watcher does not log it too). With onChange nil the watcher only
+// logs each outcome. An interval <= 0 turns polling off, leaving Trigger
+// as the only way to reload. A nil log logs nothing.
 func NewWatcher(path string, interval time.Duration, log *zap.Logger, onChange func(*Config, error)) *Watcher {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if onChange == nil {
 		onChange = func(*Config, error) {}
+	} else {
+		log = zap.NewNop() // onChange reports outcomes
 	}
 	w := &Watcher{
 		path:     path,

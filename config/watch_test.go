@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // reload is one onChange call.
@@ -148,5 +151,36 @@ func TestWatcherPoll(t *testing.T) {
 				t.Errorf("onChange error = %v; want error %v", calls[0].err, st.wantErr)
 			}
 		})
+	}
+}
+
+// TestWatcherLeavesReportingToOnChange is a regression test: a refused
+// reload was logged twice, by the watcher and by serve's onChange. With an
+// onChange the watcher logs nothing; without one it logs each outcome.
+func TestWatcherLeavesReportingToOnChange(t *testing.T) {
+	for _, withCallback := range []bool{true, false} {
+		path := filepath.Join(t.TempDir(), "trendgate.yaml")
+		writeFile(t, path, "server:\n  listen: 127.0.0.1:8001\n")
+		core, logs := observer.New(zap.DebugLevel)
+		calls := 0
+		var onChange func(*Config, error)
+		if withCallback {
+			onChange = func(*Config, error) { calls++ }
+		}
+		w := NewWatcher(path, 0, zap.New(core), onChange)
+		writeFile(t, path, "server:\n  listn: 127.0.0.1:8002\n")
+		w.check(true)
+		writeFile(t, path, "server:\n  listen: 127.0.0.1:8003\n")
+		w.check(true)
+		want := 0
+		if !withCallback {
+			want = 2
+		}
+		if got := logs.Len(); got != want {
+			t.Errorf("with onChange %v: %d watcher log lines; want %d", withCallback, got, want)
+		}
+		if withCallback && calls != 2 {
+			t.Errorf("onChange called %d times; want 2", calls)
+		}
 	}
 }

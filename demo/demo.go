@@ -670,7 +670,20 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request, path strin
 	case "/_demo/reset":
 		s.Reset()
 		writeJSON(http.StatusOK, map[string]bool{"reset": true})
+	case "/_demo/":
+		writeJSON(http.StatusOK, map[string]any{"routes": controlRoutes, "faults": FaultNames()})
 	default:
-		writeJSON(http.StatusNotFound, map[string]string{"error": "unknown control route"})
+		writeJSON(http.StatusNotFound, map[string]any{"error": "unknown control route", "routes": controlRoutes})
 	}
+}
+
+// controlRoutes describes the /_demo/ routes, for GET /_demo/ and for an
+// unknown control route.
+var controlRoutes = map[string]string{
+	"GET /_demo/":                "this list",
+	"GET /_demo/fault?mode=NAME": "switch the failure mode (see faults); without mode=, show it",
+	"GET /_demo/latency?d=200ms": "set the latency added to each answer; without d=, show it",
+	"GET /_demo/requests":        "the API requests received, as recorded",
+	"GET /_demo/count":           "how many API requests were received",
+	"GET /_demo/reset":           "forget recorded requests, counts and account limit usage",
 }

@@ -889,6 +889,16 @@ func TestRecording(t *testing.T) {
 
 func TestControlRoutes(t *testing.T) {
 	s, _ := newServer(t, Options{Control: true})
+	rb, err := json.Marshal(controlRoutes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routesJSON := string(rb)
+	for _, route := range []string{"/_demo/fault", "/_demo/latency", "/_demo/requests", "/_demo/count", "/_demo/reset"} {
+		if !strings.Contains(routesJSON, route) {
+			t.Errorf("GET /_demo/ does not list %s", route)
+		}
+	}
 	do(s, http.MethodGet, "/api4/public/topics/list/v1")
 	tests := []struct {
 		target string
@@ -898,12 +908,13 @@ func TestControlRoutes(t *testing.T) {
 		{"/_demo/count", 200, `{"count":1}`},
 		{"/_demo/fault?mode=flap", 200, `{"fault":"flap"}`},
 		{"/_demo/fault", 200, `{"fault":"flap"}`},
-		{"/_demo/fault?mode=bogus", 400, `{"error":"demo: unknown fault \"bogus\""}`},
+		{"/_demo/fault?mode=bogus", 400, `{"error":"demo: unknown fault \"bogus\" (known: none, server-error, rate-limit, garbage, wrong-shape, oversize, hang, flap, reset)"}`},
 		{"/_demo/fault?mode=none", 200, `{"fault":"none"}`},
 		{"/_demo/latency?d=200ms", 200, `{"latency":"200ms"}`},
 		{"/_demo/latency?d=-1s", 400, `{"error":"d must be a non-negative duration such as 200ms"}`},
 		{"/_demo/latency?d=0", 200, `{"latency":"0s"}`},
-		{"/_demo/nope", 404, `{"error":"unknown control route"}`},
+		{"/_demo/nope", 404, `{"error":"unknown control route","routes":` + routesJSON + `}`},
+		{"/_demo/", 200, `{"faults":["none","server-error","rate-limit","garbage","wrong-shape","oversize","hang","flap","reset"],"routes":` + routesJSON + `}`},
 		{"/_demo/reset", 200, `{"reset":true}`},
 		{"/_demo/count", 200, `{"count":0}`},
 	}

@@ -3,6 +3,7 @@ package demo
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Fault is a failure mode the demo upstream can be switched into to test
@@ -60,12 +61,18 @@ func (f Fault) String() string {
 
 // ParseFault returns the fault named s: none, server-error, rate-limit,
 // garbage, wrong-shape, oversize, hang, flap or reset. Any other string
-// returns an error wrapping ErrUnknownFault.
+// returns an error wrapping ErrUnknownFault that lists the known names.
 func ParseFault(s string) (Fault, error) {
 	for f, name := range faultNames {
 		if s == name {
 			return Fault(f), nil
 		}
 	}
-	return FaultNone, fmt.Errorf("%w %q", ErrUnknownFault, s)
+	return FaultNone, fmt.Errorf("%w %q (known: %s)", ErrUnknownFault, s, strings.Join(FaultNames(), ", "))
+}
+
+// FaultNames returns the name of every fault, as ParseFault accepts them,
+// in the order of the constants.
+func FaultNames() []string {
+	return append([]string(nil), faultNames[:]...)
 }

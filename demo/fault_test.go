@@ -22,8 +22,13 @@ func TestParseFault(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "HANG", "timeout", "server_error"} {
-		if _, err := ParseFault(bad); !errors.Is(err, ErrUnknownFault) {
+		_, err := ParseFault(bad)
+		if !errors.Is(err, ErrUnknownFault) {
 			t.Errorf("ParseFault(%q): got %v; want ErrUnknownFault", bad, err)
+		}
+		// Regression: the error did not say which names are valid.
+		if err != nil && !strings.Contains(err.Error(), "server-error, rate-limit") {
+			t.Errorf("ParseFault(%q) error %q does not list the known faults", bad, err)
 		}
 	}
 	if got := Fault(99).String(); got != "fault(99)" {

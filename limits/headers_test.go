@@ -155,3 +155,46 @@ func TestSetHeadersSubsets(t *testing.T) {
 		})
 	}
 }
+
+func TestUnservable(t *testing.T) {
+	tests := []struct {
+		name  string
+		p     Policy
+		cost  int
+		limit string
+		most  int64
+	}{
+		{"fits", Policy{PerSecond: 1, Burst: 5, Daily: 5, Monthly: 5}, 5, "", 0},
+		{"burst", Policy{PerSecond: 1, Burst: 3}, 5, "burst", 3},
+		{"default burst is ceil(per_second)", Policy{PerSecond: 2.5}, 4, "burst", 3},
+		{"no rate limit, no burst check", Policy{Burst: 1}, 5, "", 0},
+		{"daily", Policy{Daily: 4, Monthly: 100}, 5, "daily", 4},
+		{"monthly", Policy{Monthly: 2}, 5, "monthly", 2},
+		{"nothing limited", Policy{}, 1000, "", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			limit, most := tc.p.Unservable(tc.cost)
+			if limit != tc.limit || most != tc.most {
+				t.Errorf("Unservable(%d) = %q, %d; want %q, %d", tc.cost, limit, most, tc.limit, tc.most)
+			}
+		})
+	}
+}
+
+func TestSetPolicyHeader(t *testing.T) {
+	now := time.Date(2026, 2, 10, 12, 0, 0, 0, time.UTC) // February: 28 days
+	h := http.Header{}
+	SetPolicyHeader(h, Policy{PerSecond: 5, Burst: 10, Daily: 5000, Monthly: 100000}, now)
+	if got, want := h.Get("RateLimit-Policy"), `"burst";q=10;w=2, "daily";q=5000;w=86400, "monthly";q=100000;w=2419200`; got != want {
+		t.Errorf("RateLimit-Policy = %q; want %q", got, want)
+	}
+	if h.Get("RateLimit") != "" || h.Get("Retry-After") != "" {
+		t.Errorf("SetPolicyHeader wrote more than the policy: %v", h)
+	}
+	h = http.Header{}
+	SetPolicyHeader(h, Policy{}, now)
+	if len(h) != 0 {
+		t.Errorf("zero policy wrote %v; want nothing", h)
+	}
+}

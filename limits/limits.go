@@ -299,3 +299,47 @@ func checkArgs(key string, cost int) error {
 	}
 	return nil
 }
+
+// Unservable names the limit of p that a request of this cost can never
+// pass, whatever it waits: "burst" when the cost exceeds the bucket's
+// burst, "daily" or "monthly" when it exceeds that quota. It returns ""
+// when the cost fits. Such a request must get a non-retryable refusal, not
+// a 429 whose Retry-After a client would honour forever. most is that
+// limit's size.
+func (p Policy) Unservable(cost int) (limit string, most int64) {
+	switch c := int64(cost); {
+	case p.PerSecond > 0 && c > int64(effectiveBurst(p)):
+		return policyBurst, int64(effectiveBurst(p))
+	case p.Daily > 0 && c > p.Daily:
+		return policyDaily, p.Daily
+	case p.Monthly > 0 && c > p.Monthly:
+		return policyMonthly, p.Monthly
+	}
+	return "", 0
+}
+
+// SetPolicyHeader writes only the RateLimit-Policy field for p (see
+// Decision.SetHeaders), for a response refused before any limit was
+// consulted: the policy is known, its current state is not. now picks the
+// month whose length is the monthly window.
+func SetPolicyHeader(h http.Header, p Policy, now time.Time) {
+	var items [3]item
+	n := 0
+	if p.PerSecond > 0 {
+		b := effectiveBurst(p)
+		items[n] = item{name: policyBurst, quota: int64(b), window: ceilSeconds(burstWindow(p.PerSecond, b))}
+		n++
+	}
+	if p.Daily > 0 {
+		items[n] = item{name: policyDaily, quota: p.Daily, window: 86400}
+		n++
+	}
+	if p.Monthly > 0 {
+		w := windowAt(now)
+		items[n] = item{name: policyMonthly, quota: p.Monthly, window: ceilSeconds(w.monthEnd.Sub(w.monthStart))}
+		n++
+	}
+	if n > 0 {
+		h["Ratelimit-Policy"] = []string{string(appendItems(nil, items[:n], false))}
+	}
+}

@@ -1,6 +1,10 @@
 package limits
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Result label values of Metrics.Decisions.
 const (
@@ -32,6 +36,9 @@ type Metrics struct {
 	// fallback because Redis was unavailable.
 	RedisFallbacks prometheus.Counter
 	// RedisAvailable is 1 while Redis answers, 0 while the breaker is open.
+	// It is registered by NewRedis, not NewMetrics: without cluster mode
+	// it is not exported at all, so a "Redis down" alert cannot fire on a
+	// single instance that has no Redis.
 	RedisAvailable prometheus.Gauge
 	// JournalSize is the number of quota changes waiting to be replayed
 	// into Redis.
@@ -39,6 +46,10 @@ type Metrics struct {
 
 	// byResult caches the Decisions children, indexed like resultNames.
 	byResult [4]prometheus.Counter
+	// reg is where NewMetrics registered the collectors; nil for none.
+	reg prometheus.Registerer
+	// redisOnce registers RedisAvailable once (registerRedis).
+	redisOnce sync.Once
 }
 
 // resultNames are the Decisions result labels; Metrics.decision indexes them.
@@ -87,9 +98,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Decisions, m.QuotaReserved, m.QuotaRefunded, m.BucketsEvicted,
-			m.AuthFailuresBlocked, m.RedisFallbacks, m.RedisAvailable, m.JournalSize)
+			m.AuthFailuresBlocked, m.RedisFallbacks, m.JournalSize)
 	}
+	m.reg = reg
 	return m
+}
+
+// registerRedis registers the collectors that only mean something in
+// cluster mode (RedisAvailable) on the registry NewMetrics was given.
+func (m *Metrics) registerRedis() {
+	m.redisOnce.Do(func() {
+		if m.reg != nil {
+			_ = m.reg.Register(m.RedisAvailable) // a second registry use is harmless
+		}
+	})
 }
 
 // orNew returns m, or a fresh unregistered set when m is nil.

@@ -196,6 +196,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions, fallback *Local, 
 			breaker.Options{Clock: clk, Logger: r.log})
 	}
 	r.br.Notify(r.breakerChanged)
+	r.m.registerRedis()
 	r.m.RedisAvailable.Set(1)
 	go r.reconciler()
 	return r, nil

@@ -97,6 +97,10 @@ func TestAdminPurge(t *testing.T) {
 		{"by topic", "topic=BitCoin", []string{btcWhatsup, btcSeries}},
 		{"all", "all=true", all},
 		{"unknown key", "key=" + url.QueryEscape("v1|whatsup|nosuch"), nil},
+		// The public URL as a client sent it, in another spelling: the
+		// admin canonicalizes it exactly as the request path does.
+		{"by url", "url=/api4/public/topic/BITCOIN/time-series/v1?bucket=hours&interval=1w", []string{btcSeries}},
+		{"by url, not cached", "url=/api4/public/topic/dogecoin/whatsup/v1", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -114,12 +118,19 @@ func TestAdminPurge(t *testing.T) {
 				}
 			}
 			resp, body := h.adminDo(http.MethodPost, "/purge?"+tc.query, "")
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("purge: %d %s", resp.StatusCode, body)
-			}
-			var out struct{ Purged int }
-			if err := json.Unmarshal(body, &out); err != nil || out.Purged != len(tc.purged) {
-				t.Errorf("purge answer: got %s (%v); want purged=%d", body, err, len(tc.purged))
+			if len(tc.purged) == 0 {
+				// Nothing matched: said so (it used to be a silent 0).
+				if resp.StatusCode != http.StatusNotFound || decodeError(t, body).Code != "not_cached" {
+					t.Errorf("purge answer: %d %s; want 404 not_cached", resp.StatusCode, body)
+				}
+			} else {
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("purge: %d %s", resp.StatusCode, body)
+				}
+				var out struct{ Purged int }
+				if err := json.Unmarshal(body, &out); err != nil || out.Purged != len(tc.purged) {
+					t.Errorf("purge answer: got %s (%v); want purged=%d", body, err, len(tc.purged))
+				}
 			}
 			for _, target := range all {
 				wantMiss := false
@@ -188,6 +199,9 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	one, burst := 1.0, 1
 	h := newHarness(t, func(c *config.Config) {
 		c.Keys[1].PerSecond, c.Keys[1].Burst = &one, &burst // team-limited: 1 request, then 429 (clock stands still)
+		p := c.Plans["limited"]
+		p.Endpoints = []string{"list", "series", "tsv"} // whatsup (cost 5) could never pass a burst of 1
+		c.Plans["limited"] = p
 	})
 	const series = "/api4/public/topic/bitcoin/time-series/v1" // costs 1 unit
 	for i, want := range []int{200, 200} {                     // a miss, then a hit

@@ -1,10 +1,13 @@
 package proxy_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -72,6 +75,9 @@ func benchmarkHit(b *testing.B, accessLog bool) {
 	for _, bc := range []struct{ name, key, path string }{
 		{"full/list", full, "/api4/public/topics/list/v1"},
 		{"full/series", full, "/api4/public/topic/bitcoin/time-series/v1"},
+		// Cut from the week cached by full/series (Cache-Status detail=range).
+		{"full/series-range", full, fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d&end=%d",
+			testNow.Add(-72*time.Hour).Unix(), testNow.Add(-24*time.Hour).Unix())},
 		{"limited/list", limited, "/api4/public/topics/list/v1"},
 		{"limited/series", limited, "/api4/public/topic/bitcoin/time-series/v1"},
 		{"full/series-gzip", full, "/api4/public/topic/bitcoin/time-series/v1"},
@@ -86,6 +92,9 @@ func benchmarkHit(b *testing.B, accessLog bool) {
 			gw.ServeHTTP(w, req) // warm: miss, then memoized variants
 			if w.status != http.StatusOK {
 				b.Fatalf("warm-up status %d", w.status)
+			}
+			if strings.HasSuffix(bc.name, "-range") && w.h.Get("Cache-Status") != "trendgate; hit; detail=range" {
+				b.Fatalf("warm-up Cache-Status %q; want a range fill", w.h.Get("Cache-Status"))
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -26,7 +26,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g.limiter = local
+	g.limiter, g.usage = local, local
 	g.authFail = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
 
 	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)
@@ -49,7 +49,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		if err != nil {
 			return err
 		}
-		g.limiter = cl.limiter
+		g.limiter, g.usage = cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
@@ -80,7 +80,7 @@ const leaseWait = 5 * time.Second
 
 // cluster holds the Redis-backed pieces.
 type cluster struct {
-	limiter limits.Limiter
+	limiter *limits.Redis
 	shared  cache.Store
 	lease   cache.Lease
 	budget  upstream.Budget

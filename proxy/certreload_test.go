@@ -1,14 +1,8 @@
 package proxy_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +14,8 @@ import (
 	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/promtest"
+
+	"trendgate/internal/testcert"
 )
 
 // certPair is a self-signed certificate for tg.test and 127.0.0.1 with its
@@ -31,41 +27,10 @@ type certPair struct {
 
 func newCertPair(t *testing.T, serial int64) certPair {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "tg.test"},
-		DNSNames:     []string{"tg.test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		// Valid around the fake clock (testNow) and the real one, which
-		// the client checks.
-		NotBefore:             testNow.Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certPair{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		cert:    cert,
-	}
+	// Valid around the fake clock (testNow) and the real one, which the
+	// client checks.
+	p := testcert.New(t, testcert.Options{Serial: serial, NotBefore: testNow.Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)})
+	return certPair{certPEM: p.CertPEM, keyPEM: p.KeyPEM, cert: p.Cert}
 }
 
 // writeCertFile writes data to path and gives it a modification time later

@@ -9,8 +9,9 @@ func (g *Gateway) chain() http.Handler {
 		g.observe,      // 1. request id, panic recovery, access log, metrics
 		g.route,        // 2. strict parse into a canonical Request; 400/404/405
 		g.authenticate, // 3. Bearer key → Principal; 401
+		g.checkPlan,    // 3b. endpoint and metric in the key's plan; 403, costs nothing
 		g.limit,        // 4. per-key token bucket and quotas; 429
-	) // 5-8. serveAPI: plan check, cache, upstream, projection, write
+	) // 5-8. serveAPI: cache, upstream, projection, write
 }
 
 // compose wraps h in mws so that mws[0] is the outermost.

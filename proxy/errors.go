@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -26,6 +27,13 @@ func limitError(d limits.Decision) *httperr.Error {
 		msg = "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
 	}
 	return &httperr.Error{Status: http.StatusTooManyRequests, Code: string(d.Reason), Message: msg, RetryAfter: d.RetryAfter}
+}
+
+// costError is the 403 for a request whose cost exceeds a limit of the
+// key's policy outright: no wait would let it through.
+func costError(e api.Endpoint, cost int, limit string, most int64) *httperr.Error {
+	return &httperr.Error{Status: http.StatusForbidden, Code: api.CodeCostExceedsLimit,
+		Message: fmt.Sprintf("a %s request costs %d units, more than this key's %s limit (%d), so it can never be served; ask the operator to change the plan or the cost", e, cost, limit, most)}
 }
 
 // failedFetchRetry is the Retry-After of a 502 or 504 from a failed
@@ -78,6 +86,7 @@ func toHTTP(err error) *httperr.Error {
 func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 	in := infoFrom(r.Context())
 	he := toHTTP(err)
+	in.code = he.Code
 	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == api.ErrInternal {
 		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}
@@ -89,6 +98,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
+	g.act.Refusal(in.start, he.Code)
 	if he.Status == http.StatusUnauthorized {
 		w.Header()["Www-Authenticate"] = bearerChallenge
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
@@ -34,6 +35,7 @@ type upstreamClient interface {
 type responseCache interface {
 	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
 	Peek(ctx context.Context, key string) (*cache.Entry, bool)
+	Put(ctx context.Context, e *cache.Entry) error
 	Purge(ctx context.Context, sel cache.Selector) int
 	Reconfigure(cfg cache.Config) error
 	Close(ctx context.Context) error
@@ -74,11 +76,15 @@ type Gateway struct {
 	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
 	reg      *prometheus.Registry
 	metrics  *metrics
+	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
 	up       upstreamClient
 	cache    responseCache
 	limiter  limits.Limiter
+	usage    limits.UsageReader // the limiter's counters, read by the console
 	authFail *limits.AuthFailures
-	closers  []func() error // cluster resources, closed by Close
+	act      *activity.Recorder // recent traffic for the dashboard
+	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
+	closers  []func() error     // cluster resources, closed by Close
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
 	// local is the in-process cache tier, which persistence saves and
@@ -92,6 +98,7 @@ type Gateway struct {
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
 
+	boot     *config.Config          // the configuration the process started with
 	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
 	draining atomic.Bool             // set when shutdown begins; readiness turns false
 	// servedFromCache is set once any response was served from the cache;
@@ -112,6 +119,7 @@ type runtime struct {
 	costs    limits.Costs
 	ttl      cache.Config
 	trusted  []netip.Prefix
+	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
 }
 
 // plan is a compiled plan: allowed endpoints and projection.
@@ -119,6 +127,7 @@ type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
 	proj      *projection.Projection // nil: full data
+	memoKey   any                    // the entry memo key of this plan's variant (see variantOf)
 	upWeight  float64                // upstream fair-share weight; 0 means 1
 	upPerMin  int                    // upstream calls per key per minute; 0 no cap
 }
@@ -140,6 +149,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(g.reg)
+	g.act = activity.New(g.clk.Now())
+	g.certs = certs.NewMetrics(g.reg)
 	g.access = zap.NewNop()
 	if cfg.Log.Access == nil || *cfg.Log.Access {
 		g.access = g.log.Named("access")
@@ -149,7 +160,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.rt.Store(rt)
+	g.rt.Store(g.withUsage(rt))
+	g.boot = cfg
 
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
@@ -157,6 +169,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	g.loadSnapshot(cfg.Cache)
+	g.reg.MustRegister(newQuotaCollector(g))
 	g.handler = g.chain()
 	return g, nil
 }
@@ -175,7 +188,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}
-		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute}
+		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute, memoKey: variantKey(name, proj)}
 		for _, e := range p.Endpoints {
 			if ep, ok := api.EndpointNamed(e); ok {
 				cp.endpoints[ep] = true
@@ -207,31 +220,43 @@ func compile(cfg *config.Config) (*runtime, error) {
 	return rt, nil
 }
 
-// Reload swaps keys, plans, costs and cache lifetimes atomically. Counters
-// and cached entries survive; a removed key stops working with the next
-// request. A config that does not validate is refused and the old one keeps
-// serving. Listener addresses, TLS, Redis and upstream settings need a
-// restart, except that in tls.mode files the certificate and key files
-// (at the paths the running Serve started with) are re-read first, whatever
-// becomes of cfg: a pair that does not load is logged and counted in
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
+// the admin token atomically. Counters and cached entries survive; a
+// removed key stops working with the next request. A config that does not
+// validate is refused and the old one keeps serving. Other settings
+// (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
+// is logged as such and trendgate_config_restart_pending turns 1, except
+// that in tls.mode files the certificate and key files (at the paths the
+// running Serve started with) are re-read first, whatever becomes of cfg:
+// a pair that does not load is logged and counted in
 // trendgate_tls_certificate_reloads_total and the old pair keeps serving.
+// Reload logs its outcome once: what changed, or why it was refused.
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
 	rt, err := compile(cfg)
 	if err == nil {
 		err = g.cache.Reconfigure(cfg.Cache)
 	}
 	if err != nil {
-		g.metrics.reloads.WithLabelValues("refused").Inc()
-		return fmt.Errorf("proxy: reload: %w", err)
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
-	g.rt.Store(rt)
+	old := g.rt.Swap(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
+	g.reportReload(old.cfg, cfg)
 	return nil
+}
+
+// RefuseReload records a reload that produced no configuration at all (the
+// file could not be read or parsed): counted as refused and logged once.
+func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
+
+func (g *Gateway) refuseReload(err error) error {
+	g.metrics.reloads.WithLabelValues("refused").Inc()
+	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	return err
 }
 
 // Config returns the configuration currently in force.

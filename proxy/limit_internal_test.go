@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +66,88 @@ func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
 			}
 			g.clk.(*clock.Fake).Advance(24 * time.Hour) // a fresh daily quota for the next case
 		})
+	}
+}
+
+// TestUnservableCostIsNotRetryable: a request whose cost is above the key's
+// burst (or daily or monthly quota) used to get 429 rate_limited with a
+// Retry-After, forever. config check refuses such plans; should one reach
+// the limiter anyway, the answer is a 403 without Retry-After.
+func TestUnservableCostIsNotRetryable(t *testing.T) {
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = "http://127.0.0.1:1" // never called here
+	g, err := New(cfg, Options{Clock: clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	tests := []struct {
+		name   string
+		policy limits.Policy
+		want   int
+	}{
+		{"burst below cost", limits.Policy{PerSecond: 1, Burst: 3}, http.StatusForbidden},
+		{"daily below cost", limits.Policy{Daily: 4}, http.StatusForbidden},
+		{"monthly below cost", limits.Policy{Monthly: 2}, http.StatusForbidden},
+		{"fits", limits.Policy{PerSecond: 1, Burst: 5, Daily: 5, Monthly: 5}, http.StatusOK},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 2; i++ {
+				in := &info{id: "test", rt: g.rt.Load(), keyID: "k-" + tc.name, policy: tc.policy, req: api.Request{Endpoint: api.EndpointWhatsup}, routed: true}
+				rec := httptest.NewRecorder()
+				in.sw.ResponseWriter = rec
+				r := httptest.NewRequest("GET", "/api4/public/topic/bitcoin/whatsup/v1", nil)
+				r = r.WithContext(contextWithInfo(r.Context(), in))
+				g.limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).ServeHTTP(&in.sw, r)
+				want := tc.want
+				if i == 1 && tc.want == http.StatusOK {
+					want = http.StatusTooManyRequests // the first call used the burst and quotas
+				}
+				if rec.Code != want {
+					t.Fatalf("call %d: status %d; want %d (%s)", i, rec.Code, want, rec.Body)
+				}
+				if want == http.StatusForbidden {
+					if got := rec.Header().Get("Retry-After"); got != "" {
+						t.Errorf("Retry-After %q; want none for a request no wait can let through", got)
+					}
+					if !strings.Contains(rec.Body.String(), api.CodeCostExceedsLimit) {
+						t.Errorf("body %s; want code %s", rec.Body, api.CodeCostExceedsLimit)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestNeedsRestart pins which settings a reload applies.
+func TestNeedsRestart(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"keys", false},
+		{"plans", false},
+		{"limits.costs.whatsup", false},
+		{"server.trusted_proxies", false},
+		{"admin.token", false},
+		{"cache.ttl.list", false},
+		{"cache.max_stale", false},
+		{"cache.max_bytes", true},
+		{"cache.ttl_extra", true}, // not under cache.ttl
+		{"server.listen", true},
+		{"admin.listen", true},
+		{"upstream.api_key", true},
+		{"upstream.budget.per_minute", true},
+		{"redis.url", true},
+		{"tls.mode", true},
+		{"log.level", true},
+		{"limits.auth_failures.burst", true},
+		{"limits.max_keys", true},
+	}
+	for _, tc := range tests {
+		if got := needsRestart(tc.path); got != tc.want {
+			t.Errorf("needsRestart(%q) = %v; want %v", tc.path, got, tc.want)
+		}
 	}
 }

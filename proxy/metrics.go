@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"trendgate/internal/buildinfo"
 	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +22,11 @@ type metrics struct {
 	quotaCharged *prometheus.CounterVec
 	reloads      *prometheus.CounterVec
 	certReloads  *prometheus.CounterVec
+	restart      prometheus.Gauge
 	ready        prometheus.Gauge
 	upByKey      *prometheus.CounterVec
+	rangeFills   prometheus.Counter
+	rangeWidened prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,17 +60,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_tls_certificate_reloads_total",
 			Help: "Loads of changed or re-read TLS certificate files (tls.mode files) by result (ok, refused: the previous pair keeps serving).",
 		}, []string{"result"}),
+		restart: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trendgate_config_restart_pending",
+			Help: "1 while the loaded configuration changes a setting that takes effect only after a restart (server.*, tls.*, upstream.*, redis.*, admin.listen, ...).",
+		}),
 		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_key_total",
 			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
 		}, []string{"key_id", "result"}),
+		rangeFills: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_series_range_fills_total",
+			Help: "Absolute-window time series answered by cutting the rows of a wider cached answer, without an upstream call.",
+		}),
+		rangeWidened: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_series_widened_fetches_total",
+			Help: "Cold hourly windows for which the one-week answer was fetched (and kept) instead, to cut the window from it.",
+		}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trendgate_ready",
 			Help: "1 while the gateway reports ready.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.ready, m.upByKey,
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.restart, m.ready,
+			m.upByKey, m.rangeFills, m.rangeWidened, buildinfo.Read().Collector(),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m

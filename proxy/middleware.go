@@ -13,6 +13,7 @@ import (
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/internal/httperr"
+	"trendgate/limits"
 )
 
 // route parses the request into its canonical form. Unknown paths under the
@@ -64,6 +65,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
 		in.keyID, in.plan, in.policy = p.KeyID, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
+		in.usage = in.rt.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
 }
@@ -78,10 +80,10 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	in := infoFrom(r.Context())
 	rt := in.rt
 	token, err := auth.ParseAuthorization(r.Header)
+	var known auth.Principal // a refused key the keyring knows (disabled, expired)
 	if err == nil {
-		var p auth.Principal
-		if p, err = rt.keyring.Authenticate(token, in.start); err == nil {
-			return p, nil
+		if known, err = rt.keyring.Authenticate(token, in.start); err == nil {
+			return known, nil
 		}
 	}
 	switch {
@@ -101,8 +103,13 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	g.authFail.Record(ip)
 	reason := string(auth.ReasonOf(err))
 	g.metrics.authFailures.WithLabelValues(reason).Inc()
-	if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
-		ce.Write(zap.String("reason", reason), zap.String("ip", ip))
+	if known.KeyID != "" {
+		// An issued key refused by configuration: the operator wants to
+		// know whose, and why (the client only sees invalid_api_key).
+		g.log.Info("key refused", zap.String("request_id", in.id), zap.String("key_id", known.KeyID),
+			zap.String("reason", reason), zap.String("ip", ip))
+	} else if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
+		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
 	}
 	return auth.Principal{}, api.ErrInvalidKey
 }
@@ -144,6 +151,30 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	return false
 }
 
+// checkPlan refuses, with 403 and before the limiter spends anything, an
+// endpoint or TSV metric the key's plan does not include. Such a response
+// carries the key's RateLimit-Policy but no RateLimit: the limiter was not
+// consulted.
+func (g *Gateway) checkPlan(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		req := in.req
+		var err error
+		switch {
+		case !in.plan.endpoints[req.Endpoint]:
+			err = api.ErrNotInPlan
+		case req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric):
+			err = api.ErrMetricNotInPlan
+		}
+		if err != nil {
+			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
+			g.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // limit admits the request against the key's token bucket and quotas and
 // sets the RateLimit headers on every response. A quota reservation is
 // given back unless the response is delivered as 2xx or 304.
@@ -151,6 +182,13 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		in.cost = cost(in.req, in.rt.costs)
+		if limit, most := in.policy.Unservable(in.cost); limit != "" {
+			// Possible only when costs changed under a plan: config check
+			// refuses such plans. Waiting would never help, so no 429.
+			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
+			g.fail(w, r, costError(in.req.Endpoint, in.cost, limit, most))
+			return
+		}
 		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
 		if err != nil {
 			g.fail(w, r, err)

@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/internal/httperr"
 	"trendgate/limits"
@@ -25,15 +29,23 @@ type info struct {
 	start time.Time
 	// rt is the configuration snapshot the request entered with; every
 	// stage reads keys, plans, costs and TTLs from it, never g.rt again.
-	rt       *runtime
-	req      api.Request // zero until route succeeds
-	routed   bool
-	keyID    string
-	plan     *plan
-	policy   limits.Policy
-	cost     int
-	cache    string // Cache-Status summary for the log: hit, miss, stale, ...
-	upstream time.Duration
+	rt     *runtime
+	req    api.Request // zero until route succeeds
+	routed bool
+	keyID  string
+	plan   *plan
+	policy limits.Policy
+	usage  *activity.Key // the key's 24 h counters; nil until authenticated
+	cost   int
+	cache  string // Cache-Status summary for the log: hit, miss, stale, ...
+	code   string // the error code the client received; "" for none
+	// clientID is the client's X-Request-ID, sanitized, when it was not
+	// adopted as id.
+	clientID string
+	// upstreamNanos is how long this request's own upstream call took
+	// (g.up.Do, refusals included). The fetch may outlive the request (it
+	// is detached), hence an atomic; a waiter on another's fetch has 0.
+	upstreamNanos atomic.Int64
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
@@ -102,11 +114,72 @@ func (ids *requestIDs) next() string {
 
 var ids = newRequestIDs()
 
+// maxClientRequestID bounds an incoming X-Request-ID kept for the log.
+const maxClientRequestID = 128
+
+// requestID returns the id of request r and, when r carries an
+// X-Request-ID that is not adopted, that value sanitized for the log.
+//
+// The rule: an X-Request-ID from a peer in server.trusted_proxies (the
+// load balancer) becomes the request id itself, echoed in X-Request-ID and
+// error bodies, when it is 1 to 128 bytes of letters, digits and
+// "-_.:/+=@". Any other incoming X-Request-ID is only logged as
+// client_request_id, with other bytes replaced by '_' and cut to 128
+// bytes, and the request gets trendgate's own id.
+func requestID(r *http.Request, trusted []netip.Prefix) (id, client string) {
+	v := r.Header["X-Request-Id"]
+	if len(v) == 0 || v[0] == "" {
+		return ids.next(), ""
+	}
+	clean, changed := sanitizeRequestID(v[0])
+	if !changed && len(trusted) > 0 && fromTrusted(r, trusted) {
+		return clean, ""
+	}
+	return ids.next(), clean
+}
+
+// sanitizeRequestID keeps the first maxClientRequestID bytes of v with
+// every byte outside the allowed set replaced by '_'; changed reports
+// whether anything was replaced or cut.
+func sanitizeRequestID(v string) (clean string, changed bool) {
+	if len(v) > maxClientRequestID {
+		v, changed = v[:maxClientRequestID], true
+	}
+	if !changed && !strings.ContainsFunc(v, func(c rune) bool { return c > 0x7f || !requestIDByte(byte(c)) }) {
+		return v, false
+	}
+	b := []byte(v)
+	for i, c := range b {
+		if !requestIDByte(c) {
+			b[i], changed = '_', true
+		}
+	}
+	if !changed {
+		return v, false
+	}
+	return string(b), true
+}
+
+func requestIDByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-_.:/+=@", c) >= 0
+}
+
+// fromTrusted reports whether r's peer is one of the trusted proxies.
+func fromTrusted(r *http.Request, trusted []netip.Prefix) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	return err == nil && isTrusted(peer, trusted)
+}
+
 // observe is the outermost middleware: it assigns the request id, recovers
 // panics into a JSON 500, and writes the access log line and metrics.
 func (g *Gateway) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in := &info{id: ids.next(), start: g.clk.Now(), rt: g.rt.Load()}
+		in := &info{start: g.clk.Now(), rt: g.rt.Load()}
+		in.id, in.clientID = requestID(r, in.rt.trusted)
 		in.idHdr[0] = in.id
 		w.Header()["X-Request-Id"] = in.idHdr[:]
 		in.sw.ResponseWriter = w
@@ -118,6 +191,7 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 				}
 				g.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
 				if sw.status == 0 {
+					in.code = api.ErrInternal.Code
 					httperr.Write(sw, in.id, api.ErrInternal)
 				}
 			}
@@ -143,22 +217,53 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 		planName = in.plan.name
 	}
 	g.metrics.observe(route, status, planName, elapsed)
+	g.record(in, status, elapsed)
 
 	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
-		ce.Write(
+		var buf [18]zap.Field // the most one line has (series with start/end, code, client id)
+		f := append(buf[:0],
 			zap.String("request_id", in.id),
 			zap.String("method", r.Method),
 			zap.String("route", route),
 			zap.String("topic", in.req.Topic),
+		)
+		f = appendCanonical(f, in.req)
+		f = append(f,
 			zap.String("key_id", in.keyID),
 			zap.String("plan", planName),
 			zap.Int("status", status),
+		)
+		if status >= 300 && status != http.StatusNotModified {
+			f = append(f, zap.String("code", in.code))
+		}
+		f = append(f,
 			zap.String("cache", in.cache),
-			zap.Duration("upstream", in.upstream),
+			zap.Duration("upstream", time.Duration(in.upstreamNanos.Load())),
 			zap.Int("cost", in.cost),
 			zap.Int("bytes", sw.bytes),
 			zap.Duration("duration", elapsed),
 			zap.String("remote", r.RemoteAddr),
 		)
+		if in.clientID != "" {
+			f = append(f, zap.String("client_request_id", in.clientID))
+		}
+		ce.Write(f...)
 	}
+}
+
+// appendCanonical appends the normalized parameters of q that its
+// endpoint has (route and topic are logged already); never a key.
+func appendCanonical(f []zap.Field, q api.Request) []zap.Field {
+	switch q.Endpoint {
+	case api.EndpointSeries:
+		f = append(f, zap.String("bucket", q.Bucket))
+		if q.Interval != "" {
+			f = append(f, zap.String("interval", q.Interval))
+		} else {
+			f = append(f, zap.Int64("start", q.Start), zap.Int64("end", q.End))
+		}
+	case api.EndpointTSV:
+		f = append(f, zap.String("metric", q.Metric))
+	}
+	return f
 }

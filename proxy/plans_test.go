@@ -345,6 +345,7 @@ func TestClientGoneIsNotCharged(t *testing.T) {
 	h := newHarness(t, func(c *config.Config) {
 		p := c.Plans["full"]
 		p.Daily = 2
+		p.Endpoints = []string{"list", "series"} // whatsup (cost 5) could never fit a daily 2
 		c.Plans["full"] = p
 	}, func(o *demo.Options) { o.Latency = 300 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

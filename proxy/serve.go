@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,20 +23,12 @@ import (
 	"trendgate/upstream"
 )
 
-// serveAPI is the end of the chain: plan check, cache lookup (with one
-// coalesced upstream fetch on a miss), projection and writing.
+// serveAPI is the end of the chain: cache lookup (with one coalesced
+// upstream fetch on a miss), projection and writing.
 func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	in := infoFrom(ctx)
 	req := in.req
-	if !in.plan.endpoints[req.Endpoint] {
-		g.fail(w, r, api.ErrNotInPlan)
-		return
-	}
-	if req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric) {
-		g.fail(w, r, api.ErrMetricNotInPlan)
-		return
-	}
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
@@ -42,9 +36,6 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()
-		if !res.Coalesced {
-			in.upstream = now.Sub(in.start)
-		}
 	}
 	if err != nil {
 		in.cache = "error"
@@ -54,7 +45,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	in.cache = res.Outcome.String()
 	e := res.Entry
 	h := w.Header()
-	h["Cache-Status"] = cacheStatus(res)
+	h["Cache-Status"] = cacheStatus(res, now)
 	if e.Status == http.StatusNotFound {
 		g.fail(w, r, api.ErrUnknownTopic)
 		return
@@ -75,9 +66,13 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 // freshness. A cold fetch is claimed on behalf of in's key for the fair
 // share of the upstream budget; a background refresh on nobody's.
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
-	req, keyID, p := in.req, in.keyID, in.plan
+	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
 	return func(ctx context.Context, background bool) (*cache.Entry, error) {
-		resp, err := g.up.Do(ctx, upstream.Request{
+		if e := g.fromWider(ctx, req, rt, false); e != nil {
+			return e, nil
+		}
+		start := g.clk.Now()
+		e, err := g.fetch(ctx, req, rt, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
@@ -85,31 +80,56 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
+			Sent: func() {
+				now := g.clk.Now()
+				g.act.UpstreamCall(now, req.Topic)
+				if !background && usage != nil {
+					usage.UpstreamCall(now)
+				}
+			},
 		})
 		if !background {
+			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
-		if err != nil {
-			return nil, err
+		if err != nil && serveStaleFromWider(err) {
+			if stale := g.fromWider(ctx, req, rt, true); stale != nil {
+				return stale, nil
+			}
 		}
-		now := g.clk.Now()
-		class := cache.Class{
-			Endpoint: req.Endpoint,
-			Bucket:   req.Bucket,
-			End:      req.WindowEnd(),
-			Negative: resp.Status == http.StatusNotFound || resp.Empty,
-		}
-		return &cache.Entry{
-			Key:         req.Key(),
-			Topic:       req.Topic,
-			Status:      resp.Status,
-			ContentType: resp.ContentType,
-			Body:        resp.Body,
-			Generated:   resp.Generated,
-			Fetched:     now,
-			FreshUntil:  rt.ttl.FreshUntil(class, now),
-		}, nil
+		return e, err
 	}
+}
+
+// fetch asks the upstream for req with ur (its widened week instead, when
+// that applies) and turns the answer into an entry with our freshness.
+func (g *Gateway) fetch(ctx context.Context, req api.Request, rt *runtime, start time.Time, ur upstream.Request) (*cache.Entry, error) {
+	if wide, ok := widened(req, start); ok {
+		if e, err := g.fetchWidened(ctx, req, wide, ur, rt); e != nil || err != nil {
+			return e, err
+		}
+	}
+	resp, err := g.up.Do(ctx, ur)
+	if err != nil {
+		return nil, err
+	}
+	now := g.clk.Now()
+	class := cache.Class{
+		Endpoint: req.Endpoint,
+		Bucket:   req.Bucket,
+		End:      req.WindowEnd(),
+		Negative: resp.Status == http.StatusNotFound || resp.Empty,
+	}
+	return &cache.Entry{
+		Key:         req.Key(),
+		Topic:       req.Topic,
+		Status:      resp.Status,
+		ContentType: resp.ContentType,
+		Body:        resp.Body,
+		Generated:   resp.Generated,
+		Fetched:     now,
+		FreshUntil:  rt.ttl.FreshUntil(class, now),
+	}, nil
 }
 
 // cost is q's price in tokens and quota units.
@@ -122,9 +142,20 @@ var (
 	statusStaleIfError = []string{`trendgate; hit; stale; detail="upstream-error"`}
 	statusMiss         = []string{"trendgate; fwd=miss; stored"}
 	statusCollapsed    = []string{"trendgate; fwd=miss; collapsed"}
+	statusRange        = []string{"trendgate; hit; detail=range"}
+	statusRangeStale   = []string{"trendgate; hit; stale; detail=range"}
+	statusTooLarge     = []string{`trendgate; fwd=miss; detail="too-large"`}
 )
 
-func cacheStatus(res cache.Result) []string {
+func cacheStatus(res cache.Result, now time.Time) []string {
+	// A window cut from a wider answer the gateway held: no upstream call.
+	// Cut from a stale one (the upstream could not be asked), it is stale.
+	if e := res.Entry; e != nil && e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) {
+		if !now.Before(e.FreshUntil) {
+			return statusRangeStale
+		}
+		return statusRange
+	}
 	switch res.Outcome {
 	case cache.Hit:
 		return statusHit
@@ -132,6 +163,9 @@ func cacheStatus(res cache.Result) []string {
 		return statusStale
 	case cache.StaleIfError:
 		return statusStaleIfError
+	}
+	if res.TooLarge {
+		return statusTooLarge // served, not stored: larger than the cache's per-entry share
 	}
 	if res.Coalesced {
 		return statusCollapsed
@@ -151,17 +185,26 @@ func projectionError(err error) error {
 
 // variant is one plan's representation of a cached entry: the projected
 // bytes, their ETag, and a gzip copy made once on first demand. Variants
-// are memoized on the entry, so cache hits never re-project or re-compress.
+// are memoized on the entry, so cache hits never re-project or re-compress,
+// and every byte they hold is charged to the cache's bound (Entry.StoreMemo,
+// Entry.GrowMemo).
 type variant struct {
+	proj   *projection.Projection // what body was projected with; nil: the full body
 	body   []byte
 	etag   []string
 	length []string
 
-	gzOnce   sync.Once
-	gz       []byte // nil when compressing does not pay
-	gzLength []string
+	gzMu sync.Mutex              // serializes making the gzip copy
+	gz   atomic.Pointer[gzipped] // the kept gzip copy; nil until made (or when not kept)
 
 	timed atomic.Pointer[timedHeaders] // the last Cache-Control and Age values
+}
+
+// gzipped is a variant's compressed copy; body nil when compressing does
+// not pay.
+type gzipped struct {
+	body   []byte
+	length []string
 }
 
 // timedHeaders are the Cache-Control and Age values for one pair of
@@ -190,53 +233,118 @@ func (v *variant) timedHeaders(maxAge, age int64) *timedHeaders {
 }
 
 // fullVariant is the memo key of the unprojected variant shared by all
-// full-data plans; limited plans use their *Projection as key.
+// full-data plans; a limited plan's variant is memoized under its planVariant.
 type fullVariant struct{}
+
+// planVariant is the memo key of a limited plan's variant. Keying by plan
+// name, not by *Projection, keeps one variant per plan however often the
+// configuration is reloaded: a variant projected by an older compile of the
+// plan is replaced (and its bytes released) on the plan's next request.
+type planVariant string
 
 // gzipMinBytes is the smallest body worth compressing.
 const gzipMinBytes = 1024
 
-func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
-	var key any = fullVariant{}
-	if p.proj != nil {
-		key = p.proj
+// variantOverhead approximates what a variant holds besides its bodies: the
+// struct, its ETag and length strings, the memo's map node and the timed
+// headers.
+const variantOverhead = 384
+
+// deriveSlots bounds how many variants are derived (projected and hashed,
+// or compressed) at once. The work is CPU-bound, so running more of it than
+// there are CPUs only keeps more scratch buffers and compressor state (about
+// 800 KB per gzip writer) alive together: 32 concurrent cold requests for
+// 1.4 MB series held about 100 MB that way, beyond the cache's bound. Hits
+// on memoized variants never take a slot.
+var deriveSlots = make(chan struct{}, max(goruntime.GOMAXPROCS(0), 1))
+
+// variantKey returns the memo key of plan name's variant: fullVariant{} for
+// a full-data plan, else planVariant(name). compile stores it in the plan,
+// so hits do not box a string on each request.
+func variantKey(name string, proj *projection.Projection) any {
+	if proj == nil {
+		return fullVariant{}
 	}
-	if v, ok := e.Memo(key); ok {
-		return v.(*variant), nil
+	return planVariant(name)
+}
+
+func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
+	key := p.memoKey
+	old, found := e.Memo(key)
+	if found && old.(*variant).proj == p.proj {
+		return old.(*variant), nil
+	}
+	deriveSlots <- struct{}{}
+	defer func() { <-deriveSlots }()
+	// Another request may have derived it while this one waited.
+	if old, found = e.Memo(key); found && old.(*variant).proj == p.proj {
+		return old.(*variant), nil
 	}
 	body := e.Body
+	size := int64(variantOverhead)
 	if p.proj != nil {
 		var err error
 		if body, err = p.proj.Apply(ep, e.Body); err != nil {
 			return nil, err
 		}
+		size += int64(cap(body))
 	}
 	sum := sha256.Sum256(body)
 	v := &variant{
+		proj:   p.proj,
 		body:   body,
 		etag:   []string{`"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`},
 		length: []string{strconv.Itoa(len(body))},
 	}
-	return e.StoreMemo(key, v).(*variant), nil
+	if found { // projected by a plan compile a reload replaced
+		e.ReplaceMemo(key, v, size)
+		return v, nil
+	}
+	return e.StoreMemo(key, v, size).(*variant), nil
 }
 
-// gzipped returns the compressed copy, or nil when the body is too small or
-// does not shrink.
-func (v *variant) gzipped() []byte {
-	v.gzOnce.Do(func() {
-		if len(v.body) < gzipMinBytes {
-			return
-		}
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		_, _ = zw.Write(v.body)
-		if zw.Close() != nil || buf.Len() >= len(v.body) {
-			return
-		}
-		v.gz = buf.Bytes()
-		v.gzLength = []string{strconv.Itoa(len(v.gz))}
-	})
-	return v.gz
+// gzipWriters reuses gzip writers: each holds about 800 KB of compressor
+// state at BestCompression, which one per miss would turn into garbage.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(io.Discard, gzip.BestCompression)
+	return zw
+}}
+
+// gzipped returns the compressed copy of the variant memoized on e under
+// the memo key of plan p and its Content-Length value, or nil when the body
+// is too small or does not shrink. The copy is made once and kept when the cache can charge it
+// (Entry.GrowMemo); otherwise it serves this response only.
+func (v *variant) gzipped(e *cache.Entry, p *plan) ([]byte, []string) {
+	if g := v.gz.Load(); g != nil {
+		return g.body, g.length
+	}
+	if len(v.body) < gzipMinBytes {
+		return nil, nil
+	}
+	v.gzMu.Lock()
+	defer v.gzMu.Unlock()
+	if g := v.gz.Load(); g != nil {
+		return g.body, g.length
+	}
+	deriveSlots <- struct{}{}
+	defer func() { <-deriveSlots }()
+	var buf bytes.Buffer
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&buf)
+	_, _ = zw.Write(v.body)
+	err := zw.Close()
+	zw.Reset(io.Discard) // drop the reference to buf before pooling
+	gzipWriters.Put(zw)
+	g := &gzipped{}
+	if err == nil && buf.Len() < len(v.body) {
+		g.body = bytes.Clone(buf.Bytes()) // exactly sized: the buffer's spare capacity would be held too
+		g.length = []string{strconv.Itoa(len(g.body))}
+	}
+	key := p.memoKey
+	if cur, ok := e.Memo(key); ok && cur == v && e.GrowMemo(key, int64(cap(g.body))+64) {
+		v.gz.Store(g)
+	}
+	return g.body, g.length
 }
 
 // Shared header values; never mutated.
@@ -274,8 +382,8 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 	}
 	body, length := v.body, v.length
 	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		if gz := v.gzipped(); gz != nil {
-			body, length = gz, v.gzLength
+		if gz, gzLength := v.gzipped(e, in.plan); gz != nil {
+			body, length = gz, gzLength
 			h["Content-Encoding"] = encGzip
 		}
 	}

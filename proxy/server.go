@@ -12,6 +12,7 @@ import (
 
 	"trendgate/certs"
 	"trendgate/config"
+	"trendgate/internal/buildinfo"
 	"trendgate/internal/h1"
 )
 
@@ -101,6 +102,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
 		CheckInterval: g.certCheck,
 		OnReload:      func(result string) { g.metrics.certReloads.WithLabelValues(result).Inc() },
+		Metrics:       g.certs,
 	})
 	if err != nil {
 		ls.close()
@@ -113,13 +115,17 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
 	}
 	public := g.newServer(handler, "public")
+	if sec != nil {
+		public.TLSConfig = sec.TLSConfig()
+	}
+	// The lane serves HTTP/1.1, over TLS too (it then hands h2
+	// connections to public's HTTP/2); without it, net/http serves all.
 	var front server = public
-	if sec == nil && cfg.Server.FastHTTP1Enabled() {
-		front = &h1.Server{Handler: handler, Fallback: public}
+	if cfg.Server.FastHTTP1Enabled() {
+		front = &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig}
 	}
 	var plain *http.Server
 	if sec != nil {
-		public.TLSConfig = sec.TLSConfig()
 		if ls.HTTP != nil {
 			plain = g.newServer(sec.ChallengeHandler(httpsRequired()), "http")
 		}
@@ -140,7 +146,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 
 	errc := make(chan error, 3)
 	go func() {
-		if sec != nil {
+		if sec != nil && front == server(public) {
 			errc <- serveErr(public.ServeTLS(ls.Public, "", ""))
 			return
 		}
@@ -156,8 +162,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	}
 	startErr := sec.Start(context.WithoutCancel(ctx), setReady)
 	setReady()
+	build := buildinfo.Read()
 	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
-		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil))
+		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil),
+		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go", build.GoVersion))
 
 	runErr := startErr
 	if runErr == nil {

@@ -2,18 +2,12 @@ package proxy_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -31,6 +25,8 @@ import (
 	"trendgate/internal/clock"
 	"trendgate/internal/redistest"
 	"trendgate/proxy"
+
+	"trendgate/internal/testcert"
 )
 
 // served is a gateway whose Serve call the test controls: stop cancels its
@@ -127,44 +123,9 @@ func startUpstream(t testing.TB, clk clock.Clock, wrap func(http.Handler) http.H
 // 127.0.0.1 into dir and returns the file names and a pool trusting it.
 func selfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "tg.test"},
-		DNSNames:              []string{"tg.test"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	p := testcert.New(t, testcert.Options{})
+	certFile, keyFile = p.Write(t, dir)
+	return certFile, keyFile, p.Pool()
 }
 
 // httpsClient trusts roots and sends serverName in the handshake; it tries
@@ -522,6 +483,13 @@ func TestTLSACMEPebble(t *testing.T) {
 				t.Error("no Strict-Transport-Security on an HTTPS response")
 			}
 			checkList(t, body)
+			// certmagic's cert_obtained event reached the certificate metrics.
+			if got := metric(t, s.gw.Registry(), "trendgate_certs_obtained_total", "operation", "obtain"); got != 1 {
+				t.Errorf("trendgate_certs_obtained_total{operation=obtain} = %v; want 1", got)
+			}
+			if got := metric(t, s.gw.Registry(), "trendgate_certs_failing", "domain", "tg.test"); got != 0 {
+				t.Errorf("trendgate_certs_failing{domain=tg.test} = %v; want 0", got)
+			}
 
 			// A handshake without SNI gets the first domain's certificate.
 			conn, err := tls.Dial("tcp", s.public, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})

@@ -179,17 +179,20 @@ func (w *window) allows(background bool, reserve float64) bool {
 
 // lower reconciles the window with the upstream's remaining count and, when
 // it reported one in the future, adopts its reset: the lowered count holds
-// until then, and not a moment longer.
-func (w *window) lower(upstreamRemaining int64, reset, now time.Time) {
+// until then, and not a moment longer. It reports whether it lowered the
+// count.
+func (w *window) lower(upstreamRemaining int64, reset, now time.Time) bool {
 	if w.limit == 0 || upstreamRemaining < 0 {
-		return
+		return false
 	}
 	if reported := w.limit - upstreamRemaining; reported > w.used {
 		w.used = reported
 		if reset.After(now) && reset.Sub(now) <= maxBlock {
 			w.resetAt = reset
 		}
+		return true
 	}
+	return false
 }
 
 // LocalBudget is an in-process Budget: fixed per-minute and per-day windows
@@ -203,6 +206,10 @@ type LocalBudget struct {
 	minute, day  window
 	blockedUntil time.Time
 	fair         fairTenants
+
+	// events, when set (by the Client that owns the budget, before use),
+	// hears when Observe adopts the upstream's count.
+	events *budgetEvents
 }
 
 var (
@@ -301,16 +308,25 @@ func (b *LocalBudget) Observe(_ context.Context, h http.Header, status int) {
 	now := b.clk.Now()
 	rh := parseRateHeaders(h)
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	ms, ds := minuteStart(now), dayStart(now)
 	b.minute.roll(ms, now)
 	b.day.roll(ds, now)
-	b.minute.lower(rh.minuteRemaining, rh.minuteReset, now)
-	b.day.lower(rh.dayRemaining, rh.dayReset, now)
+	lowered := [2]bool{
+		windowMinute: b.minute.lower(rh.minuteRemaining, rh.minuteReset, now),
+		windowDay:    b.day.lower(rh.dayRemaining, rh.dayReset, now),
+	}
+	resets := [2]time.Time{windowMinute: b.minute.end(ms.Add(time.Minute)), windowDay: b.day.end(ds.Add(24 * time.Hour))}
+	remaining := [2]int64{windowMinute: rh.minuteRemaining, windowDay: rh.dayRemaining}
 
 	until := blockUntil(rh, status, now)
 	if until.After(b.blockedUntil) {
 		b.blockedUntil = until
+	}
+	b.mu.Unlock()
+	for w, ok := range lowered {
+		if ok && b.events != nil { // logged outside the lock
+			b.events.adopted(w, remaining[w], resets[w])
+		}
 	}
 }
 

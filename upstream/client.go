@@ -42,6 +42,11 @@ type Request struct {
 	Tenant    string
 	Weight    float64
 	PerMinute int
+	// Sent, when not nil, is called once for every attempt the budget paid
+	// for, as it starts (a retry is a second one; the same attempts
+	// trendgate_upstream_requests_total counts); never for a call the
+	// breaker or the budget refused.
+	Sent func()
 }
 
 // Response is a validated upstream answer.
@@ -96,6 +101,7 @@ type Client struct {
 	breaker *breaker.Breaker
 	rt      http.RoundTripper
 	http    *http.Client
+	events  budgetEvents // logs the budget's changes of state
 }
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
@@ -126,6 +132,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		log:     log.Named("upstream"),
 		metrics: m,
 	}
+	c.events.log = c.log.Named("budget")
 	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
 		breaker.Options{Clock: clk, Logger: c.log, Metrics: m.Breakers})
 	for _, o := range opts {
@@ -136,6 +143,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		if err != nil {
 			return nil, err
 		}
+		b.events = &c.events
 		c.budget = b
 	}
 	if c.rt == nil {
@@ -146,8 +154,20 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		// Redirects are never followed; a 3xx is a bad response.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
+	b := cfg.Budget.Resolved()
+	m.BudgetLimit.WithLabelValues("minute").Set(budgetLimit(b.PerMinute))
+	m.BudgetLimit.WithLabelValues("day").Set(budgetLimit(b.PerDay))
 	c.reportTokens()
 	return c, nil
+}
+
+// budgetLimit is a budget window's size for the BudgetLimit gauge: -1 for
+// 0 (unlimited).
+func budgetLimit(n int) float64 {
+	if n <= 0 {
+		return -1
+	}
+	return float64(n)
 }
 
 // newTransport builds the pooled transport for cfg. Compression is handled
@@ -271,10 +291,18 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				// the call that first met its 429.
 				return nil, withWait(ErrRateLimited, v.RetryAfter)
 			}
+			if !req.Background {
+				// A background refusal only means the refresh reserve is
+				// reached; a cold miss refused means the window is out.
+				c.events.exhausted(c.clk.Now(), exhaustedWindow(c.budget, v.RetryAfter), v.RetryAfter)
+			}
 			return nil, withWait(ErrBudgetExhausted, v.RetryAfter)
 		}
 		if attempt > 0 {
 			c.metrics.Retries.Inc()
+		}
+		if req.Sent != nil {
+			req.Sent()
 		}
 		last = c.attempt(ctx, parent, req)
 		c.metrics.Requests.WithLabelValues(req.Endpoint.String(), resultOf(last.resp, last.err)).Inc()
@@ -360,6 +388,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}()
 	// Record the upstream's counters even if the caller is gone.
 	c.budget.Observe(context.WithoutCancel(ctx), hres.Header, hres.StatusCode)
+	c.events.observed(c.clk.Now(), hres.Header, hres.StatusCode)
 
 	switch status := hres.StatusCode; {
 	case status == http.StatusOK:

@@ -42,9 +42,9 @@ func TestRequestBuiltExactly(t *testing.T) {
 			wantURI: "/api4/public/topics/list/v1", wantAccept: "application/json",
 		},
 		{
-			name: "base url with path prefix and trailing slash", prefix: "/lc/", key: testKey,
+			name: "base url with a trailing slash", prefix: "/", key: testKey,
 			req:     Request{Endpoint: api.EndpointWhatsup, Path: "/api4/public/topic/ai%20agents/whatsup/v1"},
-			wantURI: "/lc/api4/public/topic/ai%20agents/whatsup/v1", wantAccept: "application/json",
+			wantURI: "/api4/public/topic/ai%20agents/whatsup/v1", wantAccept: "application/json",
 			wantAuth: "Bearer " + testKey,
 		},
 		{
@@ -846,6 +846,36 @@ func TestUpstreamResetDrivesBudget(t *testing.T) {
 			}
 			if n := stub.calls.Load(); n != 2 {
 				t.Errorf("upstream calls: %d; want 2 (none during the block)", n)
+			}
+		})
+	}
+}
+
+// TestBudgetLimitGauge checks trendgate_upstream_budget_limit: the
+// configured size of each window, a plan preset filling what is unset, and
+// -1 for an unlimited window.
+func TestBudgetLimitGauge(t *testing.T) {
+	tests := []struct {
+		name             string
+		budget           BudgetConfig
+		wantMin, wantDay float64
+	}{
+		{name: "explicit", budget: BudgetConfig{PerMinute: 60, PerDay: 5000}, wantMin: 60, wantDay: 5000},
+		{name: "preset", budget: BudgetConfig{Plan: "builder"}, wantMin: 90, wantDay: 18000},
+		{name: "preset with an override", budget: BudgetConfig{Plan: "hobby", PerDay: 50}, wantMin: 3, wantDay: 50},
+		{name: "unlimited", budget: BudgetConfig{}, wantMin: -1, wantDay: -1},
+		{name: "unlimited day", budget: BudgetConfig{PerMinute: 10}, wantMin: 10, wantDay: -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("http://127.0.0.1:1")
+			cfg.Budget = tc.budget
+			_, reg := newTestClient(t, cfg, clock.NewFake(t0))
+			if got := metricValue(t, reg, "trendgate_upstream_budget_limit", "window", "minute"); got != tc.wantMin {
+				t.Errorf("minute limit %v; want %v", got, tc.wantMin)
+			}
+			if got := metricValue(t, reg, "trendgate_upstream_budget_limit", "window", "day"); got != tc.wantDay {
+				t.Errorf("day limit %v; want %v", got, tc.wantDay)
 			}
 		})
 	}

@@ -138,7 +138,7 @@ func (c Config) Validate() error {
 }
 
 // checkBaseURL returns why raw is not an absolute http(s) URL without
-// credentials, query or fragment, or "" when it is fine.
+// credentials, path, query or fragment, or "" when it is fine.
 func checkBaseURL(raw string) string {
 	if raw == "" {
 		return "must be set"
@@ -158,6 +158,10 @@ func checkBaseURL(raw string) string {
 		return "must not contain a query"
 	case u.Fragment != "" || strings.Contains(raw, "#"):
 		return "must not contain a fragment"
+	case u.Path != "" && u.Path != "/":
+		// The API paths (/api4/public/..., /topic/...) are the gateway's
+		// own; a path here would be prepended to them.
+		return fmt.Sprintf("must be scheme and host only, without a path (got path %q; the gateway adds /api4/... itself)", u.EscapedPath())
 	}
 	return ""
 }

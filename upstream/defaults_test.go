@@ -19,7 +19,11 @@ func TestValidate(t *testing.T) {
 		edit  func(*Config)
 		wants []string // error lines, each a prefix-bearing message
 	}{
-		{"http base with path", func(c *Config) { c.BaseURL = "http://127.0.0.1:9000/prefix" }, nil},
+		{"http base with trailing slash", func(c *Config) { c.BaseURL = "http://127.0.0.1:9000/" }, nil},
+		// Regression: a path was accepted and prepended to the API's own
+		// paths (/api4/api4/...), though the example file says no path.
+		{"base with path", func(c *Config) { c.BaseURL = "https://lunarcrush.com/api4" }, []string{`base_url: must be scheme and host only, without a path (got path "/api4"`}},
+		{"base with prefix path", func(c *Config) { c.BaseURL = "http://127.0.0.1:9000/prefix/" }, []string{"base_url: must be scheme and host only"}},
 		{"plan preset", func(c *Config) { c.Budget.Plan = "builder" }, nil},
 		{"empty base", func(c *Config) { c.BaseURL = "" }, []string{"base_url: must be set"}},
 		{"relative base", func(c *Config) { c.BaseURL = "/api" }, []string{"base_url: must be an absolute http or https URL"}},

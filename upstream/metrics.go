@@ -25,6 +25,10 @@ type Metrics struct {
 	// BudgetTokens is the outbound budget's tokens left by window (minute,
 	// day); -1 means unlimited.
 	BudgetTokens *prometheus.GaugeVec
+	// BudgetLimit is the outbound budget's size by window (minute, day), as
+	// configured (upstream.budget, its plan preset applied); -1 means
+	// unlimited. Calls used = limit - tokens left.
+	BudgetLimit *prometheus.GaugeVec
 	// Breakers exports the circuit breaker's state and transitions
 	// (dependency "upstream").
 	Breakers *breaker.Metrics
@@ -64,6 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: ns, Subsystem: sub, Name: "budget_tokens",
 			Help: "Outbound budget tokens left by window; -1 means unlimited.",
 		}, []string{"window"}),
+		BudgetLimit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "budget_limit",
+			Help: "Outbound budget size by window (calls per minute, per UTC day); -1 means unlimited.",
+		}, []string{"window"}),
 		Breakers: breaker.NewMetrics(reg),
 		RateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "rate_limited_total",
@@ -84,6 +92,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Latency = register(reg, m.Latency)
 		m.Errors = register(reg, m.Errors)
 		m.BudgetTokens = register(reg, m.BudgetTokens)
+		m.BudgetLimit = register(reg, m.BudgetLimit)
 		m.RateLimited = register(reg, m.RateLimited)
 		m.Retries = register(reg, m.Retries)
 		m.BudgetFallbacks = register(reg, m.BudgetFallbacks)

@@ -23,6 +23,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
 	"trendgate/proxy"
 )
@@ -30,20 +31,31 @@ import (
 const usage = `trendgate — a caching API gateway for the social-topic analytics API
 
 Usage:
-  trendgate [-listen ADDR] [-admin ADDR]     demo mode: gateway on an embedded demo upstream,
+  trendgate [flags]                          demo mode: gateway on an embedded demo upstream,
                                              with freshly generated full and limited keys
+                                             (flags below)
   trendgate serve -config FILE               run with a configuration file
   trendgate config check FILE                validate a configuration file
   trendgate keys new -id ID -plan PLAN       generate a key; prints the secret once and the
                                              config lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
+  trendgate keys usage [-admin URL] [-id ID] [-json]
+                                             per-key quota, bucket and 24 h traffic from the
+                                             admin listener (token from $TRENDGATE_ADMIN_TOKEN)
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
-  trendgate healthcheck [-url URL]           exit 0 when URL (default the admin /healthz)
-                                             answers 200; for container health checks
+  trendgate healthcheck [-config FILE|-url URL]
+                                             exit 0 when the admin /healthz (found from the
+                                             file's admin.listen, or URL) answers 200; for
+                                             container health checks
+  trendgate version                          print version, commit and Go version (also -version)
 
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
 certificate files (both are also polled for changes, every -watch);
 SIGINT/SIGTERM drain in-flight requests and stop.
+
+Memory: the Go soft memory limit is GOMEMLIMIT when set, else
+server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
+"memory limit" log line at start says which.
 `
 
 func main() {
@@ -64,31 +76,65 @@ func exitCode(err error) int {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-			fmt.Fprint(stdout, usage)
+		if len(args) > 0 && (args[0] == "-version" || args[0] == "--version") {
+			fmt.Fprintln(stdout, buildinfo.Read())
 			return nil
 		}
 		return runDemo(args, stdout, stderr)
 	}
 	switch args[0] {
 	case "serve":
-		return runServe(args[1:], stderr)
+		return runServe(args[1:], stdout, stderr)
 	case "config":
-		if len(args) != 3 || args[1] != "check" {
-			return errors.New("usage: trendgate config check FILE")
-		}
-		return checkConfig(args[2], stdout)
+		return runConfig(args[1:], stdout)
 	case "keys":
 		return runKeys(args[1:], stdin, stdout)
 	case "demo-upstream":
-		return runDemoUpstream(args[1:], stderr)
+		return runDemoUpstream(args[1:], stdout, stderr)
 	case "healthcheck":
-		return runHealthcheck(args[1:])
+		return runHealthcheck(args[1:], stdout)
+	case "version":
+		fmt.Fprintln(stdout, buildinfo.Read())
+		return nil
 	case "help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage, "\nDemo mode flags:\n")
+		fs, _ := demoFlags(stdout)
+		fs.PrintDefaults()
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (try trendgate -help)", args[0])
+}
+
+// parseFlags parses args into fs. A -h, -help or --help prints fs's usage
+// to stdout (not as an error) and reports help; other errors go to stderr
+// as usual.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (help bool, err error) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return true, nil
+		}
+	}
+	return false, fs.Parse(args)
+}
+
+// newFlags returns a flag set whose usage is text followed by the flags.
+func newFlags(name, text string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), text)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprint(fs.Output(), "\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
 }
 
 // newLogger returns a JSON logger to w at the given level. Output is
@@ -112,11 +158,11 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-func runServe(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "Usage: trendgate serve -config FILE [-watch 2s]\n\nRun the gateway with a configuration file.\n")
 	path := fs.String("config", "", "configuration `FILE` (required)")
 	poll := fs.Duration("watch", 2*time.Second, "how often to check the config file, and in tls.mode files the certificate files, for changes (0: only on SIGHUP)")
-	if err := fs.Parse(args); err != nil {
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if *path == "" {
@@ -134,6 +180,7 @@ func runServe(args []string, stderr io.Writer) error {
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
+	setMemoryLimit(cfg, os.Getenv, log)
 
 	certCheck := *poll
 	if certCheck <= 0 {
@@ -148,14 +195,11 @@ func runServe(args []string, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	w := config.NewWatcher(*path, *poll, log.Named("config"), func(c *config.Config, err error) {
-		if err == nil {
-			err = g.Reload(c)
-		}
 		if err != nil {
-			log.Error("config reload refused; the previous config keeps serving", zap.Error(err))
+			g.RefuseReload(err) // counted and logged once, like a refusal by Reload
 			return
 		}
-		log.Info("config reloaded", zap.Int("keys", len(c.Keys)), zap.Int("plans", len(c.Plans)))
+		_ = g.Reload(c) // logs what changed, or why it was refused
 	})
 	go w.Run(ctx)
 	hup := make(chan os.Signal, 1)
@@ -174,6 +218,28 @@ func runServe(args []string, stderr io.Writer) error {
 	return g.Run(ctx)
 }
 
+// runConfig runs "config check FILE".
+func runConfig(args []string, stdout io.Writer) error {
+	fs := newFlags("config check", "Usage: trendgate config check FILE\n\n"+
+		"Validate a configuration file: every problem is printed with its YAML path,\n"+
+		"warnings too; the exit status is 0 only for a valid file.\n")
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil
+		}
+		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+	}
+	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+	}
+	return checkConfig(fs.Arg(0), stdout)
+}
+
 func checkConfig(path string, stdout io.Writer) error {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -186,20 +252,39 @@ func checkConfig(path string, stdout io.Writer) error {
 	return nil
 }
 
+const keysUsage = `Usage:
+  trendgate keys new -id ID -plan PLAN   generate a key; prints the secret once and the
+                                         config lines to paste under keys:
+  trendgate keys hash                    read a key on stdin, print its sha256 digest
+  trendgate keys usage [-admin URL] [-id ID] [-json]
+                                         per-key usage from a running gateway's admin
+                                         listener (token from $TRENDGATE_ADMIN_TOKEN)
+`
+
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash")
+		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-admin URL] [-id ID] [-json] (see trendgate keys -help)")
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, keysUsage)
+		return nil
 	case "new":
-		fs := flag.NewFlagSet("keys new", flag.ContinueOnError)
+		fs := newFlags("keys new", "Usage: trendgate keys new -id ID -plan PLAN\n\n"+
+			"Generate a key. The secret is printed once; the config keeps only its digest.\n")
 		id := fs.String("id", "", "key `ID` shown in logs and metrics (required)")
 		plan := fs.String("plan", "", "`PLAN` name (required)")
-		if err := fs.Parse(args[1:]); err != nil {
+		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
 			return err
 		}
 		if *id == "" || *plan == "" {
 			return errors.New("keys new: -id and -plan are required")
+		}
+		if err := config.CheckName(*id); err != nil {
+			return fmt.Errorf("keys new: -id: %w", err)
+		}
+		if err := config.CheckName(*plan); err != nil {
+			return fmt.Errorf("keys new: -plan: %w", err)
 		}
 		secret, err := auth.Generate()
 		if err != nil {
@@ -208,35 +293,43 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "secret: %s\n", secret)
 		fmt.Fprintf(stdout, "# The secret is shown only this once. Paste these lines under keys: in the config:\n")
 		fmt.Fprintf(stdout, "  - id: %s\n    sha256: %s\n    plan: %s\n", *id, auth.Digest(secret), *plan)
+		if _, builtin := config.Default().Plans[*plan]; !builtin {
+			fmt.Fprintf(stdout, "# Note: %q is not a built-in plan (those are full and limited): define it under plans: in the same file.\n", *plan)
+		}
 		return nil
+	case "usage":
+		return runKeysUsage(args[1:], stdout)
 	case "hash":
+		fs := newFlags("keys hash", "Usage: trendgate keys hash < KEYFILE\n\n"+
+			"Read a key (tg_...) on stdin and print its sha256 digest, for the config's keys: list.\n")
+		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+			return err
+		}
 		line, err := bufio.NewReader(stdin).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		secret := strings.TrimRight(line, "\r\n")
 		if err := auth.CheckFormat(secret); err != nil {
+			if auth.ReasonOf(err) == auth.ReasonChecksum {
+				return errors.New("keys hash: stdin holds a tg_ key whose checksum does not match: it was mistyped or cut short")
+			}
 			return errors.New("keys hash: stdin does not hold a trendgate key (tg_...)")
 		}
 		fmt.Fprintln(stdout, auth.Digest(secret))
 		return nil
 	}
-	return fmt.Errorf("keys: unknown subcommand %q", args[0])
+	return fmt.Errorf("keys: unknown subcommand %q (see trendgate keys -help)", args[0])
 }
 
 // runDemo runs the gateway in front of an in-process demo upstream with two
 // freshly generated keys.
 func runDemo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8080", "public listen `ADDR`")
-	admin := fs.String("admin", "off", "admin listen `ADDR` (/healthz, /readyz, /metrics, /purge), or off")
-	latency := fs.Duration("upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
-	logLevel := fs.String("log-level", "info", "log `LEVEL`: debug, info, warn, error")
-	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
+	fs, o := demoFlags(stderr)
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
-	log, stopLog, err := newLogger(*logLevel, stderr)
+	log, stopLog, err := newLogger(o.logLevel, stderr)
 	if err != nil {
 		return err
 	}
@@ -246,7 +339,7 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	up, err := demo.New(demo.Options{APIKey: upstreamKey, Latency: *latency})
+	up, err := demo.New(demo.Options{APIKey: upstreamKey, Latency: o.latency})
 	if err != nil {
 		return err
 	}
@@ -260,9 +353,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	defer func() { _ = upSrv.Close() }()
 
 	cfg := config.Default()
-	cfg.Server.Listen = *listen
-	cfg.Admin.Listen = *admin
-	cfg.Log.Level = *logLevel
+	cfg.Server.Listen = o.listen
+	cfg.Admin.Listen = o.admin
+	cfg.Log.Level = o.logLevel
+	setMemoryLimit(cfg, os.Getenv, log)
 	cfg.Upstream.BaseURL = "http://" + upLn.Addr().String()
 	cfg.Upstream.APIKey = upstreamKey
 	keys := map[string]string{}
@@ -283,14 +377,40 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	printDemo(stdout, "http://"+ls.Public.Addr().String(), keys["full"], keys["limited"])
+	adminURL := ""
+	if ls.Admin != nil {
+		adminURL = "http://" + ls.Admin.Addr().String()
+	}
+	printDemo(stdout, "http://"+ls.Public.Addr().String(), adminURL, keys["full"], keys["limited"])
 
 	ctx, stop := signalContext()
 	defer stop()
 	return g.Serve(ctx, ls)
 }
 
-func printDemo(w io.Writer, base, full, limited string) {
+// demoOptions are demo mode's flags.
+type demoOptions struct {
+	listen, admin, logLevel string
+	latency                 time.Duration
+}
+
+// demoFlags returns demo mode's flag set, whose usage (to out) is the
+// whole command list followed by these flags, and the options it fills.
+func demoFlags(out io.Writer) (*flag.FlagSet, *demoOptions) {
+	o := &demoOptions{}
+	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "public listen `ADDR`")
+	fs.StringVar(&o.admin, "admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
+	fs.DurationVar(&o.latency, "upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn, error")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
+	return fs, o
+}
+
+// printDemo prints the demo keys and curl commands, and the dashboard's URL
+// when adminURL (the admin listener's base URL) is not "".
+func printDemo(w io.Writer, base, adminURL, full, limited string) {
 	fmt.Fprintf(w, "full key: %s\n", full)
 	fmt.Fprintf(w, "limited key: %s\n", limited)
 	fmt.Fprintf(w, "\ntrendgate demo mode: gateway on %s in front of an embedded demo upstream. Try:\n\n", base)
@@ -307,11 +427,15 @@ func printDemo(w io.Writer, base, full, limited string) {
 	}
 	fmt.Fprintf(w, "\n# the limited plan drops fields (compare with the full key):\n")
 	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/topic/bitcoin/time-series/v1'\n", limited, base)
+	if adminURL != "" {
+		fmt.Fprintf(w, "\ndashboard: %s/\nper-key usage: trendgate keys usage -admin %s\n", adminURL, adminURL)
+	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
 
-func runDemoUpstream(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo-upstream", flag.ContinueOnError)
+func runDemoUpstream(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("demo-upstream", "Usage: trendgate demo-upstream [flags]\n\n"+
+		"Run the synthetic upstream alone, with its control routes (GET /_demo/ lists them).\n")
 	listen := fs.String("listen", "127.0.0.1:18080", "listen `ADDR`")
 	seed := fs.Int64("seed", 1, "data seed")
 	topics := fs.Int("topics", 300, "size of the topics list")
@@ -320,8 +444,8 @@ func runDemoUpstream(args []string, stderr io.Writer) error {
 	perDay := fs.Int("per-day", 0, "account requests per day before 429 (0: unlimited)")
 	apiKey := fs.String("api-key", "", "require 'Authorization: Bearer `KEY`' (default: any caller)")
 	notFound := fs.Bool("unknown-404", false, "answer unknown topics with 404 instead of empty data")
-	fault := fs.String("fault", "none", "start with this failure mode: none, 5xx, 429, garbage, wrong-shape, oversize, hang, flap, reset")
-	if err := fs.Parse(args); err != nil {
+	fault := fs.String("fault", "none", "start with this failure `MODE`: "+strings.Join(demo.FaultNames(), ", "))
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
 	f, err := demo.ParseFault(*fault)
@@ -356,11 +480,21 @@ func runDemoUpstream(args []string, stderr io.Writer) error {
 	return nil
 }
 
-func runHealthcheck(args []string) error {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+func runHealthcheck(args []string, stdout io.Writer) error {
+	fs := newFlags("healthcheck", "Usage: trendgate healthcheck [-config FILE | -url URL]\n\n"+
+		"Exit 0 when the admin listener's /healthz answers 200 (for container health checks).\n"+
+		"With -config, its address is the file's admin.listen.\n")
 	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to probe")
-	if err := fs.Parse(args); err != nil {
+	path := fs.String("config", "", "configuration `FILE` whose admin.listen to probe (instead of -url)")
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
+	}
+	if *path != "" {
+		u, err := healthURL(*path)
+		if err != nil {
+			return err
+		}
+		*url = u
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	resp, err := client.Get(*url)
@@ -372,4 +506,31 @@ func runHealthcheck(args []string) error {
 		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
 	}
 	return nil
+}
+
+// healthURL returns the /healthz URL of the admin listener that the
+// config file at path sets up: a wildcard host is probed on loopback.
+func healthURL(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: %w", err)
+	}
+	listen, err := config.AdminListen(data, os.LookupEnv)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: %w", err)
+	}
+	if listen == "off" {
+		return "", fmt.Errorf("healthcheck: admin.listen is off in %s; the health check needs the admin listener", path)
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: admin.listen %q is not host:port", listen)
+	}
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"trendgate/auth"
+	"trendgate/internal/buildinfo"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -184,5 +187,192 @@ func TestRedisClientLinesAreJSON(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no go-redis line in the JSON log:\n%s", out.String())
+	}
+}
+
+// TestHelpEverywhere is a regression test: trendgate -help did not list
+// the demo-mode flags, "config check -help" and "keys -help" were errors,
+// and demo-upstream -help listed fault names (5xx, 429) it rejects.
+func TestHelpEverywhere(t *testing.T) {
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"-help"}, []string{"trendgate serve -config FILE", "-listen ADDR", "-admin ADDR", "-log-level LEVEL", "-upstream-latency"}},
+		{[]string{"--help"}, []string{"Demo mode flags:", "-upstream-latency"}},
+		{[]string{"help"}, []string{"trendgate version", "-listen ADDR"}},
+		{[]string{"config", "check", "-help"}, []string{"Usage: trendgate config check FILE"}},
+		{[]string{"config", "-h"}, []string{"Usage: trendgate config check FILE"}},
+		{[]string{"keys", "-help"}, []string{"trendgate keys new -id ID -plan PLAN", "trendgate keys hash"}},
+		{[]string{"keys", "new", "-help"}, []string{"-id ID", "-plan PLAN"}},
+		{[]string{"keys", "hash", "-h"}, []string{"Usage: trendgate keys hash"}},
+		{[]string{"serve", "-help"}, []string{"-config FILE", "-watch"}},
+		{[]string{"healthcheck", "-help"}, []string{"-config FILE", "-url URL"}},
+		{[]string{"demo-upstream", "-help"}, []string{"none, server-error, rate-limit, garbage, wrong-shape, oversize, hang, flap, reset"}},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if err := run(tc.args, nil, &out, &errOut); err != nil {
+				t.Fatalf("run: %v; want help and no error", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			if strings.Contains(out.String(), "5xx") {
+				t.Errorf("help lists the fault name 5xx, which is refused")
+			}
+		})
+	}
+	var out bytes.Buffer
+	err := run([]string{"demo-upstream", "-fault", "5xx"}, nil, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "server-error") {
+		t.Errorf("demo-upstream -fault 5xx: %v; want an error listing the valid names", err)
+	}
+}
+
+// TestKeysNewRefusesWhatConfigRefuses is a regression test: keys new
+// printed lines for an id the config then refused, said nothing of a plan
+// that is not built in, and keys hash of a mistyped key only said it was
+// not a key.
+func TestKeysNewRefusesWhatConfigRefuses(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+		wantOut string
+	}{
+		{[]string{"keys", "new", "-id", "team a", "-plan", "full"}, `-id: config: "team a" is not a valid name`, ""},
+		{[]string{"keys", "new", "-id", strings.Repeat("x", 65), "-plan", "full"}, "is not a valid name", ""},
+		{[]string{"keys", "new", "-id", "team-b", "-plan", "gold plan"}, "-plan: config:", ""},
+		{[]string{"keys", "new", "-id", "team-b", "-plan", "gold"}, "", `"gold" is not a built-in plan`},
+		{[]string{"keys", "new", "-id", "team-c", "-plan", "limited"}, "", "plan: limited"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(tc.args, nil, &out, &out)
+			switch {
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v; want %q", err, tc.wantErr)
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("err = %v", err)
+			}
+			if tc.wantErr != "" && strings.Contains(out.String(), "secret:") {
+				t.Errorf("a refused key printed a secret:\n%s", out.String())
+			}
+			if !strings.Contains(out.String(), tc.wantOut) {
+				t.Errorf("stdout lacks %q:\n%s", tc.wantOut, out.String())
+			}
+			if tc.wantOut == "plan: limited" && strings.Contains(out.String(), "not a built-in plan") {
+				t.Errorf("built-in plan limited flagged as not built in")
+			}
+		})
+	}
+	key, err := auth.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mistyped := key[:len(key)-1] + "a" // one wrong character of the checksum
+	if key[len(key)-1] == 'a' {
+		mistyped = key[:len(key)-1] + "b"
+	}
+	var out bytes.Buffer
+	err = run([]string{"keys", "hash"}, strings.NewReader(mistyped+"\n"), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "checksum does not match") {
+		t.Errorf("keys hash of a mistyped key: %v; want a checksum mismatch", err)
+	}
+}
+
+// TestVersion: "version" and "-version" print the build's version, commit
+// and Go version (they were an unknown command and an undefined flag).
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		var out bytes.Buffer
+		if err := run(args, nil, &out, &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		b := buildinfo.Read()
+		if got, want := strings.TrimSpace(out.String()), b.String(); got != want || !strings.Contains(got, b.GoVersion) {
+			t.Errorf("%v printed %q; want %q", args, got, want)
+		}
+	}
+}
+
+// TestHealthcheckFollowsAdminListen: with -config, the health check probes
+// the admin listener the file configures (the Dockerfile's health check
+// used a fixed 127.0.0.1:9090 whatever admin.listen said).
+func TestHealthcheckFollowsAdminListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	}), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+
+	t.Setenv("TG_TEST_ADMIN_PORT", port)
+	tests := []struct {
+		name, yaml string
+		wantErr    string
+	}{
+		{"explicit", "admin:\n  listen: 127.0.0.1:" + port + "\n", ""},
+		{"wildcard host, from env", "admin:\n  listen: \":${TG_TEST_ADMIN_PORT}\"\n", ""},
+		{"invalid elsewhere", "server:\n  bogus: 1\nadmin:\n  listen: 127.0.0.1:" + port + "\n", ""},
+		{"off", "admin:\n  listen: \"off\"\n", "admin.listen is off"},
+		{"nothing there", "admin:\n  listen: 127.0.0.1:1\n", "connect"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(file, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			err := run([]string{"healthcheck", "-config", file}, nil, &out, &out)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("healthcheck: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("healthcheck: %v; want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDockerfile keeps the Dockerfile (which CI cannot build here) true to
+// the code: it stamps the variables buildinfo reads, its health check
+// follows the admin.listen of the file the server is started with, and
+// .dockerignore keeps .git out of the build context.
+func TestDockerfile(t *testing.T) {
+	df, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(df)
+	for _, want := range []string{
+		"-X trendgate/internal/buildinfo.version=${VERSION}",
+		"-X trendgate/internal/buildinfo.commit=${COMMIT}",
+		`CMD ["/usr/local/bin/trendgate", "healthcheck", "-config", "/etc/trendgate/config.yaml"]`,
+		`CMD ["serve", "-config", "/etc/trendgate/config.yaml"]`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Dockerfile lacks %s", want)
+		}
+	}
+	ignore, err := os.ReadFile("../../.dockerignore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains("\n"+string(ignore), "\n.git\n") {
+		t.Errorf(".dockerignore does not exclude .git")
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +29,7 @@ const (
 type conn struct {
 	s      *Server
 	rwc    net.Conn
+	batch  *batchConn // under rwc with TLS: one write per response; nil without
 	br     *bufio.Reader
 	state  atomic.Int32
 	remote string
@@ -65,7 +68,12 @@ func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
-	c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
+	var batch *batchConn
+	if s.TLSConfig != nil {
+		batch = &batchConn{Conn: rwc}
+		rwc = tls.Server(batch, s.TLSConfig)
+	}
+	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
 	c.br = bufio.NewReaderSize(rwc, c.limit)
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
@@ -89,6 +97,15 @@ func (c *conn) serve() {
 			_ = c.rwc.Close()
 		}
 	}()
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		switch c.handshake(tc) {
+		case handshakeFailed:
+			return
+		case handshakeH2:
+			handedOff = c.handOffTLS(tc)
+			return
+		}
+	}
 	for {
 		if c.br.Buffered() == 0 {
 			if d := c.s.idleTimeout(); d > 0 {
@@ -126,6 +143,61 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// Outcomes of handshake.
+const (
+	handshakeLane   = iota // HTTP/1.1 or no protocol: the lane serves it
+	handshakeH2            // h2: Fallback's HTTP/2 serves it
+	handshakeFailed        // failed, timed out, or another protocol: close
+)
+
+// handshake runs the TLS handshake within the handshake timeout and says
+// who serves the connection. A failure is logged as net/http logs it.
+func (c *conn) handshake(tc *tls.Conn) int {
+	if d := c.s.handshakeTimeout(); d > 0 {
+		dl := time.Now().Add(d)
+		_ = tc.SetReadDeadline(dl)
+		_ = tc.SetWriteDeadline(dl)
+	}
+	if err := tc.HandshakeContext(context.Background()); err != nil {
+		// As net/http: a client speaking plain HTTP gets a plain 400.
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+			return handshakeFailed
+		}
+		c.s.logf("http: TLS handshake error from %s: %v", c.remote, err)
+		return handshakeFailed
+	}
+	_ = tc.SetDeadline(time.Time{})
+	switch tc.ConnectionState().NegotiatedProtocol {
+	case "", "http/1.1":
+		return handshakeLane
+	case "h2":
+		return handshakeH2
+	}
+	return handshakeFailed
+}
+
+// looksLikeHTTP reports whether a TLS record header is the start of a
+// plain HTTP request.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
+}
+
+// handOffTLS gives an h2 connection, handshake done and nothing read, to
+// Fallback as the *tls.Conn it is, so net/http serves it with HTTP/2. It
+// reports whether Fallback took it.
+func (c *conn) handOffTLS(tc *tls.Conn) bool {
+	c.s.mu.Lock()
+	hl := c.s.handoff
+	c.s.mu.Unlock()
+	return hl != nil && hl.deliver(tc)
 }
 
 // readHead reads one request head whose first byte arrived at start. On

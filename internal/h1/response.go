@@ -219,7 +219,16 @@ func (w *response) send(a, b []byte) error {
 	}
 	c.iov = [3][]byte{head, a, b} // empty ones are skipped
 	iov := net.Buffers(c.iov[:])
+	if c.batch != nil {
+		// Over TLS each record would be its own write: send them in one.
+		c.batch.hold()
+	}
 	_, err := iov.WriteTo(c.rwc)
+	if c.batch != nil {
+		if ferr := c.batch.flush(); err == nil {
+			err = ferr
+		}
+	}
 	c.iov = [3][]byte{} // keep no reference to the body
 	if err != nil && w.err == nil {
 		w.err = err

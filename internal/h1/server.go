@@ -13,11 +13,15 @@
 // every byte already read, to a net/http server that keeps serving that
 // connection, so odd input always meets net/http's behaviour.
 //
-// The lane is plain TCP only; TLS and HTTP/2 stay with net/http.
+// With a TLSConfig the lane terminates TLS itself: after the handshake, a
+// connection that negotiated HTTP/1.1 (or no protocol) runs on the lane as
+// a plain one does, and one that negotiated h2 is handed, untouched, to the
+// net/http server, whose HTTP/2 serves it.
 package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log"
 	"net"
@@ -36,6 +40,15 @@ import (
 type Server struct {
 	Handler  http.Handler
 	Fallback *http.Server
+	// TLSConfig, when not nil, makes Serve terminate TLS on every
+	// connection it accepts. Its NextProtos decide what clients may
+	// negotiate: "h2" connections go to Fallback (which must then have
+	// the same TLSConfig, so that net/http sets up its HTTP/2), "http/1.1"
+	// and none stay on the lane, and any other protocol is closed after
+	// the handshake. The handshake is bounded as net/http bounds it: by the
+	// shortest of Fallback's ReadHeaderTimeout, ReadTimeout and
+	// WriteTimeout that is set.
+	TLSConfig *tls.Config
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateLine]
@@ -193,6 +206,18 @@ func (s *Server) headLimit() int {
 		return max(m, 512)
 	}
 	return headBufferSize
+}
+
+// handshakeTimeout bounds a TLS handshake: the shortest of Fallback's
+// positive ReadHeaderTimeout, ReadTimeout and WriteTimeout; 0 means none.
+func (s *Server) handshakeTimeout() time.Duration {
+	var d time.Duration
+	for _, t := range []time.Duration{s.Fallback.ReadHeaderTimeout, s.Fallback.ReadTimeout, s.Fallback.WriteTimeout} {
+		if t > 0 && (d == 0 || t < d) {
+			d = t
+		}
+	}
+	return d
 }
 
 // headerTimeout is how long a request head may take once its first byte

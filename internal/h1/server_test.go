@@ -59,7 +59,7 @@ func startLaneOn(t *testing.T, l net.Listener, h http.Handler, tune func(*http.S
 	if tune != nil {
 		tune(ls.fallback)
 	}
-	ls.srv = &h1.Server{Handler: h, Fallback: ls.fallback}
+	ls.srv = &h1.Server{Handler: h, Fallback: ls.fallback, TLSConfig: ls.fallback.TLSConfig}
 	served := make(chan error, 1)
 	go func() { served <- ls.srv.Serve(l) }()
 	t.Cleanup(func() {

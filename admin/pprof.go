@@ -1,0 +1,31 @@
+package admin
+
+import (
+	"net/http"
+	"net/http/pprof"
+
+	"trendgate/internal/httperr"
+)
+
+var errPprofOff = httperr.New(http.StatusNotFound, "not_found",
+	"profiling is off on this admin listener (admin.pprof: false)")
+
+// pprofHandler serves net/http/pprof under /debug/pprof/ while on() reports
+// true, and a JSON 404 otherwise; New puts it behind the same guard as the
+// other operator routes (the admin token, or same-host requests only when no
+// token is set). on is read on every request, so a reload turns it on or off.
+func pprofHandler(on func() bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // named profiles: heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !on() {
+			httperr.Write(w, requestID(w), errPprofOff)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}

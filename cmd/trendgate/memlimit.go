@@ -1,0 +1,35 @@
+package main
+
+import (
+	"runtime/debug"
+
+	"go.uber.org/zap"
+
+	"trendgate/config"
+)
+
+// memoryLimit returns the soft memory limit in force for cfg and where it
+// comes from: GOMEMLIMIT in the environment wins (the runtime already
+// applied it), then server.memory_limit, then the limit derived from
+// cache.max_bytes (config.DerivedMemoryLimit). set reports whether the
+// caller must apply it with debug.SetMemoryLimit.
+func memoryLimit(cfg *config.Config, getenv func(string) string) (limit int64, source string, set bool) {
+	if getenv("GOMEMLIMIT") != "" {
+		return debug.SetMemoryLimit(-1), "GOMEMLIMIT", false // -1 reads the limit without changing it
+	}
+	if cfg.Server.MemoryLimit > 0 {
+		return cfg.Server.MemoryLimit, "server.memory_limit", true
+	}
+	return config.DerivedMemoryLimit(cfg.Cache.MaxBytes), "derived from cache.max_bytes", true
+}
+
+// setMemoryLimit applies the soft memory limit for cfg and logs which one
+// is in force.
+func setMemoryLimit(cfg *config.Config, getenv func(string) string, log *zap.Logger) {
+	limit, source, set := memoryLimit(cfg, getenv)
+	if set {
+		debug.SetMemoryLimit(limit)
+	}
+	log.Info("memory limit", zap.Int64("bytes", limit), zap.String("source", source),
+		zap.Int64("cache_max_bytes", cfg.Cache.MaxBytes))
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"runtime/debug"
+	"testing"
+
+	"trendgate/config"
+)
+
+func TestMemoryLimit(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(name string) string {
+			if name == "GOMEMLIMIT" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		maxBytes   int64
+		configured int64
+		gomemlimit string
+		want       int64
+		wantSource string
+		wantSet    bool
+	}{
+		{"derived from the default", 256 << 20, 0, "", 352 << 20, "derived from cache.max_bytes", true},
+		{"derived from 128 MiB", 128 << 20, 0, "", 192 << 20, "derived from cache.max_bytes", true},
+		{"configured", 128 << 20, 500 << 20, "", 500 << 20, "server.memory_limit", true},
+		{"GOMEMLIMIT wins", 128 << 20, 500 << 20, "1GiB", debug.SetMemoryLimit(-1), "GOMEMLIMIT", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Cache.MaxBytes = tc.maxBytes
+			cfg.Server.MemoryLimit = tc.configured
+			got, source, set := memoryLimit(cfg, env(tc.gomemlimit))
+			if got != tc.want || source != tc.wantSource || set != tc.wantSet {
+				t.Errorf("memoryLimit = %d, %q, %v; want %d, %q, %v", got, source, set, tc.want, tc.wantSource, tc.wantSet)
+			}
+		})
+	}
+}

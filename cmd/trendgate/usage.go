@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"trendgate/admin"
+)
+
+// adminTokenEnv names the environment variable keys usage reads the admin
+// token from (a flag would show it in the process list).
+const adminTokenEnv = "TRENDGATE_ADMIN_TOKEN"
+
+// runKeysUsage fetches GET /keys (or /keys/{id}) from the admin listener
+// and prints an aligned table, or the JSON itself with -json.
+func runKeysUsage(args []string, stdout io.Writer) error {
+	fs := newFlags("keys usage", "Usage: trendgate keys usage [-admin URL] [-id ID] [-json]\n\n"+
+		"Per-key usage from a running gateway's admin listener. The admin token, when\n"+
+		"the listener has one, is read from $"+adminTokenEnv+".\n")
+	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener base `URL`")
+	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
+	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("keys usage: unexpected argument %q", fs.Arg(0))
+	}
+	target := strings.TrimRight(*base, "/") + "/keys"
+	if *id != "" {
+		target += "/" + url.PathEscape(*id)
+	}
+	body, err := adminGet(target, os.Getenv(adminTokenEnv))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		var out bytes.Buffer
+		if err := json.Indent(&out, body, "", "  "); err != nil {
+			return fmt.Errorf("keys usage: %s did not answer JSON: %w", target, err)
+		}
+		out.WriteByte('\n')
+		_, err := stdout.Write(out.Bytes())
+		return err
+	}
+	var keys []admin.KeyUsage
+	if *id != "" {
+		var k admin.KeyUsage
+		if err := json.Unmarshal(body, &k); err != nil {
+			return fmt.Errorf("keys usage: %s: %w", target, err)
+		}
+		keys = []admin.KeyUsage{k}
+	} else {
+		var list admin.KeyList
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("keys usage: %s: %w", target, err)
+		}
+		keys = list.Keys
+	}
+	printUsage(stdout, keys, *id != "")
+	return nil
+}
+
+// adminGet GETs target with the admin token (if any) and returns the body
+// of a 200; any other answer becomes an error quoting the JSON error.
+func adminGet(target, token string) ([]byte, error) {
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	if err != nil {
+		return nil, fmt.Errorf("keys usage: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("keys usage: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return nil, fmt.Errorf("keys usage: reading %s: %w", target, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error, Code string }
+		if json.Unmarshal(body, &e) == nil && e.Code != "" {
+			msg := fmt.Sprintf("keys usage: %s answered %d %s: %s", target, resp.StatusCode, e.Code, e.Error)
+			if resp.StatusCode == http.StatusUnauthorized {
+				msg += " (set $" + adminTokenEnv + ")"
+			}
+			return nil, errors.New(msg)
+		}
+		return nil, fmt.Errorf("keys usage: %s answered %s", target, resp.Status)
+	}
+	return body, nil
+}
+
+// printUsage writes keys as an aligned table; with detail, each key's
+// requests by endpoint and status follow.
+func printUsage(w io.Writer, keys []admin.KeyUsage, detail bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPLAN\tSTATE\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\tTOKENS/BURST\t24H REQUESTS\t24H UNITS\t24H UPSTREAM\tLAST SEEN\tSOURCE")
+	for _, k := range keys {
+		tokens := "-"
+		if k.Rate != nil {
+			tokens = fmt.Sprintf("%d/%d", k.Rate.Tokens, k.Rate.Burst)
+		}
+		last := "never"
+		if k.LastSeen != nil {
+			last = k.LastSeen.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, k.Plan, k.State,
+			quotaCell(k.Daily), quotaCell(k.Monthly), tokens, k.Last24h.Requests, k.Last24h.Units, k.Last24h.UpstreamCalls, last, k.Source)
+	}
+	_ = tw.Flush()
+	if !detail {
+		return
+	}
+	for _, k := range keys {
+		fmt.Fprintf(w, "\n%s: daily quota resets %s, monthly %s; last 24 h (this instance) since %s:\n", k.ID,
+			k.Daily.ResetsAt.UTC().Format(time.RFC3339), k.Monthly.ResetsAt.UTC().Format(time.RFC3339), k.Last24h.Since.UTC().Format(time.RFC3339))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "ENDPOINT\tSTATUS\tREQUESTS\tUNITS\t")
+		for _, c := range k.Last24h.ByEndpoint {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t\n", c.Endpoint, c.Status, c.Requests, c.Units)
+		}
+		_ = tw.Flush()
+	}
+}
+
+// quotaCell is "used/limit", "used/unlimited" for a quota that is off.
+func quotaCell(q admin.QuotaUsage) string {
+	if q.Limit <= 0 {
+		return strconv.FormatInt(q.Used, 10) + "/unlimited"
+	}
+	return strconv.FormatInt(q.Used, 10) + "/" + strconv.FormatInt(q.Limit, 10)
+}

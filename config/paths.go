@@ -1,0 +1,300 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// yaml.v3 reports decoding problems by line and Go type ("line 3: field
+// colour not found in type config.Server"); these patterns find them so
+// that describe can name the setting by its YAML path instead.
+var (
+	unknownFieldRE   = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+	lineProblemRE    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	cannotDecodeRE   = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)$")
+	timeType         = reflect.TypeOf(time.Time{})
+	configType       = reflect.TypeOf(Config{})
+	maxSuggestionGap = 2 // edit distance up to which a known name is suggested
+)
+
+// nodeKey identifies a YAML node by line and text (a scalar's value, or
+// "!!map" / "!!seq"); several nodes can share a line in flow style.
+type nodeKey struct {
+	line int
+	text string
+}
+
+// unknownSetting is a mapping key that names no setting.
+type unknownSetting struct {
+	path    string // YAML path, e.g. server.listn
+	suggest string // the nearest known setting's path, or ""
+}
+
+// schemaIndex locates the nodes of one YAML document in the schema of
+// Config: the path of every value, and every key that is not a setting.
+type schemaIndex struct {
+	values  map[nodeKey]string
+	unknown map[nodeKey]unknownSetting
+}
+
+// indexOf indexes the settings of data when there are problems to place
+// and the text parses; otherwise it returns nil.
+func indexOf(data []byte, problems []string) *schemaIndex {
+	if len(problems) == 0 {
+		return nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil
+	}
+	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
+	idx.walk(doc.Content[0], configType, "")
+	return idx
+}
+
+// describe rewrites yaml.v3's decoding problems about data (unknown
+// fields, values of the wrong type) to start with the YAML path of the
+// setting, suggesting the nearest known setting for a typo. Problems it
+// cannot place are returned unchanged.
+func describe(data []byte, problems []string) []string {
+	idx := indexOf(data, problems)
+	if idx == nil {
+		return problems
+	}
+	out := make([]string, 0, len(problems))
+	for _, p := range problems {
+		out = append(out, idx.rewrite(p))
+	}
+	return out
+}
+
+// describeLines rewrites problems found line by line in the raw text data
+// ("line 7: environment variable X is not set") to start with the YAML path
+// of the setting on that line, when the text parses and the line holds
+// exactly one setting's value.
+func describeLines(data []byte, problems []string) []string {
+	idx := indexOf(data, problems)
+	if idx == nil {
+		return problems
+	}
+	byLine := make(map[int]string)
+	for k, path := range idx.values {
+		if k.text == "!!map" || k.text == "!!seq" {
+			continue
+		}
+		if prev, ok := byLine[k.line]; ok && prev != path {
+			byLine[k.line] = "" // two settings on one line: keep the line
+			continue
+		}
+		byLine[k.line] = path
+	}
+	out := make([]string, 0, len(problems))
+	for _, p := range problems {
+		if m := lineProblemRE.FindStringSubmatch(p); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			if path := byLine[line]; path != "" {
+				p = fmt.Sprintf("%s: %s (line %d)", path, m[2], line)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (idx *schemaIndex) rewrite(p string) string {
+	if m := unknownFieldRE.FindStringSubmatch(p); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		if u, ok := idx.unknown[nodeKey{line, m[2]}]; ok {
+			msg := fmt.Sprintf("%s: unknown setting (line %d)", u.path, line)
+			if u.suggest != "" {
+				msg += "; did you mean " + u.suggest + "?"
+			}
+			return msg
+		}
+		return p
+	}
+	if m := cannotDecodeRE.FindStringSubmatch(p); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		text, got := m[3], "`"+m[3]+"`"
+		switch m[2] {
+		case "map":
+			text, got = "!!map", "a mapping"
+		case "seq":
+			text, got = "!!seq", "a list"
+		}
+		path, ok := idx.values[nodeKey{line, text}]
+		want := typeWords(m[4])
+		if !ok || want == "" {
+			return p
+		}
+		return fmt.Sprintf("%s: want %s, got %s (line %d)", path, want, got, line)
+	}
+	return p
+}
+
+// typeWords says in words what a Go type named in a yaml.v3 error holds.
+func typeWords(goType string) string {
+	switch {
+	case goType == "time.Duration":
+		return "a duration such as 5s"
+	case goType == "time.Time":
+		return "a time such as 2027-01-01T00:00:00Z"
+	case goType == "bool":
+		return "true or false"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
+		return "a mapping"
+	}
+	return ""
+}
+
+// walk records the paths under node, which decodes into a value of type t.
+func (idx *schemaIndex) walk(node *yaml.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node.Kind == yaml.AliasNode {
+		return // its problems, if any, are reported where the anchor is
+	}
+	text := node.Value
+	switch node.Kind {
+	case yaml.MappingNode:
+		text = "!!map"
+	case yaml.SequenceNode:
+		text = "!!seq"
+	}
+	if path != "" {
+		idx.values[nodeKey{node.Line, text}] = path
+	}
+	switch {
+	case t.Kind() == reflect.Struct && t != timeType && node.Kind == yaml.MappingNode:
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			k, v := node.Content[i], node.Content[i+1]
+			child := join(path, k.Value)
+			ft, ok := fields[k.Value]
+			if !ok {
+				idx.unknown[nodeKey{k.Line, k.Value}] = unknownSetting{path: child, suggest: suggest(k.Value, path, fields)}
+				continue
+			}
+			idx.walk(v, ft, child)
+		}
+	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			idx.walk(node.Content[i+1], t.Elem(), join(path, node.Content[i].Value))
+		}
+	case t.Kind() == reflect.Slice && node.Kind == yaml.SequenceNode:
+		for i, item := range node.Content {
+			idx.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+	}
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// yamlFields maps the YAML names of t's fields (inline structs flattened)
+// to their types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	out := make(map[string]reflect.Type)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// suggest returns the known setting nearest to the unknown name under
+// path: a name of the same section within maxSuggestionGap edits, else
+// the one setting anywhere in the schema spelled exactly name (a setting
+// put in the wrong section), else "".
+func suggest(name, path string, fields map[string]reflect.Type) string {
+	best, bestGap := "", maxSuggestionGap+1
+	for known := range fields {
+		if gap := editDistance(strings.ToLower(name), known); gap < bestGap || gap == bestGap && known < best {
+			best, bestGap = known, gap
+		}
+	}
+	if best != "" && bestGap <= maxSuggestionGap && bestGap < len(name) {
+		return join(path, best)
+	}
+	var found []string
+	schemaNamed(configType, "", name, &found)
+	if len(found) == 1 {
+		return found[0]
+	}
+	return ""
+}
+
+// schemaNamed appends the path of every setting under t called name; map
+// keys appear as <name>, list items as [].
+func schemaNamed(t reflect.Type, path, name string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t.Kind() == reflect.Struct && t != timeType:
+		for k, ft := range yamlFields(t) {
+			child := join(path, k)
+			if k == name {
+				*out = append(*out, child)
+			}
+			schemaNamed(ft, child, name, out)
+		}
+	case t.Kind() == reflect.Map:
+		schemaNamed(t.Elem(), path+".<name>", name, out)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		schemaNamed(t.Elem(), path+"[]", name, out)
+	}
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
