@@ -27,7 +27,7 @@ import (
 func BenchmarkClusterHit(b *testing.B) {
 	for _, kind := range []string{"local", "redis", "redis-cluster"} {
 		b.Run(kind, func(b *testing.B) {
-			hit, _ := hitBench(b, kind, false)
+			hit, _ := hitGateway(b, kind, false)
 			lat := make([]time.Duration, 0, b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -44,6 +44,24 @@ func BenchmarkClusterHit(b *testing.B) {
 	}
 }
 
+// TestClusterHitOneRoundTrip: a cache hit costs exactly one Redis round
+// trip (the admission script), on one Redis and on a Redis Cluster.
+func TestClusterHitOneRoundTrip(t *testing.T) {
+	for _, kind := range []string{"redis", "redis-cluster"} {
+		t.Run(kind, func(t *testing.T) {
+			hit, trips := hitGateway(t, kind, true)
+			before := trips()
+			const n = 50
+			for range n {
+				hit()
+			}
+			if got := trips() - before; got != n {
+				t.Errorf("Redis round trips for %d hits: got %d; want %d", n, got, n)
+			}
+		})
+	}
+}
+
 // BenchmarkClusterHitRoundTrips counts the Redis round trips of one cache
 // hit: the gateway reaches Redis (every cluster node) through a relay that
 // counts the writes it forwards from the gateway, one per command sent or
@@ -51,7 +69,7 @@ func BenchmarkClusterHit(b *testing.B) {
 func BenchmarkClusterHitRoundTrips(b *testing.B) {
 	for _, kind := range []string{"redis", "redis-cluster"} {
 		b.Run(kind, func(b *testing.B) {
-			hit, trips := hitBench(b, kind, true)
+			hit, trips := hitGateway(b, kind, true)
 			before := trips()
 			b.ResetTimer()
 			for range b.N {
@@ -63,11 +81,11 @@ func BenchmarkClusterHitRoundTrips(b *testing.B) {
 	}
 }
 
-// hitBench builds a gateway of kind ("local", "redis", "redis-cluster";
+// hitGateway builds a gateway of kind ("local", "redis", "redis-cluster";
 // with relay, Redis is reached through counting relays), fills the cache
 // with one miss and returns a func serving one hit (failing the benchmark
 // on anything else) and one returning the relays' forwarded writes.
-func hitBench(b *testing.B, kind string, relay bool) (hit func(), trips func() int64) {
+func hitGateway(b testing.TB, kind string, relay bool) (hit func(), trips func() int64) {
 	b.Helper()
 	var relays []*chaosRelay
 	via := func(target string) string {
