@@ -125,6 +125,10 @@ type Redis struct {
 	// LocalShare is the share (0..1] of each key's limits an instance
 	// enforces on its own while Redis is unreachable (default 1/3).
 	LocalShare float64 `yaml:"local_share"`
+	// AdmissionWindow is how long Redis keeps each admitted request's
+	// admission record, which lets a late or replayed admission be charged
+	// once (default 10m).
+	AdmissionWindow time.Duration `yaml:"admission_window"`
 }
 
 // Plan is a named bundle of limits, allowed endpoints and data projection.

@@ -206,6 +206,9 @@ func (c *Config) validateRedis(p *problems) {
 		p.add("redis.prefix", "must not be empty")
 	}
 	checkPositive(p, "redis.timeout", r.Timeout)
+	if r.AdmissionWindow < time.Second {
+		p.add("redis.admission_window", "must be at least 1s")
+	}
 	if !(r.LocalShare > 0 && r.LocalShare <= 1) {
 		p.add("redis.local_share", "must be greater than 0 and at most 1")
 	}

@@ -123,6 +123,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	// Counters: fall back to this instance's share of each limit.
 	rl, err := limits.NewRedis(counters, limits.RedisOptions{
 		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare, Breaker: counterBreaker,
+		AdmissionWindow: rc.AdmissionWindow,
 	}, local, g.clk, g.log, lm)
 	if err != nil {
 		return nil, err
