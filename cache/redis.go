@@ -167,10 +167,11 @@ func (s *RedisStore) Set(ctx context.Context, e *Entry) {
 	ran, err := s.br.Do(ctx, func() error {
 		_, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
 			p.Do(cctx, "set", s.entryKey(e.Key), b, "px", px)
-			p.SAdd(cctx, tk, e.Key)
-			// The index lives as long as its longest-lived entry.
-			p.Do(cctx, "pexpire", tk, px, "nx")
-			p.Do(cctx, "pexpire", tk, px, "gt")
+			// One script, so a connection cut between the SADD and the
+			// PEXPIREs cannot leave an index without expiry. (Pipelined
+			// scripts cannot fall back from EVALSHA; it is short, and only
+			// misses write.)
+			p.Eval(cctx, indexScript, []string{tk}, e.Key, px)
 			return nil
 		})
 		return err
@@ -179,6 +180,16 @@ func (s *RedisStore) Set(ctx context.Context, e *Entry) {
 		s.m.sharedError.Inc()
 	}
 }
+
+// indexScript adds ARGV[1] to the topic index KEYS[1] and makes the index
+// live as long as its longest-lived entry (PX ARGV[2] when it has no TTL or
+// a shorter one).
+const indexScript = `
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2], 'NX')
+redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+return 1
+`
 
 // Delete removes key's entry (its topic index may keep naming it).
 func (s *RedisStore) Delete(ctx context.Context, key string) {
@@ -213,14 +224,20 @@ func (s *RedisStore) Clear(ctx context.Context) {
 }
 
 // unlinkAll scans c for pattern and unlinks what it finds, one bounded
-// command at a time.
+// batch at a time. Each key is its own UNLINK, pipelined: on a cluster
+// node one UNLINK of keys in different slots fails with CROSSSLOT.
 func (s *RedisStore) unlinkAll(ctx context.Context, c redis.UniversalClient, pattern string) error {
 	var cursor uint64
 	for {
 		cctx, cancel := context.WithTimeout(ctx, s.timeout)
 		keys, next, err := c.Scan(cctx, cursor, pattern, 512).Result()
 		if err == nil && len(keys) > 0 {
-			err = c.Unlink(cctx, keys...).Err()
+			_, err = c.Pipelined(cctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Unlink(cctx, k)
+				}
+				return nil
+			})
 		}
 		cancel()
 		if err != nil {

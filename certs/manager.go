@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // certRedisTimeout is the floor for each certificate-storage command: a
@@ -160,14 +160,12 @@ func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metr
 
 	var storage certmagic.Storage
 	if cfg.ClusterMode() {
-		opts, err := redis.ParseURL(cfg.Redis.URL)
+		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
+		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, 0, redisconn.Tuning{Timeout: timeout})
 		if err != nil {
 			return nil, fmt.Errorf("certs: redis.url: %w", err)
 		}
-		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
-		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
-		client := redis.NewClient(opts)
-		st, err := NewRedisStorage(client, RedisStorageOptions{Prefix: cfg.Redis.Prefix + "certs:", Clock: clk})
+		st, err := NewRedisStorage(client, RedisStorageOptions{Prefix: StoragePrefix(cfg.Redis.Prefix, cfg.Redis.Cluster()), Clock: clk})
 		if err != nil {
 			_ = client.Close()
 			return nil, err

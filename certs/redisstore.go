@@ -79,6 +79,18 @@ type heldLock struct {
 	done   chan struct{}
 }
 
+// StoragePrefix returns the key prefix of the certificate storage under
+// the gateway's redis.prefix: "<prefix>certs:" on a single Redis (the keys
+// earlier versions wrote), "<prefix>{certs}:" on a Redis Cluster, where
+// the hash tag puts every file, the index and the locks in one slot (the
+// delete script touches files it finds in the index).
+func StoragePrefix(prefix string, cluster bool) string {
+	if cluster {
+		return prefix + "{certs}:"
+	}
+	return prefix + "certs:"
+}
+
 // NewRedisStorage returns a RedisStorage on rdb. It does not contact Redis.
 func NewRedisStorage(rdb redis.UniversalClient, opts RedisStorageOptions) (*RedisStorage, error) {
 	if rdb == nil {

@@ -68,8 +68,21 @@ func TestNewRedisStorageValidates(t *testing.T) {
 // TestRedisStorageFiles checks the file-system semantics certmagic relies
 // on: component-wise prefixes, implicit directories, recursive listing and
 // directory deletion.
+// TestRedisStorageFiles runs on the shared single Redis and on a private
+// 3-primary Redis Cluster with the cluster prefix ("{certs}" tag), where
+// the delete script's keys must share one slot.
 func TestRedisStorageFiles(t *testing.T) {
-	rdb, prefix := certRedis(t)
+	t.Run("single", func(t *testing.T) {
+		rdb, prefix := certRedis(t)
+		testRedisStorageFiles(t, rdb, prefix)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t)
+		testRedisStorageFiles(t, cl.Client(), StoragePrefix("tg:", true))
+	})
+}
+
+func testRedisStorageFiles(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	clk := clock.NewFake(certTestNow)
 	s := newTestStorage(t, rdb, prefix, clk)
 	ctx := context.Background()

@@ -422,6 +422,8 @@ func TestCacheTierURL(t *testing.T) {
 		{"explicit", Redis{URL: "redis://h:6379/0", CacheURL: "redis://c:6379/5"}, "redis://c:6379/5"},
 		{"db plus one", Redis{URL: "redis://h:6379/2"}, "redis://h:6379/3"},
 		{"no db", Redis{URL: "rediss://u:p@h:6380"}, "rediss://u:p@h:6380/1"},
+		{"cluster by addr: the same cluster", Redis{URL: "redis://a:7000?addr=b:7000"}, "redis://a:7000?addr=b:7000"},
+		{"cluster by mode: the same cluster", Redis{URL: "redis://a:7000", Mode: "cluster"}, "redis://a:7000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,6 +78,9 @@ func Default() *Config {
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,
 			LocalShare: 1.0 / 3,
+			// limits.RedisOptions' default, repeated so the example file
+			// and config check show it.
+			AdmissionWindow: 10 * time.Minute,
 		},
 		Plans: map[string]Plan{
 			PlanFull:    defaultFullPlan(),

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"trendgate/api"
+	"trendgate/internal/redisconn"
 	"trendgate/limits"
 )
 
@@ -55,19 +56,26 @@ func (k Key) apply(p limits.Policy) limits.Policy {
 // makes instances share limits, quotas, the cache tier and certificates.
 func (c *Config) ClusterMode() bool { return c.Redis.URL != "" }
 
+// Cluster reports whether URL names a Redis Cluster (see Mode).
+func (r Redis) Cluster() bool { return r.URL != "" && redisconn.IsCluster(r.URL, r.Mode) }
+
 // CacheTierURL returns the Redis URL for the shared cache tier: CacheURL
 // when set, otherwise URL with its database number plus one, so that cache
-// eviction never touches counters. It returns "" when URL is empty, and URL
-// itself when it cannot be parsed (Validate reports that).
+// eviction never touches counters (on a Redis Cluster, URL itself: the
+// cache keys have their own prefix there). It returns "" when URL is
+// empty, and URL itself when it cannot be parsed (Validate reports that).
 func (r Redis) CacheTierURL() string {
 	if r.CacheURL != "" || r.URL == "" {
 		return r.CacheURL
+	}
+	if r.Cluster() {
+		return r.URL
 	}
 	u, err := url.Parse(r.URL)
 	if err != nil {
 		return r.URL
 	}
-	db, err := redisDB(u)
+	db, err := redisconn.DB(u)
 	if err != nil {
 		return r.URL
 	}

@@ -107,10 +107,16 @@ type Log struct {
 // fields are unused (but still validated).
 type Redis struct {
 	// URL is the Redis for counters (limits, quotas, budget, leases,
-	// certificates), e.g. redis://127.0.0.1:6379/0.
+	// certificates), e.g. redis://127.0.0.1:6379/0, or the nodes of a
+	// Redis Cluster: redis://h1:7000?addr=h2:7000&addr=h3:7000.
 	URL string `yaml:"url"`
+	// Mode is "single", "cluster", or empty: cluster when URL lists
+	// several nodes (addr=), otherwise single.
+	Mode string `yaml:"mode"`
 	// CacheURL is the Redis for the shared cache tier; default: URL with
-	// the database number plus one, so eviction never touches counters.
+	// the database number plus one, so eviction never touches counters
+	// (on a Redis Cluster, which has one database: URL itself). It is a
+	// cluster exactly when URL is.
 	CacheURL string `yaml:"cache_url"`
 	// Prefix starts every key trendgate writes (default "tg:").
 	Prefix string `yaml:"prefix"`
@@ -119,6 +125,10 @@ type Redis struct {
 	// LocalShare is the share (0..1] of each key's limits an instance
 	// enforces on its own while Redis is unreachable (default 1/3).
 	LocalShare float64 `yaml:"local_share"`
+	// AdmissionWindow is how long Redis keeps each admitted request's
+	// admission record, which lets a late or replayed admission be charged
+	// once (default 10m).
+	AdmissionWindow time.Duration `yaml:"admission_window"`
 }
 
 // Plan is a named bundle of limits, allowed endpoints and data projection.

@@ -16,6 +16,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/redisconn"
 	"trendgate/limits"
 )
 
@@ -181,19 +182,33 @@ func (c *Config) validateAdminLog(p *problems) {
 
 func (c *Config) validateRedis(p *problems) {
 	r := c.Redis
+	mode := r.Mode
+	if mode != "" && mode != redisconn.ModeSingle && mode != redisconn.ModeCluster {
+		p.add("redis.mode", "must be empty, %q or %q, got %q", redisconn.ModeSingle, redisconn.ModeCluster, mode)
+		mode = ""
+	}
 	if r.URL != "" {
-		checkRedisURL(p, "redis.url", r.URL)
+		checkRedisURL(p, "redis.url", r.URL, mode)
 	}
 	if r.CacheURL != "" {
 		if r.URL == "" {
 			p.add("redis.cache_url", "set without redis.url")
 		}
-		checkRedisURL(p, "redis.cache_url", r.CacheURL)
+		// The cache tier is a cluster exactly when the counters are.
+		if r.URL != "" && r.Cluster() {
+			mode = redisconn.ModeCluster
+		} else if r.URL != "" {
+			mode = redisconn.ModeSingle
+		}
+		checkRedisURL(p, "redis.cache_url", r.CacheURL, mode)
 	}
 	if r.Prefix == "" {
 		p.add("redis.prefix", "must not be empty")
 	}
 	checkPositive(p, "redis.timeout", r.Timeout)
+	if r.AdmissionWindow < time.Second {
+		p.add("redis.admission_window", "must be at least 1s")
+	}
 	if !(r.LocalShare > 0 && r.LocalShare <= 1) {
 		p.add("redis.local_share", "must be greater than 0 and at most 1")
 	}
@@ -401,43 +416,14 @@ func checkHostPort(p *problems, path, addr string) {
 	}
 }
 
-// checkRedisURL checks a redis:// or rediss:// URL without ever echoing it
-// (it may hold a password).
-func checkRedisURL(p *problems, path, raw string) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		p.add(path, "is not a valid URL")
-		return
-	}
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		p.add(path, "must start with redis:// or rediss://")
-		return
-	}
-	if u.Hostname() == "" {
-		p.add(path, "must name a host, such as redis://127.0.0.1:6379/0")
-	}
-	if port := u.Port(); port != "" {
-		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-			p.add(path, "port must be a number from 0 to 65535")
+// checkRedisURL checks a redis:// or rediss:// URL for mode without ever
+// echoing it (it may hold a password).
+func checkRedisURL(p *problems, path, raw, mode string) {
+	if err := redisconn.Check(raw, mode); err != nil {
+		for _, line := range strings.Split(strings.TrimPrefix(err.Error(), "redisconn: "), "\n") {
+			p.add(path, "%s", line)
 		}
 	}
-	if _, err := redisDB(u); err != nil {
-		p.add(path, "%v", err)
-	}
-}
-
-// redisDB returns the database number in a Redis URL's path (0 when
-// there is none).
-func redisDB(u *url.URL) (int, error) {
-	db := strings.TrimPrefix(u.Path, "/")
-	if db == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(db)
-	if err != nil || n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("path must be empty or a database number, such as /0")
-	}
-	return n, nil
 }
 
 // validHostname reports whether s is a DNS host name: dot-separated labels

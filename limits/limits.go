@@ -80,6 +80,9 @@ type Decision struct {
 	// fallback is set when a Redis limiter served the decision from its
 	// local fallback, so Refund goes to the same place.
 	fallback bool
+	// admission is the id a Redis limiter gave this admission ("" when no
+	// quota is on, or Redis was not tried); Refund settles it by id.
+	admission string
 }
 
 // Policy names used in the RateLimit-Policy and RateLimit fields.

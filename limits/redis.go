@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +43,12 @@ type RedisOptions struct {
 	// ReconcileEvery is how often the background reconciler tries to replay
 	// the journal while it is not empty; default 5s (wall time).
 	ReconcileEvery time.Duration
+	// AdmissionWindow is how long Redis keeps the record of one admitted
+	// request (its admission id and the units it charged), which makes a
+	// retry or a journal replay of that admission charge nothing more;
+	// default 10 minutes. One record per admitted request with a quota
+	// lives that long (about 100 bytes each in Redis).
+	AdmissionWindow time.Duration
 }
 
 func (o RedisOptions) withDefaults() (RedisOptions, error) {
@@ -61,6 +70,9 @@ func (o RedisOptions) withDefaults() (RedisOptions, error) {
 	if o.ReconcileEvery == 0 {
 		o.ReconcileEvery = 5 * time.Second
 	}
+	if o.AdmissionWindow == 0 {
+		o.AdmissionWindow = 10 * time.Minute
+	}
 	var errs []error
 	if o.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout: must be > 0 (got %s)", o.Timeout))
@@ -77,22 +89,31 @@ func (o RedisOptions) withDefaults() (RedisOptions, error) {
 	if o.ReconcileEvery < 0 {
 		errs = append(errs, fmt.Errorf("reconcile_every: must be > 0 (got %s)", o.ReconcileEvery))
 	}
+	if o.AdmissionWindow < time.Millisecond {
+		errs = append(errs, fmt.Errorf("admission_window: must be >= 1ms (got %s)", o.AdmissionWindow))
+	}
 	return o, errors.Join(errs...)
 }
 
-// Redis is the Limiter shared by all instances through one Redis. Rates use
-// GCRA and quotas atomic counters, all inside one Lua script per Admit that
-// reads Redis TIME (never the instance clock) and writes only keys that
-// carry an expiry:
+// Redis is the Limiter shared by all instances through one Redis or one
+// Redis Cluster. Rates use GCRA and quotas atomic counters, all inside one
+// Lua script per Admit that reads Redis TIME (never the instance clock) and
+// writes only keys that carry an expiry: the bucket (theoretical arrival
+// time, µs; expires when full again), the daily and monthly counters
+// (EXPIREAT the end of their UTC window), the admission record (see below)
+// and the journal's replay markers (7 days). The key layout is documented
+// at rateKey; with a *redis.ClusterClient every key of one API key carries
+// the hash tag {<key id>}, so each script's keys share a slot.
 //
-//	<prefix>rl:<keyID>                bucket (theoretical arrival time, µs); expires when full again
-//	<prefix>q:d:<keyID>:<YYYYMMDD>    daily units; EXPIREAT the end of that UTC day
-//	<prefix>q:m:<keyID>:<YYYYMM>      monthly units; EXPIREAT the end of that UTC month
-//	<prefix>j:<instance>:<seq>        replay marker of one journal entry; expires after 7 days
-//
-// The three keys of one Admit are touched by one script, so under Redis
-// Cluster they would need to share a slot; this limiter targets a single
-// Redis (or a primary with replicas).
+// Exactly-once charging: every Admit with a quota carries an admission id
+// (instance id and a sequence number). The script records it, with the
+// units it charged, for AdmissionWindow; a script run for an id already
+// recorded charges nothing, and a refund or a journal replay sets the
+// record to what the admission must end up charging (settleScript), so
+// running any of them twice changes nothing. That is what makes an Admit
+// that ran in Redis but answered after Timeout safe: the request is
+// admitted by the fallback, and the journal later settles the admission at
+// the units delivered, whether or not the script had run.
 //
 // While Redis fails (per-command Timeout; the breaker opens after
 // consecutive failures, then lets one probe through), Admit is served by
@@ -108,12 +129,16 @@ type Redis struct {
 	clk      clock.Clock
 	log      *zap.Logger
 	m        *Metrics
-	instance string // random id naming this instance's replay markers
+	instance string // random id naming this instance's replay markers and admissions
+	tagged   bool   // keys carry the {key id} hash tag (a cluster client)
+
+	admissions atomic.Uint64 // last admission sequence number
 
 	br *breaker.Breaker // guards every Redis call
 
-	mu      sync.Mutex // guards open, pending and seq
+	mu      sync.Mutex // guards open, settles, pending and seq
 	open    map[journalKey]*journalEntry
+	settles []*journalEntry // admissions to settle, oldest first, not yet sealed
 	pending []*journalEntry // sealed entries being replayed, oldest first
 	seq     uint64
 
@@ -126,7 +151,8 @@ type Redis struct {
 }
 
 // NewRedis returns a Redis limiter and starts its reconciler; call Close to
-// stop it. client is required and stays owned by the caller. fallback is
+// stop it. client is required and stays owned by the caller; a
+// *redis.ClusterClient selects the hash-tagged key layout. fallback is
 // required (it decides while Redis is unavailable). A nil clk is
 // clock.Real{}, a nil log zap.NewNop(), a nil m an unregistered Metrics.
 func NewRedis(client redis.UniversalClient, opts RedisOptions, fallback *Local, clk clock.Clock, log *zap.Logger, m *Metrics) (*Redis, error) {
@@ -158,6 +184,7 @@ func NewRedis(client redis.UniversalClient, opts RedisOptions, fallback *Local, 
 		log:      log.Named("limits"),
 		m:        m.orNew(),
 		instance: hex.EncodeToString(id[:]),
+		tagged:   isCluster(client),
 		open:     make(map[journalKey]*journalEntry),
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -181,7 +208,7 @@ func (r *Redis) Close() error {
 	r.stopOnce.Do(func() { close(r.stop) })
 	<-r.done
 	r.mu.Lock()
-	n := len(r.open) + len(r.pending)
+	n := r.journalLenLocked()
 	r.mu.Unlock()
 	if n > 0 {
 		r.log.Warn("closing with unreplayed quota journal", zap.Int("entries", n))
@@ -205,9 +232,13 @@ func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 		r.m.decision(d)
 		return d, nil
 	}
+	var id string
+	if p.Daily > 0 || p.Monthly > 0 {
+		id = r.instance + "." + strconv.FormatUint(r.admissions.Add(1), 36)
+	}
 	var d Decision
 	ran, err := r.br.Do(ctx, func() (err error) {
-		d, err = r.admitRedis(ctx, key, p, cost)
+		d, err = r.admitRedis(ctx, key, id, p, cost)
 		return err
 	})
 	switch {
@@ -218,21 +249,41 @@ func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 		}
 		return d, nil
 	case ran && ctx.Err() != nil: // the caller gave up; not Redis's fault
+		if id != "" {
+			// The script may have run and charged a request that is not
+			// going to be served: settle that admission at nothing.
+			w := windowAt(r.clk.Now())
+			r.journalSettle(key, settlement{admission: id, day: w.day, month: w.month})
+		}
 		return Decision{}, fmt.Errorf("limits: admit: %w", ctx.Err())
+	case ran && id != "" && !unsent(err):
+		// The script may have run in Redis (a reply that came too late):
+		// the fallback decides, and the journal later settles this very
+		// admission at what the fallback reserved, charged once either way.
+		return r.admitFallback(ctx, key, id, p, cost)
 	}
-	return r.admitFallback(ctx, key, p, cost)
+	return r.admitFallback(ctx, key, "", p, cost)
 }
 
 // admitFallback decides locally at the configured share and journals the
-// reservation.
-func (r *Redis) admitFallback(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
+// reservation: as a plain counter change, or, when id is set (the admission
+// may have reached Redis), as a settlement of admission id, which Redis may
+// or may not have charged already.
+func (r *Redis) admitFallback(ctx context.Context, key, id string, p Policy, cost int) (Decision, error) {
 	r.m.RedisFallbacks.Inc()
 	d, err := r.fallback.Admit(ctx, key, scalePolicy(p, r.opts.LocalShare), cost)
 	if err != nil {
 		return Decision{}, err
 	}
 	d.fallback = true
-	if d.Allowed {
+	switch {
+	case id != "":
+		d.admission = id
+		// Settled even when the fallback refused: a script that ran must
+		// not keep a charge for a request that was not served.
+		r.journalSettle(key, settlement{admission: id, day: d.Day, month: d.Month,
+			wantDay: d.DayReserved, wantMonth: d.MonthReserved})
+	case d.Allowed:
 		r.journal(key, d, 1)
 	}
 	return d, nil
@@ -268,7 +319,11 @@ func (r *Redis) Refund(ctx context.Context, key string, d Decision) error {
 		if err := r.fallback.Refund(ctx, key, d); err != nil {
 			return err
 		}
-		r.journal(key, d, -1)
+		if d.admission != "" {
+			r.journalSettle(key, settlement{admission: d.admission, day: d.Day, month: d.Month})
+		} else {
+			r.journal(key, d, -1)
+		}
 		return nil
 	}
 	ran, err := r.br.Do(ctx, func() error { return r.refundRedis(ctx, key, d) })
@@ -281,6 +336,26 @@ func (r *Redis) Refund(ctx context.Context, key string, d Decision) error {
 	}
 	r.m.RedisFallbacks.Inc()
 	r.m.refunded(key, d)
-	r.journal(key, d, -1)
+	if ran && d.admission != "" && !unsent(err) {
+		// The refund may have run: settling is idempotent, a replay of the
+		// same refund changes nothing.
+		r.journalSettle(key, settlement{admission: d.admission, day: d.Day, month: d.Month,
+			assumeDay: d.DayReserved, assumeMonth: d.MonthReserved})
+	} else {
+		r.journal(key, d, -1)
+	}
 	return nil
+}
+
+// unsent reports whether err shows that a command never reached Redis (no
+// connection could be made), so it cannot have run there.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial" || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted)
+}
+
+// isCluster reports whether c shards keys over several primaries.
+func isCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
 }

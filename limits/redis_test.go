@@ -73,6 +73,12 @@ func newRedisLimiter(t *testing.T, addr string, opts RedisOptions, clk clock.Clo
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
+	return newLimiterOn(t, c, opts, clk)
+}
+
+// newLimiterOn is one "instance" on client c (closed by the caller).
+func newLimiterOn(t *testing.T, c redis.UniversalClient, opts RedisOptions, clk clock.Clock) (*Redis, *Metrics) {
+	t.Helper()
 	m := NewMetrics(nil)
 	fb, err := NewLocal(DefaultConfig(), clk, m)
 	if err != nil {
@@ -243,8 +249,16 @@ func TestRedisQuotaAcrossInstances(t *testing.T) {
 		t.Errorf("%s: got %d; want 7", monthKey, got)
 	}
 	keys := checkTTLs(t, c, prefix)
-	if len(keys) != 2 {
-		t.Errorf("got keys %v; want only the day and month counters (no rate limit set)", keys)
+	var counters, records int
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix+"a:q:") {
+			records++
+		} else {
+			counters++
+		}
+	}
+	if counters != 2 || records != 8 {
+		t.Errorf("got keys %v; want the day and month counters (no rate limit set) and 8 admission records (one per admitted request)", keys)
 	}
 }
 

@@ -13,11 +13,13 @@ import (
 
 // admitRedis runs the admission script, retrying once when Redis's clock
 // puts it in a different UTC window than ours.
-func (r *Redis) admitRedis(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
+// id names the admission (see Redis.admissionKey): the script records it
+// with what it charged, so running the same admission again charges nothing.
+func (r *Redis) admitRedis(ctx context.Context, key, id string, p Policy, cost int) (Decision, error) {
 	w := windowAt(r.clk.Now())
 	day, month := w.day, w.month
 	for range 2 {
-		res, err := r.runAdmit(ctx, key, p, cost, day, month)
+		res, err := r.runAdmit(ctx, key, id, p, cost, day, month)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -25,7 +27,9 @@ func (r *Redis) admitRedis(ctx context.Context, key string, p Policy, cost int) 
 			day, month = res.day, res.month
 			continue
 		}
-		return res.decision(p, cost, day, month), nil
+		d := res.decision(p, cost, day, month)
+		d.admission = id
+		return d, nil
 	}
 	return Decision{}, errors.New("limits: redis: window keeps changing")
 }
@@ -42,18 +46,19 @@ type admitResult struct {
 	nowUs              int64
 }
 
-func (r *Redis) runAdmit(ctx context.Context, key string, p Policy, cost, day, month int) (admitResult, error) {
+func (r *Redis) runAdmit(ctx context.Context, key, id string, p Policy, cost, day, month int) (admitResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	var intervalUs float64
 	if p.PerSecond > 0 {
 		intervalUs = 1e6 / p.PerSecond
 	}
-	keys := []string{r.rateKey(key), r.dayKey(key, day), r.monthKey(key, month)}
+	keys := []string{r.rateKey(key), r.dayKey(key, day), r.monthKey(key, month), r.admissionKey(key, id)}
 	v, err := admitScript.Run(ctx, r.rdb, keys,
 		fmt.Sprintf("%08d", day), fmt.Sprintf("%06d", month), cost, p.Daily, p.Monthly,
 		dayEndOf(day).Unix(), monthEndOf(month).Unix(),
-		strconv.FormatFloat(intervalUs, 'f', -1, 64), p.Burst).Slice()
+		strconv.FormatFloat(intervalUs, 'f', -1, 64), p.Burst,
+		r.opts.AdmissionWindow.Milliseconds()).Slice()
 	if err != nil {
 		return admitResult{}, fmt.Errorf("limits: redis admit: %w", err)
 	}
@@ -135,32 +140,103 @@ func (a admitResult) decision(p Policy, cost, day, month int) Decision {
 	return d
 }
 
+// refundRedis gives d's reservation back in Redis: it settles d's
+// admission at nothing charged. Settling is idempotent, so a refund that
+// is retried, or replayed from the journal after a timeout, is applied
+// once.
 func (r *Redis) refundRedis(ctx context.Context, key string, d Decision) error {
+	return r.settle(ctx, key, settlement{
+		admission: d.admission, day: d.Day, month: d.Month,
+		// The admission ran in Redis; if its record has expired, assume
+		// it charged what it reserved.
+		assumeDay: d.DayReserved, assumeMonth: d.MonthReserved,
+	})
+}
+
+// settlement says what one admission must end up charging in Redis.
+type settlement struct {
+	admission              string
+	day, month             int   // the admission's windows
+	wantDay, wantMonth     int64 // units it must end up charging
+	assumeDay, assumeMonth int64 // units it charged when Redis has no record of it
+}
+
+// settle runs settleScript for s.
+func (r *Redis) settle(ctx context.Context, key string, s settlement) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	keys := []string{r.dayKey(key, d.Day), r.monthKey(key, d.Month)}
-	if err := refundScript.Run(ctx, r.rdb, keys, d.DayReserved, d.MonthReserved).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("limits: redis refund: %w", err)
+	keys := []string{r.dayKey(key, s.day), r.monthKey(key, s.month), r.admissionKey(key, s.admission)}
+	err := settleScript.Run(ctx, r.rdb, keys, s.wantDay, s.wantMonth, s.assumeDay, s.assumeMonth,
+		dayEndOf(s.day).Unix(), monthEndOf(s.month).Unix(), r.opts.AdmissionWindow.Milliseconds()).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("limits: redis settle: %w", err)
 	}
 	return nil
 }
 
-func (r *Redis) rateKey(key string) string { return r.opts.Prefix + "rl:" + key }
+// The key functions below are the only places that build this limiter's
+// Redis keys, one per kind. With a cluster client every key of one API key
+// id carries the hash tag {<key id>}, so each script's keys share a slot:
+//
+//	single Redis                            Redis Cluster
+//	<prefix>rl:<id>                         <prefix>{<id>}:rl
+//	<prefix>q:d:<id>:<YYYYMMDD>             <prefix>{<id>}:q:d:<YYYYMMDD>
+//	<prefix>q:m:<id>:<YYYYMM>               <prefix>{<id>}:q:m:<YYYYMM>
+//	<prefix>a:<id>:<admission>              <prefix>{<id>}:a:<admission>
+//	<prefix>j:<id>:<instance>:<seq>         <prefix>{<id>}:j:<instance>:<seq>
+//
+// The single-Redis names of the rate bucket and the quota counters are the
+// ones earlier versions wrote, so a running deployment keeps its counters.
+
+func (r *Redis) rateKey(key string) string {
+	if r.tagged {
+		return r.opts.Prefix + "{" + key + "}:rl"
+	}
+	return r.opts.Prefix + "rl:" + key
+}
 
 func (r *Redis) dayKey(key string, day int) string {
+	if r.tagged {
+		return fmt.Sprintf("%s{%s}:q:d:%08d", r.opts.Prefix, key, day)
+	}
 	return fmt.Sprintf("%sq:d:%s:%08d", r.opts.Prefix, key, day)
 }
 
 func (r *Redis) monthKey(key string, month int) string {
+	if r.tagged {
+		return fmt.Sprintf("%s{%s}:q:m:%06d", r.opts.Prefix, key, month)
+	}
 	return fmt.Sprintf("%sq:m:%s:%06d", r.opts.Prefix, key, month)
+}
+
+// admissionKey records what admission id charged (see admitScript).
+func (r *Redis) admissionKey(key, id string) string {
+	if r.tagged {
+		return r.opts.Prefix + "{" + key + "}:a:" + id
+	}
+	return r.opts.Prefix + "a:" + key + ":" + id
+}
+
+// markerKey is the replay marker of journal entry seq.
+func (r *Redis) markerKey(key string, seq uint64) string {
+	if r.tagged {
+		return r.opts.Prefix + "{" + key + "}:j:" + r.instance + ":" + strconv.FormatUint(seq, 10)
+	}
+	return r.opts.Prefix + "j:" + key + ":" + r.instance + ":" + strconv.FormatUint(seq, 10)
 }
 
 // admitScript checks quotas (monthly, then daily) and the GCRA bucket, and
 // only when all pass takes the tokens and increments the counters. It reads
-// the time with TIME. KEYS: bucket, day counter, month counter. ARGV: day id
-// (YYYYMMDD), month id (YYYYMM), cost, daily quota, monthly quota (0 = off),
-// day end and month end (unix seconds), emission interval in µs per token
-// (0 = no rate limit), burst.
+// the time with TIME. KEYS: bucket, day counter, month counter, admission
+// record. ARGV: day id (YYYYMMDD), month id (YYYYMM), cost, daily quota,
+// monthly quota (0 = off), day end and month end (unix seconds), emission
+// interval in µs per token (0 = no rate limit), burst, admission record
+// lifetime (ms).
+//
+// When a quota is on, an admitted request writes its admission record
+// ("<day units>:<month units>" charged). When the record already exists the
+// admission has been handled (this is a retry, or the journal settled it
+// first): the script admits without charging anything.
 //
 // Replies {-1, day, month} when the given ids are not Redis's current
 // windows; otherwise {allowed 0/1, reason "m"/"d"/"r"/"", retry µs (-1 =
@@ -206,6 +282,10 @@ if interval > 0 then
   tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now_us)
 end
 
+if (daily > 0 or monthly > 0) and redis.call('EXISTS', KEYS[4]) == 1 then
+  return {1, '', 0, math.floor(tat - now_us), dused, mused, now_us}
+end
+
 local reason = ''
 local retry = 0
 if monthly > 0 and mused + cost > monthly then
@@ -242,18 +322,45 @@ if monthly > 0 then
   mused = redis.call('INCRBY', KEYS[3], cost)
   redis.call('EXPIREAT', KEYS[3], ARGV[7])
 end
+if daily > 0 or monthly > 0 then
+  local cd, cm = 0, 0
+  if daily > 0 then cd = cost end
+  if monthly > 0 then cm = cost end
+  redis.call('SET', KEYS[4], cd .. ':' .. cm, 'PX', ARGV[10])
+end
 return {1, '', 0, math.floor(tat - now_us), dused, mused, now_us}
 `)
 
-// refundScript gives back ARGV[i] units of counter KEYS[i], never below 0;
-// a counter that no longer exists (its window ended) is left alone.
-var refundScript = redis.NewScript(`
-for i = 1, #KEYS do
-  local n = tonumber(ARGV[i])
-  if n > 0 then
+// settleScript makes one admission end up charging exactly the wanted
+// units. KEYS: day counter, month counter, admission record. ARGV: wanted
+// day units, wanted month units, units assumed charged when there is no
+// record (day, month), day end and month end (unix seconds), record
+// lifetime (ms).
+//
+// The units charged so far are the record's, or the assumed ones without a
+// record; the counters move by the difference (up with EXPIREAT, down never
+// below 0; a counter that no longer exists is not created by a decrease),
+// and the record then holds the wanted units. Running it twice changes
+// nothing the second time, and an admission script for the same id that
+// arrives afterwards finds the record and charges nothing.
+var settleScript = redis.NewScript(`
+local have = {tonumber(ARGV[3]), tonumber(ARGV[4])}
+local rec = redis.call('GET', KEYS[3])
+if rec then
+  local d, m = string.match(rec, '^(%d+):(%d+)$')
+  have = {tonumber(d), tonumber(m)}
+end
+local want = {tonumber(ARGV[1]), tonumber(ARGV[2])}
+for i = 1, 2 do
+  local delta = want[i] - have[i]
+  if delta > 0 then
+    redis.call('INCRBY', KEYS[i], delta)
+    redis.call('EXPIREAT', KEYS[i], ARGV[4 + i])
+  elseif delta < 0 then
     local v = tonumber(redis.call('GET', KEYS[i]) or '0')
-    if v > 0 then redis.call('DECRBY', KEYS[i], math.min(n, v)) end
+    if v > 0 then redis.call('DECRBY', KEYS[i], math.min(-delta, v)) end
   end
 end
+redis.call('SET', KEYS[3], want[1] .. ':' .. want[2], 'PX', ARGV[7])
 return 1
 `)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 	"trendgate/internal/breaker"
 
@@ -19,13 +18,30 @@ type journalKey struct {
 	window  int
 }
 
-// journalEntry is a net quota change waiting for Redis. Once sealed (in
-// Redis.pending) it never changes, so replaying it twice is detectable.
+// journalEntry is a net quota change waiting for Redis, or, when settle is
+// set, the settlement of one admission that may already have reached
+// Redis. Once sealed (in Redis.pending) it never changes, so replaying it
+// twice is detectable.
 type journalEntry struct {
 	journalKey
-	delta int64
-	seq   uint64
+	delta  int64
+	seq    uint64
+	settle *settlement
 }
+
+// journalSettle queues s for key. Settlements are never merged: each names
+// one admission, and a later one for the same admission (its refund)
+// replaces the effect of the earlier one when replayed after it.
+func (r *Redis) journalSettle(key string, s settlement) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	r.settles = append(r.settles, &journalEntry{journalKey: journalKey{key: key}, seq: r.seq, settle: &s})
+	r.m.JournalSize.Set(float64(r.journalLenLocked()))
+}
+
+// journalLenLocked counts the entries waiting; r.mu must be held.
+func (r *Redis) journalLenLocked() int { return len(r.open) + len(r.settles) + len(r.pending) }
 
 // journal records sign × the reservation of d for later replay.
 func (r *Redis) journal(key string, d Decision, sign int64) {
@@ -45,14 +61,14 @@ func (r *Redis) journal(key string, d Decision, sign int64) {
 	}
 	add(journalKey{key: key, window: d.Day}, d.DayReserved)
 	add(journalKey{key: key, monthly: true, window: d.Month}, d.MonthReserved)
-	r.m.JournalSize.Set(float64(len(r.open) + len(r.pending)))
+	r.m.JournalSize.Set(float64(r.journalLenLocked()))
 }
 
 // JournalLen returns the number of quota changes waiting for replay.
 func (r *Redis) JournalLen() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.open) + len(r.pending)
+	return r.journalLenLocked()
 }
 
 // Reconcile replays the journal into Redis: each entry is applied at most
@@ -70,6 +86,8 @@ func (r *Redis) Reconcile(ctx context.Context) error {
 			r.pending = append(r.pending, e)
 		}
 	}
+	r.pending = append(r.pending, r.settles...) // in the order they were made
+	r.settles = nil
 	todo := append([]*journalEntry(nil), r.pending...)
 	r.mu.Unlock()
 
@@ -83,7 +101,7 @@ func (r *Redis) Reconcile(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		r.pending = r.pending[1:] // e is always the head: only Reconcile removes, in order
-		r.m.JournalSize.Set(float64(len(r.open) + len(r.pending)))
+		r.m.JournalSize.Set(float64(r.journalLenLocked()))
 		r.mu.Unlock()
 	}
 	if len(todo) > 0 {
@@ -96,16 +114,19 @@ func (r *Redis) Reconcile(ctx context.Context) error {
 // out of use.
 var errRedisUnavailable = errors.New("limits: redis unavailable (breaker open)")
 
-// replay applies one sealed journal entry.
+// replay applies one sealed journal entry. A settlement needs no marker:
+// settling is idempotent by itself.
 func (r *Redis) replay(ctx context.Context, e *journalEntry) error {
+	if e.settle != nil {
+		return r.settle(ctx, e.key, *e.settle)
+	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	counter, end := r.dayKey(e.key, e.window), dayEndOf(e.window)
 	if e.monthly {
 		counter, end = r.monthKey(e.key, e.window), monthEndOf(e.window)
 	}
-	marker := r.opts.Prefix + "j:" + r.instance + ":" + strconv.FormatUint(e.seq, 10)
-	err := replayScript.Run(ctx, r.rdb, []string{counter, marker}, e.delta, end.Unix(), markerTTL).Err()
+	err := replayScript.Run(ctx, r.rdb, []string{counter, r.markerKey(e.key, e.seq)}, e.delta, end.Unix(), markerTTL).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("limits: redis replay: %w", err)
 	}

@@ -119,9 +119,27 @@ func (r *Redis) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 	return out, err
 }
 
-// usageRedis runs the read script, retrying once when Redis's clock puts it
-// in a different UTC window than ours (as admitRedis does).
+// usageRedis reads keys' usage: in one script run on a single Redis; on a
+// Redis Cluster one run per key, since one script may only touch keys of
+// one slot and each key id's keys carry their own hash tag.
 func (r *Redis) usageRedis(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
+	if !r.tagged {
+		return r.usageBatch(ctx, keys)
+	}
+	out := make([]Usage, 0, len(keys))
+	for i := range keys {
+		u, err := r.usageBatch(ctx, keys[i:i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u...)
+	}
+	return out, nil
+}
+
+// usageBatch runs the read script, retrying once when Redis's clock puts it
+// in a different UTC window than ours (as admitRedis does).
+func (r *Redis) usageBatch(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 	w := windowAt(r.clk.Now())
 	day, month := w.day, w.month
 	for range 2 {

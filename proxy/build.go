@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/breaker"
+	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/upstream"
 )
@@ -92,33 +91,25 @@ type cluster struct {
 // Redis being down at start is not fatal: every piece falls back locally.
 func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limits.Metrics, cm *cache.Metrics, um *upstream.Metrics) (*cluster, error) {
 	rc := cfg.Redis
-	counterOpts, err := redis.ParseURL(rc.URL)
+	// One client per role, a *redis.Client or, on a Redis Cluster, a
+	// *redis.ClusterClient (the limiter then hash-tags its keys).
+	tune := redisconn.Tuning{Timeout: rc.Timeout, NoRetries: true}
+	counters, err := redisconn.New(rc.URL, rc.Mode, 0, tune)
 	if err != nil {
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	cacheURL := rc.CacheURL
-	var cacheOpts *redis.Options
-	if cacheURL != "" {
-		if cacheOpts, err = redis.ParseURL(cacheURL); err != nil {
-			return nil, fmt.Errorf("redis.cache_url: %w", err)
-		}
-	} else {
-		o := *counterOpts
-		o.DB = counterOpts.DB + 1
-		cacheOpts = &o
+	cacheMode, cacheURL, dbOffset := redisconn.ModeSingle, rc.CacheURL, 0
+	if rc.Cluster() {
+		cacheMode = redisconn.ModeCluster
 	}
-	for _, o := range []*redis.Options{counterOpts, cacheOpts} {
-		o.DialTimeout = 4 * rc.Timeout
-		o.ReadTimeout = rc.Timeout
-		o.WriteTimeout = rc.Timeout
-		o.MaxRetries = -1 // never retry: the callers fall back instead
-		// One dial attempt: go-redis otherwise dials 5 times 100ms apart, so
-		// while Redis is down every command would wait out its whole
-		// timeout before the caller could fall back.
-		o.DialerRetries = 1
+	if cacheURL == "" {
+		cacheURL, cacheMode, dbOffset = rc.URL, rc.Mode, 1 // a cluster ignores the offset
 	}
-	counters := redis.NewClient(counterOpts)
-	cacheClient := redis.NewClient(cacheOpts)
+	cacheClient, err := redisconn.New(cacheURL, cacheMode, dbOffset, tune)
+	if err != nil {
+		_ = counters.Close()
+		return nil, fmt.Errorf("redis.cache_url: %w", err)
+	}
 	g.closers = append(g.closers, counters.Close, cacheClient.Close)
 
 	// One breaker per Redis client, shared by every use of it: once one
@@ -132,6 +123,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	// Counters: fall back to this instance's share of each limit.
 	rl, err := limits.NewRedis(counters, limits.RedisOptions{
 		Prefix: rc.Prefix, Timeout: rc.Timeout, LocalShare: rc.LocalShare, Breaker: counterBreaker,
+		AdmissionWindow: rc.AdmissionWindow,
 	}, local, g.clk, g.log, lm)
 	if err != nil {
 		return nil, err

@@ -78,9 +78,10 @@ type cluster struct {
 	up       *demo.Server
 	calls    *callLog
 	nodes    []*harness
-	addr     string // host:port of the Redis
-	prefix   string // redis.prefix of every node: "tg:test:<random>:"
-	counters *redis.Client
+	addr     string             // host:port of the single Redis ("" on a Redis Cluster)
+	rc       *redistest.Cluster // the Redis Cluster, or nil
+	prefix   string             // redis.prefix of every node: "tg:test:<random>:"
+	counters redis.UniversalClient
 	full     string // a full-plan key (key id "team-full")
 	limited  string // a limited-plan key (key id "team-limited")
 }
@@ -90,6 +91,7 @@ type cluster struct {
 type clusterOptions struct {
 	instances int                   // 0 means 3
 	addr      string                // Redis host:port; "" means sharedRedis
+	rc        *redistest.Cluster    // a Redis Cluster to use instead of addr
 	mutate    func(*config.Config)  // applied to each instance's config
 	demo      func(o *demo.Options) // applied to the demo upstream's options
 	start     time.Time             // the fake clock's start; zero means the real time
@@ -105,7 +107,7 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 	if o.instances == 0 {
 		o.instances = 3
 	}
-	if o.addr == "" {
+	if o.addr == "" && o.rc == nil {
 		o.addr = sharedRedis
 		requireRedis(t, o.addr)
 	}
@@ -121,9 +123,14 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		clk:    clock.NewFake(o.start),
 		calls:  &callLog{},
 		addr:   o.addr,
+		rc:     o.rc,
 		prefix: "tg:test:" + hex.EncodeToString(rnd[:]) + ":",
 	}
-	c.counters = redis.NewClient(&redis.Options{Addr: o.addr, DB: 0, MaxRetries: -1})
+	if o.rc != nil {
+		c.counters = redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.rc.Addrs(), MaxRetries: -1})
+	} else {
+		c.counters = redis.NewClient(&redis.Options{Addr: o.addr, DB: 0, MaxRetries: -1})
+	}
 	// Registered first, so it runs last: after every gateway has stopped.
 	t.Cleanup(func() {
 		c.checkTTLs(false)
@@ -149,6 +156,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 		noAccess := false
 		cfg.Log.Access = &noAccess                 // the logs keep only what went wrong
 		cfg.Redis.URL = "redis://" + o.addr + "/0" // cache tier: DB 1
+		if o.rc != nil {
+			cfg.Redis.URL = o.rc.URL() // cache tier: the same cluster, under <prefix>c:
+		}
 		cfg.Redis.Prefix = c.prefix
 		// The exactness these tests assert holds only while Redis answers
 		// within redis.timeout: a command that times out falls back to the
@@ -270,7 +280,12 @@ func (c *cluster) quotaCounter(kind, keyID string) int64 {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, err := c.counters.Get(ctx, c.prefix+"q:"+kind+":"+keyID+":"+window).Int64()
+	// The limiter's key layout (limits.Redis.dayKey and monthKey).
+	key := c.prefix + "q:" + kind + ":" + keyID + ":" + window
+	if c.rc != nil {
+		key = c.prefix + "{" + keyID + "}:q:" + kind + ":" + window
+	}
+	n, err := c.counters.Get(ctx, key).Int64()
 	if err == redis.Nil {
 		return 0
 	}
@@ -282,50 +297,78 @@ func (c *cluster) quotaCounter(kind, keyID string) int64 {
 
 // keyCounts are the keys found under a test's prefix.
 type keyCounts struct {
-	counters int // DB 0: limits, quotas, budget, leases, replay markers
-	cache    int // DB 1: shared cache entries and topic indexes
+	counters int // limits, quotas, budget, leases, replay markers, admission records
+	cache    int // shared cache entries and topic indexes
 }
 
-// checkTTLs scans the test's prefix in DB 0 (counters) and DB 1 (cache
-// tier) and reports every key without a TTL. Keys that expire between the
-// scan and the TTL read are skipped. With want set, finding no key of a
-// kind is an error too (the test must have created both).
+// keySpace is one place the test's keys may live: a database of the
+// single Redis or one primary of the Redis Cluster.
+type keySpace struct {
+	name   string
+	client *redis.Client
+	cache  func(key string) bool // whether key belongs to the cache tier
+}
+
+// keySpaces opens a client per place (the caller closes them): DB 0
+// (counters) and DB 1 (cache tier) of the single Redis, or every primary
+// of the cluster, where the cache tier is told apart by its <prefix>c:.
+func (c *cluster) keySpaces() []keySpace {
+	if c.rc != nil {
+		var out []keySpace
+		for _, a := range c.rc.Addrs() {
+			out = append(out, keySpace{name: a, client: redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}),
+				cache: func(k string) bool { return strings.HasPrefix(k, c.prefix+"c:") }})
+		}
+		return out
+	}
+	return []keySpace{
+		{"db 0", redis.NewClient(&redis.Options{Addr: c.addr, DB: 0, MaxRetries: -1}), func(string) bool { return false }},
+		{"db 1", redis.NewClient(&redis.Options{Addr: c.addr, DB: 1, MaxRetries: -1}), func(string) bool { return true }},
+	}
+}
+
+// checkTTLs scans the test's prefix in every key space and reports every
+// key without a TTL. Keys that expire between the scan and the TTL read
+// are skipped. With want set, finding no key of a kind is an error too
+// (the test must have created both).
 func (c *cluster) checkTTLs(want bool) keyCounts {
 	c.t.Helper()
 	var kc keyCounts
-	for db, n := range map[int]*int{0: &kc.counters, 1: &kc.cache} {
-		rc := redis.NewClient(&redis.Options{Addr: c.addr, DB: db, MaxRetries: -1})
+	for _, ks := range c.keySpaces() {
+		rc := ks.client
 		for _, k := range scanAll(c.t, rc, c.prefix+"*") {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			ttl, err := rc.PTTL(ctx, k).Result()
 			cancel()
 			switch {
 			case err != nil:
-				c.t.Errorf("PTTL %s (db %d): %v", k, db, err)
+				c.t.Errorf("PTTL %s (%s): %v", k, ks.name, err)
 			case ttl == -2: // go-redis reports a missing key as -2ns
 				// expired since the scan
 			case ttl <= 0:
-				c.t.Errorf("key %s (db %d) has no TTL (PTTL %v); every key must expire", k, db, ttl)
+				c.t.Errorf("key %s (%s) has no TTL (PTTL %v); every key must expire", k, ks.name, ttl)
+			case ks.cache(k):
+				kc.cache++
 			default:
-				*n++
+				kc.counters++
 			}
 		}
 		_ = rc.Close()
 	}
 	if want && (kc.counters == 0 || kc.cache == 0) {
-		c.t.Errorf("keys with a TTL under %s: %d counters (db 0), %d cache (db 1); want both > 0", c.prefix, kc.counters, kc.cache)
+		c.t.Errorf("keys with a TTL under %s: %d counters, %d cache; want both > 0", c.prefix, kc.counters, kc.cache)
 	}
 	return kc
 }
 
-// deleteKeys removes everything under the test's prefix in DB 0 and 1.
+// deleteKeys removes everything under the test's prefix in every key space.
 func (c *cluster) deleteKeys() {
-	for db := range 2 {
-		rc := redis.NewClient(&redis.Options{Addr: c.addr, DB: db, MaxRetries: -1})
-		if keys := scanAll(c.t, rc, c.prefix+"*"); len(keys) > 0 {
+	for _, ks := range c.keySpaces() {
+		rc := ks.client
+		for _, k := range scanAll(c.t, rc, c.prefix+"*") {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := rc.Del(ctx, keys...).Err(); err != nil {
-				c.t.Errorf("delete test keys (db %d): %v", db, err)
+			if err := rc.Del(ctx, k).Err(); err != nil {
+				c.t.Errorf("delete test key (%s): %v", ks.name, err)
 			}
 			cancel()
 		}
@@ -366,15 +409,24 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string
 // redisServer is a private redis-server subprocess on a fixed loopback
 // port, so a test can stop and restart it.
 type redisServer struct {
-	t    *testing.T
+	t    testing.TB
 	port int
 	cmd  *exec.Cmd
+	args []string // persistence settings
 }
 
 // startRedisServer starts a private, non-persistent redis-server on a free
 // port. It skips (or fails under CI=true) when redis-server is not
 // installed. The process is killed when the test ends.
-func startRedisServer(t *testing.T) *redisServer {
+func startRedisServer(t testing.TB) *redisServer {
+	t.Helper()
+	return startRedisServerWith(t, false)
+}
+
+// startRedisServerWith is startRedisServer; with persist the server keeps
+// an append-only file fsynced on every write (in a test directory), so a
+// SIGKILL loses no write it answered and a restart brings them back.
+func startRedisServerWith(t testing.TB, persist bool) *redisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -388,7 +440,10 @@ func startRedisServer(t *testing.T) *redisServer {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &redisServer{t: t, port: port}
+	s := &redisServer{t: t, port: port, args: []string{"--save", "", "--appendonly", "no"}}
+	if persist {
+		s.args = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	}
 	t.Cleanup(s.stop)
 	s.start()
 	return s
@@ -399,8 +454,7 @@ func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port)
 // start launches the process and waits (bounded) until it answers PING.
 func (s *redisServer) start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
+	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1"}, s.args...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

@@ -2,15 +2,22 @@ package proxy_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/redistest"
 	"trendgate/limits"
 )
+
+// onEachRedis runs f on the shared single Redis (rc nil) and on a private
+// three-primary Redis Cluster started for the test.
+func onEachRedis(t *testing.T, f func(t *testing.T, rc *redistest.Cluster)) {
+	t.Run("redis", func(t *testing.T) { f(t, nil) })
+	t.Run("redis cluster", func(t *testing.T) { f(t, redistest.StartCluster(t)) })
+}
 
 // Targets used by the cluster tests.
 const (
@@ -46,100 +53,104 @@ func setFullPolicy(p limits.Policy) func(*config.Config) {
 // the tokens Redis TIME refills while the burst runs: floor(elapsed × 0.01
 // / cost), which is 0 unless the burst takes longer than 100 s.
 func TestClusterBurstSharedAcrossInstances(t *testing.T) {
-	const rate, burstSize = 0.01, 10
-	tests := []struct {
-		name       string
-		target     string
-		cost       int
-		concurrent bool // all at once; otherwise one after another
-	}{
-		{"list cost 1 concurrent", listTarget, 1, true},
-		{"list cost 1 sequential", listTarget, 1, false},
-		{"whatsup cost 5 concurrent", fmt.Sprintf(whatsupFmt, "bitcoin"), 5, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newCluster(t, clusterOptions{mutate: setFullPolicy(limits.Policy{PerSecond: rate, Burst: burstSize})})
-			want := burstSize / tt.cost
-			n := 3 * burstSize
-			start := time.Now()
-			var rs []result
-			if tt.concurrent {
-				rs = c.burst(n, tt.target, c.full)
-			} else {
-				for j := range n {
-					rs = append(rs, c.send(j%3, tt.target, c.full))
+	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
+		const rate, burstSize = 0.01, 10
+		tests := []struct {
+			name       string
+			target     string
+			cost       int
+			concurrent bool // all at once; otherwise one after another
+		}{
+			{"list cost 1 concurrent", listTarget, 1, true},
+			{"list cost 1 sequential", listTarget, 1, false},
+			{"whatsup cost 5 concurrent", fmt.Sprintf(whatsupFmt, "bitcoin"), 5, true},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c := newCluster(t, clusterOptions{rc: rc, mutate: setFullPolicy(limits.Policy{PerSecond: rate, Burst: burstSize})})
+				want := burstSize / tt.cost
+				n := 3 * burstSize
+				start := time.Now()
+				var rs []result
+				if tt.concurrent {
+					rs = c.burst(n, tt.target, c.full)
+				} else {
+					for j := range n {
+						rs = append(rs, c.send(j%3, tt.target, c.full))
+					}
 				}
-			}
-			slack := int(time.Since(start).Seconds() * rate / float64(tt.cost))
+				slack := int(time.Since(start).Seconds() * rate / float64(tt.cost))
 
-			got := tally(rs)
-			if got["200"] < want || got["200"] > want+slack {
-				t.Errorf("admitted: got %d; want %d (slack %d) — tally %v", got["200"], want, slack, got)
-			}
-			if got["429 rate_limited"] != n-got["200"] {
-				t.Errorf("refused with rate_limited: got %d; want %d — tally %v", got["429 rate_limited"], n-got["200"], got)
-			}
-			for j, r := range rs {
-				if r.status == 429 && r.retry == "" {
-					t.Errorf("request %d (node %d): 429 without Retry-After", j, r.node)
+				got := tally(rs)
+				if got["200"] < want || got["200"] > want+slack {
+					t.Errorf("admitted: got %d; want %d (slack %d) — tally %v", got["200"], want, slack, got)
 				}
-				// One after another, the first `want` requests (spread over
-				// every node) pass and every later one is refused.
-				if !tt.concurrent && slack == 0 && (r.status == 200) != (j < want) {
-					t.Errorf("request %d (node %d): got %d %q; want %s", j, r.node, r.status, r.code,
-						map[bool]string{true: "200", false: "429 rate_limited"}[j < want])
+				if got["429 rate_limited"] != n-got["200"] {
+					t.Errorf("refused with rate_limited: got %d; want %d — tally %v", got["429 rate_limited"], n-got["200"], got)
 				}
-			}
-		})
-	}
+				for j, r := range rs {
+					if r.status == 429 && r.retry == "" {
+						t.Errorf("request %d (node %d): 429 without Retry-After", j, r.node)
+					}
+					// One after another, the first `want` requests (spread over
+					// every node) pass and every later one is refused.
+					if !tt.concurrent && slack == 0 && (r.status == 200) != (j < want) {
+						t.Errorf("request %d (node %d): got %d %q; want %s", j, r.node, r.status, r.code,
+							map[bool]string{true: "200", false: "429 rate_limited"}[j < want])
+					}
+				}
+			})
+		}
+	})
 }
 
 // TestClusterDailyQuotaShared: with daily quota N, the cluster delivers
 // exactly N units in total, then every instance answers 429
 // daily_quota_exceeded; the Redis counter holds exactly the units charged.
 func TestClusterDailyQuotaShared(t *testing.T) {
-	tests := []struct {
-		name      string
-		target    string
-		daily     int64
-		cost      int
-		wantCalls int // delivered 200s
-	}{
-		{"list cost 1", listTarget, 7, 1, 7},
-		{"whatsup cost 5", fmt.Sprintf(whatsupFmt, "ethereum"), 12, 5, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newCluster(t, clusterOptions{mutate: setFullPolicy(limits.Policy{Daily: tt.daily})})
-			rs := c.burst(3*int(tt.daily), tt.target, c.full)
-			got := tally(rs)
-			if got["200"] != tt.wantCalls {
-				t.Errorf("delivered: got %d; want %d — tally %v", got["200"], tt.wantCalls, got)
-			}
-			if got["429 daily_quota_exceeded"] != len(rs)-tt.wantCalls {
-				t.Errorf("daily_quota_exceeded: got %d; want %d — tally %v", got["429 daily_quota_exceeded"], len(rs)-tt.wantCalls, got)
-			}
-			for i := range c.nodes {
-				if r := c.send(i, tt.target, c.full); r.status != 429 || r.code != "daily_quota_exceeded" {
-					t.Errorf("node %d after the quota: got %d %q; want 429 daily_quota_exceeded", i, r.status, r.code)
+	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
+		tests := []struct {
+			name      string
+			target    string
+			daily     int64
+			cost      int
+			wantCalls int // delivered 200s
+		}{
+			{"list cost 1", listTarget, 7, 1, 7},
+			{"whatsup cost 5", fmt.Sprintf(whatsupFmt, "ethereum"), 12, 5, 2},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c := newCluster(t, clusterOptions{rc: rc, mutate: setFullPolicy(limits.Policy{Daily: tt.daily})})
+				rs := c.burst(3*int(tt.daily), tt.target, c.full)
+				got := tally(rs)
+				if got["200"] != tt.wantCalls {
+					t.Errorf("delivered: got %d; want %d — tally %v", got["200"], tt.wantCalls, got)
 				}
-			}
-			wantUnits := int64(tt.wantCalls * tt.cost)
-			if n := c.quotaCounter("d", "team-full"); n != wantUnits {
-				t.Errorf("redis daily counter: got %d; want %d", n, wantUnits)
-			}
-			var charged float64
-			for _, h := range c.nodes {
-				charged += metric(t, h.gw.Registry(), "trendgate_quota_charged_units_total", "key_id", "team-full")
-			}
-			if int64(charged) != wantUnits {
-				t.Errorf("charged units summed over the instances' metrics: got %v; want %d", charged, wantUnits)
-			}
-			kc := c.checkTTLs(true)
-			t.Logf("keys with a TTL: %d counters, %d cache", kc.counters, kc.cache)
-		})
-	}
+				if got["429 daily_quota_exceeded"] != len(rs)-tt.wantCalls {
+					t.Errorf("daily_quota_exceeded: got %d; want %d — tally %v", got["429 daily_quota_exceeded"], len(rs)-tt.wantCalls, got)
+				}
+				for i := range c.nodes {
+					if r := c.send(i, tt.target, c.full); r.status != 429 || r.code != "daily_quota_exceeded" {
+						t.Errorf("node %d after the quota: got %d %q; want 429 daily_quota_exceeded", i, r.status, r.code)
+					}
+				}
+				wantUnits := int64(tt.wantCalls * tt.cost)
+				if n := c.quotaCounter("d", "team-full"); n != wantUnits {
+					t.Errorf("redis daily counter: got %d; want %d", n, wantUnits)
+				}
+				var charged float64
+				for _, h := range c.nodes {
+					charged += metric(t, h.gw.Registry(), "trendgate_quota_charged_units_total", "key_id", "team-full")
+				}
+				if int64(charged) != wantUnits {
+					t.Errorf("charged units summed over the instances' metrics: got %v; want %d", charged, wantUnits)
+				}
+				kc := c.checkTTLs(true)
+				t.Logf("keys with a TTL: %d counters, %d cache", kc.counters, kc.cache)
+			})
+		}
+	})
 }
 
 // TestClusterColdHerdOneUpstreamCall: 300 concurrent requests for a cold
@@ -149,41 +160,43 @@ func TestClusterDailyQuotaShared(t *testing.T) {
 // gateway clock is far from Redis's (the shared entry's PX is computed on
 // the gateway clock, like its freshness).
 func TestClusterColdHerdOneUpstreamCall(t *testing.T) {
-	tests := []struct {
-		name  string
-		start time.Time
-	}{
-		{"clock at real time", time.Time{}},
-		{"clock days behind redis", testNow},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newCluster(t, clusterOptions{
-				mutate: setFullPolicy(limits.Policy{PerSecond: 100_000, Burst: 100_000}),
-				demo:   func(o *demo.Options) { o.Latency = 150 * time.Millisecond },
-				start:  tt.start,
-			})
-			rs := c.burst(300, fmt.Sprintf(seriesFmt, "solana"), c.full)
-			if got := tally(rs); got["200"] != len(rs) {
-				t.Fatalf("statuses: got %v; want all %d 200", got, len(rs))
-			}
-			if got := c.up.Count(); got != 1 {
-				t.Errorf("upstream calls: got %d; want 1", got)
-				for i, h := range c.nodes {
-					t.Logf("node %d: shared errors %v, lease timeouts %v; logs:\n%s", i,
-						metric(t, h.gw.Registry(), "trendgate_cache_shared_reads_total", "result", "error"),
-						metric(t, h.gw.Registry(), "trendgate_cache_lease_waits_total", "result", "timeout"),
-						h.logs.String())
+	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
+		tests := []struct {
+			name  string
+			start time.Time
+		}{
+			{"clock at real time", time.Time{}},
+			{"clock days behind redis", testNow},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c := newCluster(t, clusterOptions{rc: rc,
+					mutate: setFullPolicy(limits.Policy{PerSecond: 100_000, Burst: 100_000}),
+					demo:   func(o *demo.Options) { o.Latency = 150 * time.Millisecond },
+					start:  tt.start,
+				})
+				rs := c.burst(300, fmt.Sprintf(seriesFmt, "solana"), c.full)
+				if got := tally(rs); got["200"] != len(rs) {
+					t.Fatalf("statuses: got %v; want all %d 200", got, len(rs))
 				}
-			}
-			var leaseShared float64
-			for _, h := range c.nodes {
-				leaseShared += metric(t, h.gw.Registry(), "trendgate_cache_lease_waits_total", "result", "shared")
-			}
-			t.Logf("fills that waited on another instance's lease and read the shared tier: %v", leaseShared)
-			c.checkTTLs(false)
-		})
-	}
+				if got := c.up.Count(); got != 1 {
+					t.Errorf("upstream calls: got %d; want 1", got)
+					for i, h := range c.nodes {
+						t.Logf("node %d: shared errors %v, lease timeouts %v; logs:\n%s", i,
+							metric(t, h.gw.Registry(), "trendgate_cache_shared_reads_total", "result", "error"),
+							metric(t, h.gw.Registry(), "trendgate_cache_lease_waits_total", "result", "timeout"),
+							h.logs.String())
+					}
+				}
+				var leaseShared float64
+				for _, h := range c.nodes {
+					leaseShared += metric(t, h.gw.Registry(), "trendgate_cache_lease_waits_total", "result", "shared")
+				}
+				t.Logf("fills that waited on another instance's lease and read the shared tier: %v", leaseShared)
+				c.checkTTLs(false)
+			})
+		}
+	})
 }
 
 // TestClusterUpstreamBudget: with an account budget of 5 calls a minute,
@@ -192,67 +205,69 @@ func TestClusterColdHerdOneUpstreamCall(t *testing.T) {
 // stale entries are served (from the shared tier, on other instances)
 // instead of calling the upstream again.
 func TestClusterUpstreamBudget(t *testing.T) {
-	const perMinute = 5
-	c := newCluster(t, clusterOptions{mutate: func(cfg *config.Config) {
-		setFullPolicy(limits.Policy{PerSecond: 100_000, Burst: 100_000})(cfg)
-		cfg.Upstream.Budget.PerMinute = perMinute
-		// One key alone: no part of the minute is held back for newcomers
-		// (the fair share has its own tests), so the budget itself runs out.
-		cfg.Upstream.Budget.NewcomerReserve = 0
-	}})
-	topics := plainTopics(c.up.Topics(), 12)
+	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
+		const perMinute = 5
+		c := newCluster(t, clusterOptions{rc: rc, mutate: func(cfg *config.Config) {
+			setFullPolicy(limits.Policy{PerSecond: 100_000, Burst: 100_000})(cfg)
+			cfg.Upstream.Budget.PerMinute = perMinute
+			// One key alone: no part of the minute is held back for newcomers
+			// (the fair share has its own tests), so the budget itself runs out.
+			cfg.Upstream.Budget.NewcomerReserve = 0
+		}})
+		topics := plainTopics(c.up.Topics(), 12)
 
-	// Phase 1: 12 cold keys, one at a time, round-robin.
-	ok := make(map[string]int) // topic → node that fetched it
-	var refused int
-	for i, topic := range topics {
-		r := c.send(i%3, fmt.Sprintf(whatsupFmt, topic), c.full)
-		switch {
-		case r.err != nil:
-			t.Fatal(r.err)
-		case r.status == 200:
-			ok[topic] = r.node
-		case r.status == 503 && r.code == "upstream_budget_exhausted" && r.retry != "":
-			refused++
-		default:
-			t.Fatalf("%s on node %d: got %d %q (Retry-After %q); want 200 or 503 upstream_budget_exhausted with Retry-After", topic, i%3, r.status, r.code, r.retry)
+		// Phase 1: 12 cold keys, one at a time, round-robin.
+		ok := make(map[string]int) // topic → node that fetched it
+		var refused int
+		for i, topic := range topics {
+			r := c.send(i%3, fmt.Sprintf(whatsupFmt, topic), c.full)
+			switch {
+			case r.err != nil:
+				t.Fatal(r.err)
+			case r.status == 200:
+				ok[topic] = r.node
+			case r.status == 503 && r.code == "upstream_budget_exhausted" && r.retry != "":
+				refused++
+			default:
+				t.Fatalf("%s on node %d: got %d %q (Retry-After %q); want 200 or 503 upstream_budget_exhausted with Retry-After", topic, i%3, r.status, r.code, r.retry)
+			}
 		}
-	}
-	calls := c.up.Count()
-	if len(ok) != calls || refused != len(topics)-calls {
-		t.Errorf("phase 1: %d delivered, %d refused, %d upstream calls; want delivered = calls and refused = the rest", len(ok), refused, calls)
-	}
-	if calls < perMinute {
-		t.Errorf("phase 1 upstream calls: got %d; want >= %d (the budget was not used up)", calls, perMinute)
-	}
+		calls := c.up.Count()
+		if len(ok) != calls || refused != len(topics)-calls {
+			t.Errorf("phase 1: %d delivered, %d refused, %d upstream calls; want delivered = calls and refused = the rest", len(ok), refused, calls)
+		}
+		if calls < perMinute {
+			t.Errorf("phase 1 upstream calls: got %d; want >= %d (the budget was not used up)", calls, perMinute)
+		}
 
-	// Phase 2: past freshness and the stale-while-revalidate window but
-	// within max_stale, every fetched key is asked on another instance: the
-	// refetch finds the budget spent and the stale entry is served.
-	cfg := c.nodes[0].cfg.Cache
-	c.clk.Advance(cfg.TTL.Whatsup + cfg.StaleWhileRevalidate + time.Minute)
-	var stale int
-	for topic, node := range ok {
-		r := c.send((node+1)%3, fmt.Sprintf(whatsupFmt, topic), c.full)
-		if r.err != nil || r.status != 200 {
-			t.Fatalf("phase 2 %s: got %d %q (%v); want 200", topic, r.status, r.code, r.err)
+		// Phase 2: past freshness and the stale-while-revalidate window but
+		// within max_stale, every fetched key is asked on another instance: the
+		// refetch finds the budget spent and the stale entry is served.
+		cfg := c.nodes[0].cfg.Cache
+		c.clk.Advance(cfg.TTL.Whatsup + cfg.StaleWhileRevalidate + time.Minute)
+		var stale int
+		for topic, node := range ok {
+			r := c.send((node+1)%3, fmt.Sprintf(whatsupFmt, topic), c.full)
+			if r.err != nil || r.status != 200 {
+				t.Fatalf("phase 2 %s: got %d %q (%v); want 200", topic, r.status, r.code, r.err)
+			}
+			if strings.Contains(r.cache, "stale") {
+				stale++
+			}
 		}
-		if strings.Contains(r.cache, "stale") {
-			stale++
+		phase2Calls := c.up.Count() - calls
+		if stale+phase2Calls != len(ok) {
+			t.Errorf("phase 2: %d stale, %d refetched; want their sum %d", stale, phase2Calls, len(ok))
 		}
-	}
-	phase2Calls := c.up.Count() - calls
-	if stale+phase2Calls != len(ok) {
-		t.Errorf("phase 2: %d stale, %d refetched; want their sum %d", stale, phase2Calls, len(ok))
-	}
 
-	for minute, n := range c.calls.perMinute() {
-		if n > perMinute {
-			t.Errorf("upstream calls in minute %s: got %d; want <= %d", time.Unix(minute*60, 0).UTC().Format(time.TimeOnly), n, perMinute)
+		for minute, n := range c.calls.perMinute() {
+			if n > perMinute {
+				t.Errorf("upstream calls in minute %s: got %d; want <= %d", time.Unix(minute*60, 0).UTC().Format(time.TimeOnly), n, perMinute)
+			}
 		}
-	}
-	t.Logf("phase 1: %d calls, %d refused; phase 2: %d stale, %d refetched; calls by minute %v",
-		calls, refused, stale, phase2Calls, c.calls.perMinute())
+		t.Logf("phase 1: %d calls, %d refused; phase 2: %d stale, %d refetched; calls by minute %v",
+			calls, refused, stale, phase2Calls, c.calls.perMinute())
+	})
 }
 
 // TestClusterRedisOutage: Redis is killed mid-run and restarted on the
@@ -388,17 +403,13 @@ func TestClusterRedisOutage(t *testing.T) {
 	c.checkTTLs(false)
 }
 
-// TestClusterSlowRedisChargesOnce shows a known bug in limits.Redis: an
-// Admit whose script runs in Redis but whose reply arrives after
-// redis.timeout is treated as a Redis failure, admitted again by the local
-// fallback and journaled, so after the replay the daily counter holds one
-// unit more than was delivered (the charge is doubled). Skipped unless
-// TRENDGATE_KNOWN_BUGS is set, so the package stays green until
-// limits.Redis makes a timed-out admission idempotent.
+// TestClusterSlowRedisChargesOnce: an Admit whose script runs in Redis but
+// whose reply arrives after redis.timeout is admitted by the local
+// fallback and journaled; the journal settles that same admission (by its
+// admission id) at the units delivered, so the daily counter ends at the
+// units delivered. It broke before admission ids: the replay charged the
+// request a second time (counter 3 for 2 delivered).
 func TestClusterSlowRedisChargesOnce(t *testing.T) {
-	if os.Getenv("TRENDGATE_KNOWN_BUGS") == "" {
-		t.Skip("known bug in limits.Redis: a timed-out Admit that ran in Redis is charged twice; set TRENDGATE_KNOWN_BUGS=1 to run")
-	}
 	requireRedis(t, sharedRedis)
 	link := newSlowLink(t, sharedRedis, 300*time.Millisecond)
 	c := newCluster(t, clusterOptions{instances: 1, addr: link.addr(), mutate: func(cfg *config.Config) {

@@ -1,7 +1,9 @@
 // Package redistest connects tests to the Redis that the development and CI
-// machines run on 127.0.0.1:6379. Without a reachable Redis a test is
-// skipped with a message, except when CI=true, where it fails: there the
-// Redis-backed tests must run (.ci/run starts Redis first).
+// machines run on 127.0.0.1:6379, and starts private Redis Clusters (three
+// primaries on loopback ports, from the redis-server and redis-cli
+// binaries). Without a reachable Redis or the binaries a test is skipped
+// with a message, except when CI=true, where it fails: there the
+// Redis-backed tests must run (.ci/run installs and starts Redis first).
 package redistest
 
 import (
