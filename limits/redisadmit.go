@@ -239,33 +239,10 @@ func (r *Redis) markerKey(key string, seq uint64) string {
 // first): the script admits without charging anything.
 //
 // Replies {-1, day, month} when the given ids are not Redis's current
-// windows; otherwise {allowed 0/1, reason "m"/"d"/"r"/"", retry µs (-1 =
+// windows (windowPrelude); otherwise {allowed 0/1, reason "m"/"d"/"r"/"", retry µs (-1 =
 // never fits), bucket debt µs, day used, month used, now µs}.
-var admitScript = redis.NewScript(`
-local function civil(days)
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp + 3
-  if mp >= 10 then m = mp - 9 end
-  if m <= 2 then y = y + 1 end
-  return y, m, d
-end
-
-local t = redis.call('TIME')
-local now_s = tonumber(t[1])
+var admitScript = redis.NewScript(windowPrelude + `
 local now_us = now_s * 1000000 + tonumber(t[2])
-local y, m, d = civil(math.floor(now_s / 86400))
-local day = string.format('%04d%02d%02d', y, m, d)
-local month = string.format('%04d%02d', y, m)
-if day ~= ARGV[1] or month ~= ARGV[2] then
-  return {-1, day, month}
-end
 
 local cost = tonumber(ARGV[3])
 local daily = tonumber(ARGV[4])
@@ -364,3 +341,36 @@ end
 redis.call('SET', KEYS[3], want[1] .. ':' .. want[2], 'PX', ARGV[7])
 return 1
 `)
+
+// windowPrelude starts every script that works on the calendar windows: it
+// reads the time from Redis (TIME: t, now_s), computes today's and this
+// month's UTC ids (day YYYYMMDD, month YYYYMM), and replies {-1, day,
+// month} when they are not ARGV[1] and ARGV[2], the windows the caller
+// computed: a caller whose clock disagrees with Redis's around midnight
+// retries with Redis's. civil turns days since 1970 into a proleptic
+// Gregorian (y, m, d).
+const windowPrelude = `
+local function civil(days)
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local y = yoe + era * 400
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  return y, m, d
+end
+
+local t = redis.call('TIME')
+local now_s = tonumber(t[1])
+local y, m, d = civil(math.floor(now_s / 86400))
+local day = string.format('%04d%02d%02d', y, m, d)
+local month = string.format('%04d%02d', y, m)
+if day ~= ARGV[1] or month ~= ARGV[2] then
+  return {-1, day, month}
+end
+`

@@ -213,30 +213,7 @@ func parseUsage(v []any, keys []KeyPolicy, day, month int) ([]Usage, error) {
 // day id (YYYYMMDD), month id (YYYYMM). Replies {-1, day, month} when those
 // are not Redis's current windows (TIME); otherwise {now µs, then per key:
 // theoretical arrival time µs (0: none), day used, month used}.
-var usageScript = redis.NewScript(`
-local function civil(days)
-  local z = days + 719468
-  local era = math.floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
-  local mp = math.floor((5 * doy + 2) / 153)
-  local d = doy - math.floor((153 * mp + 2) / 5) + 1
-  local m = mp + 3
-  if mp >= 10 then m = mp - 9 end
-  if m <= 2 then y = y + 1 end
-  return y, m, d
-end
-
-local t = redis.call('TIME')
-local now_s = tonumber(t[1])
-local y, m, d = civil(math.floor(now_s / 86400))
-local day = string.format('%04d%02d%02d', y, m, d)
-local month = string.format('%04d%02d', y, m)
-if day ~= ARGV[1] or month ~= ARGV[2] then
-  return {-1, day, month}
-end
+var usageScript = redis.NewScript(windowPrelude + `
 local out = {now_s * 1000000 + tonumber(t[2])}
 for i = 1, #KEYS do
   out[#out + 1] = tonumber(redis.call('GET', KEYS[i]) or '0')
