@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -476,9 +477,11 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 		return bad("body of %d bytes exceeds %d", hres.ContentLength, limit)
 	}
 	var r io.Reader = io.LimitReader(hres.Body, limit+1)
+	declared := hres.ContentLength // of what is read: the encoded bytes
 	switch enc := strings.ToLower(strings.TrimSpace(hres.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
 	case "gzip":
+		declared = -1
 		zr, err := gzip.NewReader(r)
 		if err != nil {
 			return c.bodyError(ctx, parent, err, bad)
@@ -488,7 +491,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	default:
 		return bad("unsupported content encoding")
 	}
-	body, err := io.ReadAll(r)
+	body, err := readBody(r, declared)
 	if err != nil {
 		return c.bodyError(ctx, parent, err, bad)
 	}
@@ -580,4 +583,28 @@ func (c *Client) reportTokens() {
 		c.metrics.BudgetTokens.WithLabelValues("minute").Set(float64(m))
 		c.metrics.BudgetTokens.WithLabelValues("day").Set(float64(d))
 	}
+}
+
+// readBody reads r to its end. With a declared length (an identity body's
+// Content-Length; -1 when unknown) it reads into a buffer of exactly that
+// size: no garbage from regrowing, and a cached body costs what it holds.
+// Otherwise it grows as it reads and, when the buffer ended up more than
+// a quarter larger than the body, keeps a copy of just the body: the cache
+// charges an entry by capacity.
+func readBody(r io.Reader, declared int64) ([]byte, error) {
+	if declared > 0 {
+		body := make([]byte, declared)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil, err
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	if cap(body)-len(body) > len(body)/4 {
+		body = bytes.Clone(body)
+	}
+	return body, nil
 }
