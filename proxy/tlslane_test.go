@@ -160,3 +160,41 @@ func redactRequestID(b []byte) string {
 	}
 	return s[:i] + `"request_id":"-"` + s[i+len(`"request_id":"`)+j:]
 }
+
+// TestTLSSessionResumption: a client that kept the session ticket of its
+// first connection resumes the session on the next, over TLS 1.2 and 1.3,
+// on the lane and with net/http alike.
+func TestTLSSessionResumption(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	for _, fast := range []bool{true, false} {
+		s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+			c.TLS.Mode = config.TLSModeFiles
+			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+			c.Server.FastHTTP1 = &fast
+		})
+		for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+			for _, proto := range []string{"http/1.1", "h2"} {
+				c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+					TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tg.test", MinVersion: v, MaxVersion: v,
+						NextProtos: []string{proto}, ClientSessionCache: tls.NewLRUClientSessionCache(4)},
+					ForceAttemptHTTP2: proto == "h2",
+					DisableKeepAlives: true, // every request a new connection
+				}}
+				var resumed []bool
+				for range 2 {
+					resp, _, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resumed = append(resumed, resp.TLS.DidResume)
+				}
+				c.CloseIdleConnections()
+				if resumed[0] || !resumed[1] {
+					t.Errorf("lane %v, TLS %x, %s: resumed %v; want a full handshake, then a resumed one", fast, v, proto, resumed)
+				}
+			}
+		}
+	}
+}
