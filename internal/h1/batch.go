@@ -11,23 +11,28 @@ import (
 // writes and sends it with one call at flush. It passes writes straight
 // through otherwise: the handshake (which TLS already batches per flight),
 // alerts, and everything net/http writes once a connection is handed to
-// it.
+// it. Its buffer comes from a pool for the time of one response, so idle
+// connections hold none.
 type batchConn struct {
 	net.Conn
 
-	mu   sync.Mutex // guards held and buf
-	held bool
-	buf  []byte
+	mu  sync.Mutex // guards buf
+	buf *[]byte    // the batch while held; nil otherwise
 }
 
-// maxKeptBatch is the largest batch buffer kept between responses; a
-// larger one (a response bigger than that) is released after its flush.
-const maxKeptBatch = 256 << 10
+// batchPool holds batch buffers between responses.
+var batchPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// maxPooledBatch is the largest batch buffer put back in the pool; a
+// larger one (a response bigger than that) is left to the collector.
+const maxPooledBatch = 256 << 10
 
 // hold starts collecting writes.
 func (b *batchConn) hold() {
+	buf := batchPool.Get().(*[]byte)
+	*buf = (*buf)[:0]
 	b.mu.Lock()
-	b.held = true
+	b.buf = buf
 	b.mu.Unlock()
 }
 
@@ -35,26 +40,28 @@ func (b *batchConn) hold() {
 // short write) and passes writes through again.
 func (b *batchConn) flush() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.held = false
+	buf := b.buf
+	b.buf = nil
+	b.mu.Unlock()
+	if buf == nil {
+		return nil
+	}
 	var err error
-	for p := b.buf; len(p) > 0 && err == nil; {
+	for p := *buf; len(p) > 0 && err == nil; {
 		var n int
 		n, err = b.Conn.Write(p)
 		p = p[n:]
 	}
-	if cap(b.buf) > maxKeptBatch {
-		b.buf = nil
-	} else {
-		b.buf = b.buf[:0]
+	if cap(*buf) <= maxPooledBatch {
+		batchPool.Put(buf)
 	}
 	return err
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
-	if b.held {
-		b.buf = append(b.buf, p...)
+	if b.buf != nil {
+		*b.buf = append(*b.buf, p...)
 		b.mu.Unlock()
 		return len(p), nil
 	}
