@@ -1,13 +1,8 @@
 package limits
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,77 +282,9 @@ func TestRedisUsesRedisTime(t *testing.T) {
 	checkTTLs(t, c, prefix)
 }
 
-// redisServer is a redis-server subprocess owned by one test.
-type redisServer struct {
-	t    *testing.T
-	port string
-	cmd  *exec.Cmd
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
-// start runs redis-server on s.port and waits (bounded) until it is ready.
-func (s *redisServer) start() {
-	s.t.Helper()
-	cmd := exec.Command("redis-server", "--port", s.port, "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	s.cmd = cmd
-	ready := make(chan struct{})
-	go func() { // drains the log for the life of the process
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			if !signalled && strings.Contains(sc.Text(), "Ready to accept connections") {
-				close(ready)
-				signalled = true
-			}
-		}
-		io.Copy(io.Discard, out)
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		s.stop()
-		s.t.Fatalf("redis-server on port %s not ready within 10s", s.port)
-	}
-}
-
-// stop kills the server and reaps it; it is safe to call twice.
-func (s *redisServer) stop() {
-	if s.cmd == nil {
-		return
-	}
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	s.cmd = nil
-}
-
 func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server not on PATH (CI=true): %v", err)
-		}
-		t.Skipf("redis-server not on PATH, skipping: %v", err)
-	}
-	srv := &redisServer{t: t, port: freePort(t)}
-	srv.start()
-	t.Cleanup(srv.stop)
-	addr := "127.0.0.1:" + srv.port
+	srv := redistest.StartServer(t, false)
+	addr := srv.Addr()
 	c := redisOrSkip(t, addr)
 	prefix := "tg:test:fallback:"
 
@@ -389,7 +316,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	}
 
 	// 2. Redis dies: the fallback decides at a third of the policy (daily 30).
-	srv.stop()
+	srv.Stop()
 	var during []Decision
 	refusedDaily := 0
 	for range 40 {
@@ -436,7 +363,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 
 	// 3. Redis comes back empty (no persistence): the journal is replayed
 	// once. Net journal: +30 - 2 - 1 = 27 on both counters.
-	srv.start()
+	srv.Start()
 	back := false
 	for range 5 {
 		clk.Advance(opts.Backoff)

@@ -99,8 +99,8 @@ func hitGateway(b testing.TB, kind string, relay bool) (hit func(), trips func()
 	cfgRedis := func(*config.Config) {}
 	switch kind {
 	case "redis":
-		srv := startRedisServer(b)
-		addr := via(srv.addr())
+		srv := redistest.StartServer(b, false)
+		addr := via(srv.Addr())
 		cfgRedis = func(c *config.Config) { c.Redis.URL = "redis://" + addr + "/0" }
 	case "redis-cluster":
 		o := redistest.ClusterOptions{}

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,85 +402,6 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string
 	t.Helper()
 	sum, _ := promtest.Sum(t, reg, name, labels...)
 	return sum
-}
-
-// redisServer is a private redis-server subprocess on a fixed loopback
-// port, so a test can stop and restart it.
-type redisServer struct {
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd
-	args []string // persistence settings
-}
-
-// startRedisServer starts a private, non-persistent redis-server on a free
-// port. It skips (or fails under CI=true) when redis-server is not
-// installed. The process is killed when the test ends.
-func startRedisServer(t testing.TB) *redisServer {
-	t.Helper()
-	return startRedisServerWith(t, false)
-}
-
-// startRedisServerWith is startRedisServer; with persist the server keeps
-// an append-only file fsynced on every write (in a test directory), so a
-// SIGKILL loses no write it answered and a restart brings them back.
-func startRedisServerWith(t testing.TB, persist bool) *redisServer {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis-server not installed and CI=true: %v", err)
-		}
-		t.Skipf("test needs the redis-server binary: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	s := &redisServer{t: t, port: port, args: []string{"--save", "", "--appendonly", "no"}}
-	if persist {
-		s.args = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
-	}
-	t.Cleanup(s.stop)
-	s.start()
-	return s
-}
-
-func (s *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-// start launches the process and waits (bounded) until it answers PING.
-func (s *redisServer) start() {
-	s.t.Helper()
-	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1"}, s.args...)...)
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
-	}
-	rc := redis.NewClient(&redis.Options{Addr: s.addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer rc.Close()
-	deadline := time.Now().Add(redisWait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rc.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d did not answer within %s: %v", s.port, redisWait, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
-	}
-}
-
-// stop kills the process and reaps it; stopping twice is harmless.
-func (s *redisServer) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
 }
 
 // waitFor polls cond every 10ms until it holds or redisWait passes; it

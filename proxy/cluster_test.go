@@ -280,8 +280,8 @@ func TestClusterRedisOutage(t *testing.T) {
 	// The refill (0.01/s shared, 0.0033/s per instance) adds no whole token
 	// within the test.
 	const burstSize, share = 30, 1.0 / 3
-	srv := startRedisServer(t)
-	c := newCluster(t, clusterOptions{addr: srv.addr(), mutate: func(cfg *config.Config) {
+	srv := redistest.StartServer(t, false)
+	c := newCluster(t, clusterOptions{addr: srv.Addr(), mutate: func(cfg *config.Config) {
 		setFullPolicy(limits.Policy{PerSecond: 0.01, Burst: burstSize, Daily: 1000, Monthly: 10_000})(cfg)
 		cfg.Redis.LocalShare = share
 	}})
@@ -301,7 +301,7 @@ func TestClusterRedisOutage(t *testing.T) {
 
 	// Phase 2: Redis killed. Each instance gets 15 requests over the two
 	// cached topics and one new topic per instance.
-	srv.stop()
+	srv.Stop()
 	var delivered int
 	perNode := make([]map[string]int, len(c.nodes))
 	for i := range c.nodes {
@@ -359,7 +359,7 @@ func TestClusterRedisOutage(t *testing.T) {
 	// Phase 3: restart on the same port (empty: no persistence). Past the
 	// limiter's breaker back-off (on the gateway clock) one request per
 	// instance probes Redis, which wakes the journal replay.
-	srv.start()
+	srv.Start()
 	c.clk.Advance(6 * time.Second)
 	for i := range c.nodes {
 		if r := c.send(i, series(0), c.full); r.status != 200 {

@@ -142,10 +142,10 @@ func TestClusterJepsenQuotaExactlyOnce(t *testing.T) {
 		t.Skip("fault-injection workload (about 25 s); skipped with -short")
 	}
 	t.Run("redis", func(t *testing.T) {
-		srv := startRedisServerWith(t, true)
-		relay := newChaosRelay(t, srv.addr())
+		srv := redistest.StartServer(t, true)
+		relay := newChaosRelay(t, srv.Addr())
 		runJepsen(t, clusterOptions{addr: relay.addr()}, []*chaosRelay{relay},
-			func() { srv.stop() }, func() { srv.start() })
+			func() { srv.Stop() }, func() { srv.Start() })
 	})
 	t.Run("redis cluster", func(t *testing.T) {
 		var relays []*chaosRelay

@@ -9,6 +9,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/breaker"
+
+	"trendgate/internal/redistest"
 )
 
 // TestClusterRedisHang hangs a private Redis (SIGSTOP: connections are
@@ -19,8 +21,8 @@ import (
 // measured in each phase and logged (figures, not assertions: see the
 // README's cluster section).
 func TestClusterRedisHang(t *testing.T) {
-	srv := startRedisServer(t)
-	c := newCluster(t, clusterOptions{instances: 1, addr: srv.addr(), mutate: func(cfg *config.Config) {
+	srv := redistest.StartServer(t, false)
+	c := newCluster(t, clusterOptions{instances: 1, addr: srv.Addr(), mutate: func(cfg *config.Config) {
 		roomyFullPlan(cfg)
 		cfg.Redis.Timeout = 50 * time.Millisecond // the default
 	}})
@@ -67,13 +69,13 @@ func TestClusterRedisHang(t *testing.T) {
 	}
 	measure("redis up", 40)
 
-	if err := srv.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := srv.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stopped := true
 	defer func() {
 		if stopped {
-			_ = srv.cmd.Process.Signal(syscall.SIGCONT)
+			_ = srv.Signal(syscall.SIGCONT)
 		}
 	}()
 	// The first requests wait out redis.timeout on each use until each
@@ -90,7 +92,7 @@ func TestClusterRedisHang(t *testing.T) {
 		t.Errorf("limiter fallbacks while open: %v; want one per request (80)", got)
 	}
 
-	if err := srv.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := srv.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false

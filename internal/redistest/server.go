@@ -1,0 +1,103 @@
+package redistest
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// serverWait bounds the wait for a private server to answer.
+const serverWait = 15 * time.Second
+
+// Server is a private redis-server subprocess on a loopback port, for a
+// test that stops, kills, pauses or restarts it (the shared Redis at Addr
+// is for everything else). StartServer starts it; it is killed when the
+// test ends.
+type Server struct {
+	t    testing.TB
+	port int
+	args []string
+	cmd  *exec.Cmd // nil while stopped
+}
+
+// StartServer starts a private redis-server on a free loopback port and
+// waits until it answers. Without the redis-server binary the test is
+// skipped, or failed when CI=true. Without persist nothing is kept on
+// disk, so a restarted server comes back empty; with persist it keeps an
+// append-only file, fsynced on every write, in a test directory, so a
+// SIGKILL loses no write it answered and a restart brings them back.
+func StartServer(t testing.TB, persist bool) *Server {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redistest: redis-server not installed and CI=true: %v", err)
+		}
+		t.Skipf("redistest: test needs the redis-server binary, skipping: %v", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	s := &Server{t: t, port: port, args: []string{"--save", "", "--appendonly", "no"}}
+	if persist {
+		s.args = []string{"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
+	}
+	t.Cleanup(s.Stop)
+	s.Start()
+	return s
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Start launches the process (again, after Stop) on the same port and
+// waits, bounded, until it answers PING.
+func (s *Server) Start() {
+	s.t.Helper()
+	s.cmd = exec.Command("redis-server", append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1"}, s.args...)...)
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatalf("redistest: start redis-server: %v", err)
+	}
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer rc.Close()
+	deadline := time.Now().Add(serverWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := rc.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redistest: redis-server on port %d did not answer within %s: %v", s.port, serverWait, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
+	}
+}
+
+// Stop kills the process and reaps it; stopping twice is harmless.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Signal sends sig to the running process (SIGSTOP and SIGCONT hang and
+// resume it).
+func (s *Server) Signal(sig os.Signal) error {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return os.ErrProcessDone
+	}
+	return s.cmd.Process.Signal(sig)
+}
