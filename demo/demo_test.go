@@ -1018,3 +1018,36 @@ func TestConcurrentRequests(t *testing.T) {
 		t.Errorf("got Count %d, %d recorded; want %d", s.Count(), len(s.Requests()), workers*each)
 	}
 }
+
+// TestServeLoopback: the demo upstream answers on the loopback URL it
+// returns until stopped.
+func TestServeLoopback(t *testing.T) {
+	up, err := New(Options{APIKey: "loopback-test-key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	base, stop, err := up.ServeLoopback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("base URL %q; want http://127.0.0.1:PORT", base)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	req, _ := http.NewRequest(http.MethodGet, base+"/api4/public/topics/list/v1", nil)
+	req.Header.Set("Authorization", "Bearer loopback-test-key")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("list: %d; want 200", resp.StatusCode)
+	}
+	stop()
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("an answer after stop; want the connection refused")
+	}
+}

@@ -115,15 +115,13 @@ func run() error {
 		return err
 	}
 	defer up.Close()
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	upURL, stopUp, err := up.ServeLoopback()
 	if err != nil {
 		return err
 	}
-	upSrv := &http.Server{Handler: up, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = upSrv.Serve(upLn) }()
-	defer upSrv.Close()
+	defer stopUp()
 
-	gw, err := startGateway(ctx, o, "http://"+upLn.Addr().String(), upKey)
+	gw, err := startGateway(ctx, o, upURL, upKey)
 	if err != nil {
 		return err
 	}

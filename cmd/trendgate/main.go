@@ -344,20 +344,18 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer up.Close()
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	upURL, stopUp, err := up.ServeLoopback()
 	if err != nil {
 		return err
 	}
-	upSrv := &http.Server{Handler: up, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = upSrv.Serve(upLn) }()
-	defer func() { _ = upSrv.Close() }()
+	defer stopUp()
 
 	cfg := config.Default()
 	cfg.Server.Listen = o.listen
 	cfg.Admin.Listen = o.admin
 	cfg.Log.Level = o.logLevel
 	setMemoryLimit(cfg, os.Getenv, log)
-	cfg.Upstream.BaseURL = "http://" + upLn.Addr().String()
+	cfg.Upstream.BaseURL = upURL
 	cfg.Upstream.APIKey = upstreamKey
 	keys := map[string]string{}
 	for _, plan := range []string{"full", "limited"} {
