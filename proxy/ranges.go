@@ -38,7 +38,7 @@ import (
 // (stale-if-error, for windows never asked before).
 func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) *cache.Entry {
 	now := g.clk.Now()
-	for _, src := range series.Sources(req) {
+	for _, src := range series.Sources(req, now) {
 		wide, ok := g.cache.Peek(ctx, src.Key())
 		if !ok || wide.Status != http.StatusOK {
 			continue

@@ -18,29 +18,43 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"trendgate/api"
 )
 
-// Sources lists the requests whose answers may hold narrow's rows, the
-// narrowest first: the interval windows of narrow's topic and bucket. It is
-// empty unless narrow is a time series over an absolute window.
-func Sources(narrow api.Request) []api.Request {
+// Sources lists the requests whose answers may hold narrow's rows at now,
+// the narrowest first: the interval windows of narrow's topic and bucket
+// that can reach back to narrow's start. It is empty unless narrow is a
+// time series over an absolute window.
+//
+// The reach of each interval is only a hint that spares looking up (in
+// cluster mode, fetching from Redis) answers that cannot hold the window;
+// whether an answer covers it is decided by Cut, on its rows.
+func Sources(narrow api.Request, now time.Time) []api.Request {
 	if !Derivable(narrow) {
 		return nil
 	}
 	out := make([]api.Request, 0, len(sourceIntervals))
 	for _, iv := range sourceIntervals {
+		if iv.days > 0 && narrow.Start < now.Unix()-(iv.days+1)*86400 {
+			continue // starts before what this interval reaches back to
+		}
 		w := narrow
-		w.Interval, w.Start, w.End = iv, 0, 0
+		w.Interval, w.Start, w.End = iv.name, 0, 0
 		out = append(out, w)
 	}
 	return out
 }
 
 // sourceIntervals are the interval windows tried as sources, narrowest
-// first. Each starts at a UTC midnight and runs to the current bucket.
-var sourceIntervals = []string{"1w", "1m", "3m", "6m", "1y", "all"}
+// first, with how many days back each reaches (0: no bound). Each starts
+// at a UTC midnight about that many days back and runs to the current
+// bucket.
+var sourceIntervals = []struct {
+	name string
+	days int64
+}{{"1w", 7}, {"1m", 31}, {"3m", 92}, {"6m", 184}, {"1y", 366}, {"all", 0}}
 
 // Derivable reports whether q is a request Cut can answer: a time series
 // over an absolute window.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +180,33 @@ func TestCutRefusesWhatItDoesNotHold(t *testing.T) {
 	}
 	if _, _, err := series.Cut(wide, parse(t, base+"&interval=1w", now)); err == nil {
 		t.Error("an interval request: got no error; want one (only absolute windows are cut)")
+	}
+}
+
+// TestSourcesReach: only intervals that can reach back to a window's
+// start are offered as its sources, narrowest first; "all" always is.
+func TestSourcesReach(t *testing.T) {
+	now := time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
+	base := "/api4/public/topic/bitcoin/time-series/v1?bucket=day"
+	for _, tc := range []struct {
+		daysBack int
+		want     []string
+	}{
+		{3, []string{"1w", "1m", "3m", "6m", "1y", "all"}},
+		{20, []string{"1m", "3m", "6m", "1y", "all"}},
+		{200, []string{"1y", "all"}},
+		{900, []string{"all"}},
+	} {
+		start := now.Add(-time.Duration(tc.daysBack) * 24 * time.Hour).Unix()
+		var got []string
+		for _, s := range series.Sources(parse(t, base+"&start="+strconv.FormatInt(start, 10), now), now) {
+			got = append(got, s.Interval)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%d days back: got %v; want %v", tc.daysBack, got, tc.want)
+		}
+	}
+	if got := series.Sources(parse(t, base+"&interval=1m", now), now); got != nil {
+		t.Errorf("an interval request: got sources %v; want none", got)
 	}
 }
