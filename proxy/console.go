@@ -76,7 +76,7 @@ func outcomeOf(status int, cacheOutcome string) activity.Outcome {
 		return activity.OutcomeRejected
 	}
 	switch cacheOutcome {
-	case "hit":
+	case "hit", "range":
 		return activity.OutcomeHit
 	case "stale", "stale-if-error":
 		return activity.OutcomeStale

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,9 @@ func TestRangeServedFromTheWeek(t *testing.T) {
 	}
 	if n := len(h.up.Requests()); n != calls {
 		t.Errorf("the upstream got %d more requests for windows inside the week; want 0", n-calls)
+	}
+	if !strings.Contains(h.logs.String(), `"cache":"range"`) {
+		t.Error(`no access line says "cache":"range"`)
 	}
 
 	// Nine days back is before the week's start: the upstream is asked.

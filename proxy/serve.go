@@ -44,6 +44,9 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	in.cache = res.Outcome.String()
 	e := res.Entry
+	if e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) && now.Before(e.FreshUntil) {
+		in.cache = "range" // cut from a wider answer: served without the upstream
+	}
 	h := w.Header()
 	h["Cache-Status"] = cacheStatus(res, now)
 	if e.Status == http.StatusNotFound {
