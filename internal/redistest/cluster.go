@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -182,27 +183,13 @@ func (c *Cluster) Start(i int) {
 	n := &node{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(n.exited) }()
 	c.procs[i] = n
-	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
-	defer rc.Close()
-	deadline := time.Now().Add(clusterWait)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := rc.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-n.exited:
-			c.procs[i] = nil
-			log, _ := os.ReadFile(filepath.Join(c.dir, "redis-"+port+".log"))
-			c.t.Fatalf("redistest: redis-server on %s exited at start (port taken?); its log:\n%s", port, log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("redistest: redis-server on %s did not answer within %s: %v", port, clusterWait, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
+	switch err := awaitPing("127.0.0.1:"+port, clusterWait, n.exited); {
+	case errors.Is(err, errExited):
+		c.procs[i] = nil
+		log, _ := os.ReadFile(filepath.Join(c.dir, "redis-"+port+".log"))
+		c.t.Fatalf("redistest: redis-server on %s exited at start (port taken?); its log:\n%s", port, log)
+	case err != nil:
+		c.t.Fatalf("redistest: redis-server on %s: %v", port, err)
 	}
 }
 

@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -20,10 +22,11 @@ const serverWait = 15 * time.Second
 // is for everything else). StartServer starts it; it is killed when the
 // test ends.
 type Server struct {
-	t    testing.TB
-	port int
-	args []string
-	cmd  *exec.Cmd // nil while stopped
+	t      testing.TB
+	port   int
+	args   []string
+	cmd    *exec.Cmd     // nil while stopped
+	exited chan struct{} // closed once cmd has exited and been reaped
 }
 
 // StartServer starts a private redis-server on a free loopback port and
@@ -66,18 +69,37 @@ func (s *Server) Start() {
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	cmd, exited := s.cmd, make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	if err := awaitPing(s.Addr(), serverWait, exited); err != nil {
+		s.t.Fatalf("redistest: redis-server on port %d: %v", s.port, err)
+	}
+}
+
+// errExited is awaitPing's error when the process exited before answering.
+var errExited = errors.New("exited before answering")
+
+// awaitPing polls addr with PING until it answers, the process whose exit
+// closes exited is gone, or wait has passed.
+func awaitPing(addr string, wait time.Duration, exited <-chan struct{}) error {
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rc.Close()
-	deadline := time.Now().Add(serverWait)
+	deadline := time.Now().Add(wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := rc.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
+		}
+		select {
+		case <-exited:
+			return errExited
+		default:
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redistest: redis-server on port %d did not answer within %s: %v", s.port, serverWait, err)
+			return fmt.Errorf("no answer within %s: %w", wait, err)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
 	}
@@ -89,7 +111,7 @@ func (s *Server) Stop() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
 	s.cmd = nil
 }
 
