@@ -124,27 +124,14 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 		return nil, err
 	}
 	now := g.clk.Now()
-	e := &cache.Entry{
-		Key:         wide.Key(),
-		Topic:       wide.Topic,
-		Status:      resp.Status,
-		ContentType: resp.ContentType,
-		Body:        resp.Body,
-		Generated:   resp.Generated,
-		Fetched:     now,
-	}
-	e.FreshUntil = rt.ttl.FreshUntil(cache.Class{
-		Endpoint: wide.Endpoint, Bucket: wide.Bucket, End: wide.WindowEnd(),
-		Negative: resp.Status == http.StatusNotFound || resp.Empty,
-	}, now)
+	e := entryOf(wide, resp, now, rt)
 	_ = g.cache.Put(context.WithoutCancel(ctx), e)
 	g.metrics.rangeWidened.Inc()
 	if resp.Status == http.StatusNotFound {
 		// The topic is unknown to the upstream, in every window.
-		return &cache.Entry{
-			Key: req.Key(), Topic: req.Topic, Status: resp.Status, ContentType: resp.ContentType,
-			Body: resp.Body, Generated: resp.Generated, Fetched: now, FreshUntil: e.FreshUntil, Derived: true,
-		}, nil
+		n := entryOf(req, resp, now, rt)
+		n.Derived = true
+		return n, nil
 	}
 	if resp.Status != http.StatusOK {
 		return nil, nil

@@ -116,23 +116,28 @@ func (g *Gateway) fetch(ctx context.Context, req api.Request, rt *runtime, start
 	if err != nil {
 		return nil, err
 	}
-	now := g.clk.Now()
+	return entryOf(req, resp, g.clk.Now(), rt), nil
+}
+
+// entryOf is the cache entry of resp, the upstream's answer to q received
+// at now, fresh by q's class.
+func entryOf(q api.Request, resp *upstream.Response, now time.Time, rt *runtime) *cache.Entry {
 	class := cache.Class{
-		Endpoint: req.Endpoint,
-		Bucket:   req.Bucket,
-		End:      req.WindowEnd(),
+		Endpoint: q.Endpoint,
+		Bucket:   q.Bucket,
+		End:      q.WindowEnd(),
 		Negative: resp.Status == http.StatusNotFound || resp.Empty,
 	}
 	return &cache.Entry{
-		Key:         req.Key(),
-		Topic:       req.Topic,
+		Key:         q.Key(),
+		Topic:       q.Topic,
 		Status:      resp.Status,
 		ContentType: resp.ContentType,
 		Body:        resp.Body,
 		Generated:   resp.Generated,
 		Fetched:     now,
 		FreshUntil:  rt.ttl.FreshUntil(class, now),
-	}, nil
+	}
 }
 
 // cost is q's price in tokens and quota units.
