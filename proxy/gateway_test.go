@@ -303,10 +303,14 @@ func TestAuthUniform401(t *testing.T) {
 	if resp.Header.Get("WWW-Authenticate") == "" {
 		t.Error("401 without WWW-Authenticate")
 	}
+	last := "x"
+	if strings.HasSuffix(h.full, last) {
+		last = "y"
+	}
 	bad := []string{
 		"tg_" + strings.Repeat("A", 40), // malformed
 		strings.ToUpper(h.full),         // case variant
-		h.full[:len(h.full)-1] + "x",    // bad checksum (almost surely)
+		h.full[:len(h.full)-1] + last,   // one character changed: bad checksum
 		newKey(t),                       // well formed, unknown
 		"Bearer " + h.full,              // doubled scheme
 	}
