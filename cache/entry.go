@@ -3,7 +3,9 @@ package cache
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
 	"trendgate/api"
 )
 
@@ -40,10 +42,55 @@ type Entry struct {
 
 	memo sync.Map // derived values: key -> *memoSlot (see memo.go)
 
-	acctMu    sync.Mutex // guards holder, holds, memoBytes and every memoSlot.size
+	acctMu    sync.Mutex // guards holder, holds, memoBytes, pinnedBy, pinnedCost and every memoSlot.size
 	holder    *Local     // the local tier charging the memo's bytes; nil while none holds the entry
 	holds     int        // values of holder's ristretto cache that reference this entry
 	memoBytes int64      // sum of the memo slots' sizes
+
+	pins       atomic.Int32 // responses being written from the entry (Pin, Unpin)
+	pinnedBy   *Local       // the tier the entry left while pinned, which still counts it; nil otherwise
+	pinnedCost int64        // what pinnedBy counts for it: cost plus memo bytes
+}
+
+// Pin marks the entry as in use by a response being written; Unpin ends
+// that. An entry that leaves a local tier (evicted, replaced) while pinned
+// keeps counting against that tier's bound, as pinned bytes, until the last
+// Unpin: its memory stays alive until then, so the tier makes room for it
+// by holding less. Pin and Unpin are one atomic add each; the zero Entry
+// and entries no tier holds are pinned the same way at no other cost.
+func (e *Entry) Pin() { e.pins.Add(1) }
+
+// Unpin ends one Pin. The last Unpin of an entry that left its tier while
+// pinned releases the bytes the tier still counted for it.
+func (e *Entry) Unpin() {
+	if e.pins.Add(-1) == 0 {
+		e.unpinned()
+	}
+}
+
+// Counted reports whether a local tier counts the entry's bytes against
+// its bound, held or pinned; an entry never stored (too large, or dropped
+// by the store) is counted nowhere.
+func (e *Entry) Counted() bool {
+	e.acctMu.Lock()
+	defer e.acctMu.Unlock()
+	return e.holder != nil || e.pinnedBy != nil
+}
+
+// unpinned runs when the pin count reached zero: an entry that a tier
+// counts as pinned stops being counted.
+func (e *Entry) unpinned() {
+	e.acctMu.Lock()
+	l := e.pinnedBy
+	if l == nil || e.pins.Load() != 0 { // pinned again meanwhile: the next Unpin releases
+		e.acctMu.Unlock()
+		return
+	}
+	n := e.pinnedCost
+	e.pinnedBy, e.pinnedCost = nil, 0
+	e.acctMu.Unlock()
+	l.pinnedBytes.Add(-n)
+	l.resize()
 }
 
 // Age returns how long ago the entry was fetched, never negative; 0 when

@@ -37,7 +37,10 @@ const victimSample = 5
 // are created: Local counts them itself (ristretto's cost is fixed at Set
 // and an update of it evicts nothing), lowers ristretto's bound by as much
 // so later admissions make room for them, and evicts entries at once when
-// a new memo value takes the total past MaxBytes. Ristretto's TTL is only a
+// a new memo value takes the total past MaxBytes. An entry that leaves
+// while responses are still being written from it (Entry.Pin) keeps
+// counting, as pinned bytes, until the last of them is done: its memory is
+// still alive, so the tier holds that much less. Ristretto's TTL is only a
 // memory backstop (FreshUntil minus Fetched plus the retention); freshness
 // is the Cache's. Use NewLocal; the zero value is not usable.
 type Local struct {
@@ -49,6 +52,7 @@ type Local struct {
 	maxEntry  int64        // the most one entry may cost, memo included (maxBytes/maxEntryShare)
 
 	variantBytes atomic.Int64 // memo bytes of the entries held (see Entry.charge)
+	pinnedBytes  atomic.Int64 // cost and memo bytes of entries that left while pinned (see Entry.Pin)
 	evictMu      sync.Mutex   // serializes makeRoom, so concurrent charges do not evict twice
 
 	mu     sync.Mutex                     // guards keys and topics
@@ -194,17 +198,22 @@ func (l *Local) Bytes() int64 { return l.entryBytes() + l.variantBytes.Load() }
 // entries (projected bodies, compressed copies).
 func (l *Local) VariantBytes() int64 { return l.variantBytes.Load() }
 
+// PinnedBytes returns the bytes of entries (with their memo values) that
+// left the tier while responses were still being written from them; they
+// count against MaxBytes besides Bytes until those responses are done.
+func (l *Local) PinnedBytes() int64 { return l.pinnedBytes.Load() }
+
 // entryBytes is the cost ristretto holds (entries without their memo).
 func (l *Local) entryBytes() int64 { return l.rc.MaxCost() - l.rc.RemainingCost() }
 
-// resize gives ristretto the bound left after the memo bytes, so that its
-// own admissions make room for them.
+// resize gives ristretto the bound left after the memo and pinned bytes,
+// so that its own admissions make room for them.
 func (l *Local) resize() {
-	l.rc.UpdateMaxCost(max(l.maxBytes-l.variantBytes.Load(), 1))
+	l.rc.UpdateMaxCost(max(l.maxBytes-l.variantBytes.Load()-l.pinnedBytes.Load(), 1))
 }
 
 // makeRoom restores the bound after memo bytes were charged: it lowers
-// ristretto's bound and, while entries and memo bytes together pass
+// ristretto's bound and, while entries, memo and pinned bytes together pass
 // MaxBytes, evicts held entries other than protect (the one that grew),
 // each the soonest to go stale among a few sampled keys. Ristretto only
 // evicts when it admits a new entry, so without this a cache that only
@@ -215,7 +224,7 @@ func (l *Local) makeRoom(protect string) {
 	l.resize()
 	l.rc.Wait()                             // apply pending Sets and Dels so entryBytes is current
 	tried := map[string]bool{protect: true} // each key once, so the loop ends
-	for l.Bytes() > l.maxBytes {
+	for l.Bytes()+l.pinnedBytes.Load() > l.maxBytes {
 		victim := l.victim(tried)
 		if victim == "" {
 			return
@@ -277,8 +286,8 @@ func (l *Local) ref(e *Entry) {
 }
 
 // hold records one more ristretto value referencing e; the first one
-// charges e's memo bytes here. An entry another Local holds is charged
-// there only.
+// charges e's memo bytes here (and ends counting e as pinned: it is held
+// again). An entry another Local holds is charged there only.
 func (l *Local) hold(e *Entry) {
 	e.acctMu.Lock()
 	defer e.acctMu.Unlock()
@@ -288,11 +297,17 @@ func (l *Local) hold(e *Entry) {
 	if e.holds++; e.holds == 1 {
 		e.holder = l
 		l.variantBytes.Add(e.memoBytes)
+		if e.pinnedBy == l {
+			l.pinnedBytes.Add(-e.pinnedCost)
+			e.pinnedBy, e.pinnedCost = nil, 0
+		}
 	}
 }
 
 // release drops one ristretto value referencing e; the last one releases
 // e's memo bytes (the memo dies with the entry once no request holds it).
+// When responses are still being written from e (pinned), its cost and
+// memo bytes are counted as pinned until the last of them Unpins.
 func (l *Local) release(e *Entry) {
 	e.acctMu.Lock()
 	defer e.acctMu.Unlock()
@@ -302,6 +317,10 @@ func (l *Local) release(e *Entry) {
 	if e.holds--; e.holds == 0 {
 		e.holder = nil
 		l.variantBytes.Add(-e.memoBytes)
+		if e.pins.Load() > 0 && e.pinnedBy == nil {
+			e.pinnedBy, e.pinnedCost = l, cost(e)+e.memoBytes
+			l.pinnedBytes.Add(e.pinnedCost)
+		}
 	}
 }
 

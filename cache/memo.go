@@ -80,12 +80,19 @@ func (e *Entry) charge(s *memoSlot, n int64) bool {
 	}
 	s.size += n
 	e.memoBytes += n
+	pinned := e.pinnedBy
 	if l != nil {
 		l.variantBytes.Add(n)
+	} else if pinned != nil { // made for a response after the entry left: alive as long as its pins
+		e.pinnedCost += n
+		pinned.pinnedBytes.Add(n)
 	}
 	e.acctMu.Unlock()
-	if l != nil {
-		l.makeRoom(e.Key) // outside acctMu: evicting takes other entries' locks
+	switch { // outside acctMu: evicting takes other entries' locks
+	case l != nil:
+		l.makeRoom(e.Key)
+	case pinned != nil:
+		pinned.makeRoom("")
 	}
 	return true
 }
@@ -97,7 +104,11 @@ func (e *Entry) uncharge(s *memoSlot) {
 	s.size = 0
 	e.memoBytes -= n
 	l := e.holder
-	if l != nil {
+	if l == nil && e.pinnedBy != nil {
+		l = e.pinnedBy
+		e.pinnedCost -= n
+		l.pinnedBytes.Add(-n)
+	} else if l != nil {
 		l.variantBytes.Add(-n)
 	}
 	e.acctMu.Unlock()

@@ -79,6 +79,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 		return 0
 	})
+	pinned := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "pinned_bytes",
+		Help: "Bytes of entries (and their variants) that left the local tier while responses were still being written from them; they count against cache.max_bytes besides trendgate_cache_bytes until those responses are done.",
+	}, func() float64 {
+		if l := m.local.Load(); l != nil {
+			return float64(l.PinnedBytes())
+		}
+		return 0
+	})
 	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "trendgate", Subsystem: "cache", Name: "entries",
 		Help: "Entries held (or being admitted) by the local tier.",
@@ -89,7 +98,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, variants, entries,
+		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, variants, pinned, entries,
 			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
 			_ = reg.Register(c) // a duplicate after reload keeps the first set
 		}

@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/breaker"
+	"trendgate/internal/inflight"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/upstream"
@@ -39,7 +40,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	var cacheStore cache.Store = store
 	var cacheOpts []cache.Option
 
-	var upOpts []upstream.Option
+	g.inflight = inflight.New(inflightBytes(cfg))
+	g.metrics.watchInflight(g.reg, g.inflight)
+	upOpts := []upstream.Option{upstream.WithInflight(g.inflight)}
 	if opts.UpstreamTransport != nil {
 		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
 	}
@@ -67,6 +70,16 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	}
 	g.cache = c
 	return nil
+}
+
+// inflightBytes is the bound on bytes in flight outside the cache: upstream
+// bodies being read and checked, variants being derived. A quarter of
+// cache.max_bytes is what the derived memory limit (max_bytes +
+// max_bytes/4 + 32 MiB) leaves for them above the cache; it is at least
+// upstream.max_body_bytes, though a single request larger than the bound
+// is let through alone in any case.
+func inflightBytes(cfg *config.Config) int64 {
+	return max(cfg.Cache.MaxBytes/4, cfg.Upstream.MaxBodyBytes)
 }
 
 // redisBreaker is the breaker of each Redis client: three consecutive

@@ -20,6 +20,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/inflight"
 	"trendgate/limits"
 	"trendgate/projection"
 	"trendgate/upstream"
@@ -92,6 +93,9 @@ type Gateway struct {
 	// persist_path and persist_max_bytes a reload does not change.
 	local   *cache.Local
 	persist cache.Config
+	// inflight bounds the bytes that upstream reads and freshly derived
+	// variants hold outside the cache (see inflightBytes).
+	inflight *inflight.Bound
 	// persistOrigin ties the snapshot to upstream.base_url (at start).
 	persistOrigin string
 	// sec is the certificates of the running Serve call; nil while none

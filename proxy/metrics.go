@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"trendgate/internal/buildinfo"
+	"trendgate/internal/inflight"
 	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +28,24 @@ type metrics struct {
 	upByKey      *prometheus.CounterVec
 	rangeFills   prometheus.Counter
 	rangeWidened prometheus.Counter
+}
+
+// watchInflight registers the gauges of the in-flight byte bound b.
+func (m *metrics) watchInflight(reg prometheus.Registerer, b *inflight.Bound) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trendgate_inflight_bytes",
+			Help: "Bytes taken from the in-flight bound: upstream bodies being read and checked, variants (projections, gzip copies) being derived, and derived values served but not stored.",
+		}, func() float64 { return float64(b.Held()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trendgate_inflight_bytes_limit",
+			Help: "The in-flight bound: cache.max_bytes/4, at least upstream.max_body_bytes.",
+		}, func() float64 { return float64(b.Capacity()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trendgate_inflight_waits_total",
+			Help: "Upstream body reads and variant derivations that waited for in-flight bytes.",
+		}, func() float64 { return float64(b.Waits()) }),
+	)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

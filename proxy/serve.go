@@ -44,6 +44,10 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	in.cache = res.Outcome.String()
 	e := res.Entry
+	// While this response is written from e, an eviction of e does not
+	// free its memory: the cache keeps counting it (cache.Entry.Pin).
+	e.Pin()
+	defer e.Unpin()
 	if e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) && now.Before(e.FreshUntil) {
 		in.cache = "range" // cut from a wider answer: served without the upstream
 	}
@@ -53,12 +57,38 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, r, api.ErrUnknownTopic)
 		return
 	}
-	v, err := variantOf(e, in.plan, req.Endpoint)
-	if err != nil {
-		g.fail(w, r, projectionError(err))
-		return
+	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
+	v := memoized(e, in.plan)
+	if need := deriveBytes(e, v, in.plan, gz); need > 0 {
+		// Deriving allocates bytes the cache does not count yet: take them
+		// from the in-flight bound first (no other bytes are held here).
+		wait, cancel := context.WithTimeout(ctx, in.rt.ttl.FetchTimeout)
+		grant, err := g.inflight.Acquire(wait, need)
+		cancel()
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		if v == nil {
+			if v, err = variantOf(e, in.plan, req.Endpoint); err != nil {
+				grant.Release()
+				g.fail(w, r, projectionError(err))
+				return
+			}
+		}
+		if gz {
+			v.gzipped(e, in.plan) // made now, so that the grant covers it
+		}
+		if e.Counted() {
+			// Stored on an entry the cache counts (held, or pinned by this
+			// response): the bytes are the cache's now. Giving them back
+			// before the write keeps a slow client from holding them.
+			grant.Release()
+		} else {
+			defer grant.Release() // never stored: alive until written
+		}
 	}
-	g.write(w, r, e, v, now)
+	g.write(w, r, e, v, now, gz)
 	if res.Outcome != cache.Miss && !g.servedFromCache.Load() {
 		g.servedFromCache.Store(true)
 	}
@@ -276,6 +306,37 @@ func variantKey(name string, proj *projection.Projection) any {
 	return planVariant(name)
 }
 
+// memoized returns plan p's variant memoized on e, or nil when it is still
+// to be derived (never made, or projected by a plan compile a reload
+// replaced).
+func memoized(e *cache.Entry, p *plan) *variant {
+	if old, found := e.Memo(p.memoKey); found && old.(*variant).proj == p.proj {
+		return old.(*variant)
+	}
+	return nil
+}
+
+// deriveBytes estimates the bytes deriving plan p's response from e will
+// allocate: 0 when v (p's memoized variant, nil if none) has all it needs,
+// which is the case on every hit once a variant was made. A projection is
+// at most the body; a gzip copy is charged half its input (the buffer grown
+// while compressing and the kept copy; JSON and TSV compress far better).
+func deriveBytes(e *cache.Entry, v *variant, p *plan, gz bool) int64 {
+	var n, gzIn int64
+	switch {
+	case v == nil && p.proj != nil:
+		n, gzIn = int64(len(e.Body))+variantOverhead, int64(len(e.Body))
+	case v == nil:
+		n, gzIn = variantOverhead, int64(len(e.Body))
+	case gz && v.gz.Load() == nil:
+		gzIn = int64(len(v.body))
+	}
+	if gz && gzIn >= gzipMinBytes {
+		n += gzIn / 2
+	}
+	return n
+}
+
 func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
 	key := p.memoKey
 	old, found := e.Memo(key)
@@ -367,7 +428,8 @@ var (
 
 // write sends the variant with the caching headers, honouring
 // If-None-Match (304), Accept-Encoding (gzip) and HEAD.
-func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time) {
+// gz says the request accepts gzip.
+func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool) {
 	in := infoFrom(r.Context())
 	h := w.Header()
 	h["Etag"] = v.etag
@@ -389,9 +451,9 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 		h["Content-Type"] = ctJSON
 	}
 	body, length := v.body, v.length
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-		if gz, gzLength := v.gzipped(e, in.plan); gz != nil {
-			body, length = gz, gzLength
+	if gz {
+		if zb, zLength := v.gzipped(e, in.plan); zb != nil {
+			body, length = zb, zLength
 			h["Content-Encoding"] = encGzip
 		}
 	}

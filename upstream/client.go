@@ -20,6 +20,7 @@ import (
 	"trendgate/api"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/inflight"
 )
 
 // Request is one upstream call, built by the gateway from its canonical
@@ -89,6 +90,14 @@ func WithTransport(rt http.RoundTripper) Option {
 	}
 }
 
+// WithInflight makes the client take the bytes of each 200 body it reads
+// and checks from b (see readOK), so that concurrent reads of large bodies
+// queue instead of all holding their buffers at once; nil (the default)
+// bounds nothing.
+func WithInflight(b *inflight.Bound) Option {
+	return func(c *Client) { c.inflight = b }
+}
+
 // Client calls the upstream with the gateway's own credential, spending
 // the outbound budget and honouring the circuit breaker. Build it with New;
 // the zero value is not usable. It is safe for concurrent use.
@@ -103,6 +112,9 @@ type Client struct {
 	rt      http.RoundTripper
 	http    *http.Client
 	events  budgetEvents // logs the budget's changes of state
+	// inflight bounds the bytes of bodies being read and checked; nil
+	// bounds nothing.
+	inflight *inflight.Bound
 }
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
@@ -478,8 +490,18 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	}
 	var r io.Reader = io.LimitReader(hres.Body, limit+1)
 	declared := hres.ContentLength // of what is read: the encoded bytes
+	var grant inflight.Grant
+	defer func() { grant.Release() }()
 	switch enc := strings.ToLower(strings.TrimSpace(hres.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
+		if declared > 0 {
+			// The size is known before a byte is read: wait for room
+			// first, so that the buffers are allocated only with it.
+			var err error
+			if grant, err = c.inflight.Acquire(ctx, checkedBytes(declared)); err != nil {
+				return c.waitError(ctx, parent, err)
+			}
+		}
 	case "gzip":
 		declared = -1
 		zr, err := gzip.NewReader(r)
@@ -497,6 +519,14 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	}
 	if int64(len(body)) > limit {
 		return bad("body exceeds %d bytes", limit)
+	}
+	if grant.Bytes() == 0 {
+		// Compressed or unsized: its size is known only now. Waiting holds
+		// this body (at most max_conns of them) but no bytes of the bound,
+		// so it cannot deadlock; the check's copies come after the grant.
+		if grant, err = c.inflight.Acquire(ctx, checkedBytes(int64(len(body)))); err != nil {
+			return c.waitError(ctx, parent, err)
+		}
 	}
 	chk, err := checkBody(req.Endpoint, body)
 	if err != nil {
@@ -518,6 +548,20 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 		},
 		outcome: breaker.Success,
 	}
+}
+
+// checkedBytes is what reading and checking a body of n bytes keeps alive
+// at once: the body, and checkBody's copies of its top-level values and of
+// each data item (about the body's size each).
+func checkedBytes(n int64) int64 { return 3 * n }
+
+// waitError maps a wait for in-flight bytes that ended with ctx (the
+// fetch's deadline, or the caller gone): a timeout or a cancellation, not
+// counted against the upstream's health.
+func (c *Client) waitError(ctx, parent context.Context, err error) attemptResult {
+	r := c.transportError(ctx, parent, err)
+	r.retryable, r.outcome = false, breaker.Neutral
+	return r
 }
 
 // bodyError maps an error while reading a 200 body: a deadline is a
