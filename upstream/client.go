@@ -523,7 +523,7 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 	if grant.Bytes() == 0 {
 		// Compressed or unsized: its size is known only now. Waiting holds
 		// this body (at most max_conns of them) but no bytes of the bound,
-		// so it cannot deadlock; the check's copies come after the grant.
+		// so it cannot deadlock.
 		if grant, err = c.inflight.Acquire(ctx, checkedBytes(int64(len(body)))); err != nil {
 			return c.waitError(ctx, parent, err)
 		}
@@ -551,9 +551,8 @@ func (c *Client) readOK(ctx, parent context.Context, req Request, hres *http.Res
 }
 
 // checkedBytes is what reading and checking a body of n bytes keeps alive
-// at once: the body, and checkBody's copies of its top-level values and of
-// each data item (about the body's size each).
-func checkedBytes(n int64) int64 { return 3 * n }
+// at once: the body (checkBody streams it, holding one item at a time).
+func checkedBytes(n int64) int64 { return n }
 
 // waitError maps a wait for in-flight bytes that ended with ctx (the
 // fetch's deadline, or the caller gone): a timeout or a cancellation, not

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
-	"trendgate/api"
 	"unicode/utf8"
+
+	"trendgate/api"
 )
 
 // FuzzCheckBody checks that body validation never panics and that whatever
@@ -79,4 +82,88 @@ func FuzzCheckBody(f *testing.F) {
 			t.Errorf("accepted %q without a data array", body)
 		}
 	})
+}
+
+// FuzzCheckBodyAsMaps checks the streaming checkBody against the version it
+// replaced, which decoded the body into maps of raw values (kept below as
+// the reference): the same bodies are accepted, with the same findings.
+func FuzzCheckBodyAsMaps(f *testing.F) {
+	f.Add(uint8(api.EndpointSeries), []byte(seriesBody))                                       // valid series
+	f.Add(uint8(api.EndpointList), []byte(`{"data":[{}],"data":[]}`))                          // duplicate member: the last counts
+	f.Add(uint8(api.EndpointList), []byte(`{"data":[1],"data":{}}`))                           // bad, then empty object
+	f.Add(uint8(api.EndpointList), []byte(`{"data":{"a":1}}`))                                 // non-empty object data
+	f.Add(uint8(api.EndpointList), []byte(`{"data":[{}]} x`))                                  // trailing garbage
+	f.Add(uint8(api.EndpointList), []byte(`{"data":1e999}`))                                   // scalar data out of range
+	f.Add(uint8(api.EndpointWhatsup), []byte(`{"config":{},"summary":"s","critical":{}}`))     // critical not an array
+	f.Add(uint8(api.EndpointWhatsup), []byte(`{"config":{},"summary":"s","supportive":null}`)) // null list
+	f.Add(uint8(api.EndpointWhatsup), []byte(`{"config":{},"summary":"s","data":5}`))          // data ignored for whatsup
+	f.Add(uint8(api.EndpointSeries), []byte(`{"config":{"generated":17},"config":[],"data":[]}`))
+	f.Add(uint8(api.EndpointSeries), []byte(`{"\u0064ata":[],"config":{}}`)) // escaped member name
+	f.Add(uint8(api.EndpointList), []byte(`null`))                           // not an object
+	f.Fuzz(func(t *testing.T, shape uint8, body []byte) {
+		s := api.Endpoint(shape%3 + 1) // the JSON shapes
+		got, err := checkBody(s, body)
+		want, wantErr := checkBodyAsMaps(s, body)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("checkBody(%v, %q) error %v; the map version's %v", s, body, err, wantErr)
+		}
+		if err == nil && got != want {
+			t.Errorf("checkBody(%v, %q) = %+v; the map version's %+v", s, body, got, want)
+		}
+	})
+}
+
+// checkBodyAsMaps is checkBody as it was before it streamed: the
+// reference FuzzCheckBodyAsMaps compares with.
+func checkBodyAsMaps(e api.Endpoint, body []byte) (checked, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return checked{}, fmt.Errorf("%w: not a JSON object", errShape)
+	}
+	var c checked
+	if e == api.EndpointWhatsup || e == api.EndpointSeries {
+		cfg, ok := top["config"]
+		if !ok || !isObject(cfg) {
+			return checked{}, fmt.Errorf("%w: config is not an object", errShape)
+		}
+		c.generated = generatedOf(cfg)
+	}
+	switch e {
+	case api.EndpointList, api.EndpointSeries:
+		raw := top["data"]
+		if raw == nil {
+			return checked{}, fmt.Errorf("%w: data is missing", errShape)
+		}
+		if isObject(raw) {
+			var m map[string]json.RawMessage
+			if json.Unmarshal(raw, &m) == nil && len(m) == 0 {
+				c.empty = true
+				return c, nil
+			}
+			return checked{}, fmt.Errorf("%w: data is not an array", errShape)
+		}
+		var items []json.RawMessage
+		if !isArray(raw) || json.Unmarshal(raw, &items) != nil {
+			return checked{}, fmt.Errorf("%w: data is not an array", errShape)
+		}
+		for _, it := range items {
+			if !isObject(it) {
+				return checked{}, fmt.Errorf("%w: data item is not an object", errShape)
+			}
+		}
+		c.empty = len(items) == 0
+	case api.EndpointWhatsup:
+		var summary string
+		raw, ok := top["summary"]
+		if !ok || json.Unmarshal(raw, &summary) != nil || isNull(raw) {
+			return checked{}, fmt.Errorf("%w: summary is not a string", errShape)
+		}
+		for _, name := range []string{"supportive", "critical"} {
+			if raw, ok := top[name]; ok && !isNull(raw) && !isArray(raw) {
+				return checked{}, fmt.Errorf("%w: %s is not an array", errShape, name)
+			}
+		}
+		c.empty = strings.TrimSpace(summary) == ""
+	}
+	return c, nil
 }
