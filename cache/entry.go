@@ -48,6 +48,7 @@ type Entry struct {
 	memoBytes int64      // sum of the memo slots' sizes
 
 	pins       atomic.Int32 // responses being written from the entry (Pin, Unpin)
+	leaving    atomic.Bool  // set while a tier may count the entry as pinned (see Local.release)
 	pinnedBy   *Local       // the tier the entry left while pinned, which still counts it; nil otherwise
 	pinnedCost int64        // what pinnedBy counts for it: cost plus memo bytes
 }
@@ -56,14 +57,18 @@ type Entry struct {
 // that. An entry that leaves a local tier (evicted, replaced) while pinned
 // keeps counting against that tier's bound, as pinned bytes, until the last
 // Unpin: its memory stays alive until then, so the tier makes room for it
-// by holding less. Pin and Unpin are one atomic add each; the zero Entry
-// and entries no tier holds are pinned the same way at no other cost.
+// by holding less. Pin is one atomic add, Unpin one atomic add and one
+// load unless the entry left while pinned; entries no tier holds are
+// pinned the same way at no other cost.
 func (e *Entry) Pin() { e.pins.Add(1) }
 
 // Unpin ends one Pin. The last Unpin of an entry that left its tier while
-// pinned releases the bytes the tier still counted for it.
+// pinned releases the bytes the tier still counted for it. (Local.release
+// sets leaving before it reads pins, and Unpin lowers pins before it reads
+// leaving, so at least one of them sees the other: an entry is never left
+// counted as pinned with no pins.)
 func (e *Entry) Unpin() {
-	if e.pins.Add(-1) == 0 {
+	if e.pins.Add(-1) == 0 && e.leaving.Load() {
 		e.unpinned()
 	}
 }
@@ -88,6 +93,7 @@ func (e *Entry) unpinned() {
 	}
 	n := e.pinnedCost
 	e.pinnedBy, e.pinnedCost = nil, 0
+	e.leaving.Store(false)
 	e.acctMu.Unlock()
 	l.pinnedBytes.Add(-n)
 	l.resize()

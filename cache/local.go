@@ -206,6 +206,24 @@ func (l *Local) PinnedBytes() int64 { return l.pinnedBytes.Load() }
 // entryBytes is the cost ristretto holds (entries without their memo).
 func (l *Local) entryBytes() int64 { return l.rc.MaxCost() - l.rc.RemainingCost() }
 
+// CountPinned makes l count e, which the caller has pinned, as pinned
+// bytes if no tier counts it: an answer the tier did not keep (too large,
+// or refused by ristretto's admission) is as alive as a held one while
+// responses are written from it, so l holds that much less until the last
+// Unpin. Call it on the miss path only; a hit's entry is held already.
+func (l *Local) CountPinned(e *Entry) {
+	e.acctMu.Lock()
+	if e.holder != nil || e.pinnedBy != nil || e.pins.Load() == 0 {
+		e.acctMu.Unlock()
+		return
+	}
+	e.leaving.Store(true) // our pin is held, so the last Unpin comes later and sees it
+	e.pinnedBy, e.pinnedCost = l, cost(e)+e.memoBytes
+	l.pinnedBytes.Add(e.pinnedCost)
+	e.acctMu.Unlock()
+	l.makeRoom("")
+}
+
 // resize gives ristretto the bound left after the memo and pinned bytes,
 // so that its own admissions make room for them.
 func (l *Local) resize() {
@@ -300,6 +318,7 @@ func (l *Local) hold(e *Entry) {
 		if e.pinnedBy == l {
 			l.pinnedBytes.Add(-e.pinnedCost)
 			e.pinnedBy, e.pinnedCost = nil, 0
+			e.leaving.Store(false)
 		}
 	}
 }
@@ -317,9 +336,15 @@ func (l *Local) release(e *Entry) {
 	if e.holds--; e.holds == 0 {
 		e.holder = nil
 		l.variantBytes.Add(-e.memoBytes)
-		if e.pins.Load() > 0 && e.pinnedBy == nil {
+		if e.pinnedBy != nil {
+			return
+		}
+		e.leaving.Store(true) // before reading pins: see Entry.Unpin
+		if e.pins.Load() > 0 {
 			e.pinnedBy, e.pinnedCost = l, cost(e)+e.memoBytes
 			l.pinnedBytes.Add(e.pinnedCost)
+		} else {
+			e.leaving.Store(false)
 		}
 	}
 }

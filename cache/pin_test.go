@@ -121,3 +121,40 @@ func TestPinnedEntryHeldAgain(t *testing.T) {
 		t.Errorf("PinnedBytes after Unpin = %d; want 0", got)
 	}
 }
+
+// An answer the tier did not keep (here: larger than its per-entry share)
+// counts as pinned while a response is written from it, and the tier
+// holds less meanwhile.
+func TestCountPinnedUnheldEntry(t *testing.T) {
+	const maxBytes = 64 << 10
+	l := newLocal(t, maxBytes, nil)
+	fillLocal(t, l, 60)
+	big := entry("v1|whatsup|big||||", "big", t0, time.Hour, strings.Repeat("z", 12<<10))
+	if l.Admits(big) {
+		t.Fatal("the big entry is admitted; the test needs one that is not")
+	}
+	l.CountPinned(big) // not pinned: nothing to count
+	if got := l.PinnedBytes(); got != 0 {
+		t.Fatalf("PinnedBytes for an unpinned entry = %d; want 0", got)
+	}
+	big.Pin()
+	l.CountPinned(big)
+	l.CountPinned(big) // a coalesced waiter: counted once
+	if got, want := l.PinnedBytes(), cost(big); got != want {
+		t.Fatalf("PinnedBytes = %d; want %d", got, want)
+	}
+	if got := l.Bytes() + l.PinnedBytes(); got > maxBytes {
+		t.Errorf("held %d + pinned %d = %d; want at most %d", l.Bytes(), l.PinnedBytes(), got, maxBytes)
+	}
+	big.Unpin()
+	if got := l.PinnedBytes(); got != 0 {
+		t.Errorf("PinnedBytes after Unpin = %d; want 0", got)
+	}
+	held := fillLocal(t, l, 1)[0]
+	held.Pin()
+	l.CountPinned(held) // held: counted as held only
+	if got := l.PinnedBytes(); got != 0 {
+		t.Errorf("PinnedBytes for a held entry = %d; want 0", got)
+	}
+	held.Unpin()
+}

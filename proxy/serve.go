@@ -48,6 +48,9 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	// free its memory: the cache keeps counting it (cache.Entry.Pin).
 	e.Pin()
 	defer e.Unpin()
+	if res.Outcome == cache.Miss && g.local != nil {
+		g.local.CountPinned(e) // an answer the cache did not keep is alive as long
+	}
 	if e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) && now.Before(e.FreshUntil) {
 		in.cache = "range" // cut from a wider answer: served without the upstream
 	}
