@@ -82,13 +82,14 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		if gz {
 			v.gzipped(e, in.plan) // made now, so that the grant covers it
 		}
-		if e.Counted() {
+		kept := memoized(e, in.plan) == v && (!gz || v.gz.Load() != nil || len(v.body) < gzipMinBytes)
+		if kept && e.Counted() {
 			// Stored on an entry the cache counts (held, or pinned by this
 			// response): the bytes are the cache's now. Giving them back
 			// before the write keeps a slow client from holding them.
 			grant.Release()
 		} else {
-			defer grant.Release() // never stored: alive until written
+			defer grant.Release() // not kept, or counted nowhere: alive until written
 		}
 	}
 	g.write(w, r, e, v, now, gz)
