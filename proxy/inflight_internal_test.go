@@ -12,6 +12,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
 )
 
 // until spins (yielding) until cond holds; it fails the test after a
@@ -107,5 +108,14 @@ func TestDeriveWaitsForInflightBytes(t *testing.T) {
 	}
 	if got := g.inflight.Waits(); got != waits {
 		t.Errorf("a hit waited for in-flight bytes (%d waits, want %d)", got, waits)
+	}
+	for name, want := range map[string]float64{
+		"trendgate_inflight_bytes":       float64(g.inflight.Capacity()), // the test's grant
+		"trendgate_inflight_limit_bytes": float64(max(cfg.Cache.MaxBytes/4, cfg.Upstream.MaxBodyBytes)),
+		"trendgate_inflight_waits_total": float64(waits),
+	} {
+		if got, _ := promtest.Sum(t, g.Registry(), name); got != want {
+			t.Errorf("%s = %v; want %v", name, got, want)
+		}
 	}
 }

@@ -38,7 +38,7 @@ func (m *metrics) watchInflight(reg prometheus.Registerer, b *inflight.Bound) {
 			Help: "Bytes taken from the in-flight bound: upstream bodies being read and checked, variants (projections, gzip copies) being derived, and derived values served but not stored.",
 		}, func() float64 { return float64(b.Held()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "trendgate_inflight_bytes_limit",
+			Name: "trendgate_inflight_limit_bytes",
 			Help: "The in-flight bound: cache.max_bytes/4, at least upstream.max_body_bytes.",
 		}, func() float64 { return float64(b.Capacity()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
