@@ -79,8 +79,8 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if gz {
-			v.gzipped(e, in.plan) // made now, so that the grant covers it
+		if inm := r.Header.Get("If-None-Match"); gz && (inm == "" || !etagMatch(inm, v.etag[0])) {
+			v.gzipped(e, in.plan) // made now, so that the grant covers it (a 304 sends none)
 		}
 		kept := memoized(e, in.plan) == v && (!gz || v.gz.Load() != nil || len(v.body) < gzipMinBytes)
 		if kept && e.Counted() {
