@@ -55,6 +55,9 @@ const (
 	// against floods of PING or SETTINGS from a client that does not
 	// read).
 	maxOut = 256 << 10
+	// flushAt is how much output the reader collects before it writes,
+	// even while more requests are waiting to be read.
+	flushAt = 64 << 10
 	// lingerTimeout is how long a connection ended with GOAWAY keeps
 	// reading (and discarding) before it closes, so that the client
 	// sees the GOAWAY rather than a reset.
@@ -235,7 +238,22 @@ func (c *conn) readLoop() {
 			c.finish()
 			return
 		}
+		if c.outLen() >= flushAt {
+			// Enough for one large write: send it rather than grow the
+			// buffer while the client keeps sending.
+			if err := c.flush(); err != nil {
+				c.finish()
+				return
+			}
+		}
 	}
+}
+
+// outLen is how many bytes of frames wait to be written.
+func (c *conn) outLen() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.out)
 }
 
 // readFrame waits, within the deadline readDeadlineFor arms, until a
@@ -358,7 +376,7 @@ func (c *conn) flush() error {
 		c.mu.Unlock()
 		err := c.write(buf)
 		c.mu.Lock()
-		if cap(buf) <= 1<<20 {
+		if cap(buf) <= 4*flushAt {
 			c.spare = buf[:0]
 		}
 		if err != nil && c.werr == nil {
