@@ -85,6 +85,8 @@ type client struct {
 	dec  *hpack.Decoder
 	// Settings the server sent in its first SETTINGS frame.
 	settings map[http2.SettingID]uint32
+	// Responses read while waiting for another stream's.
+	got map[uint32]*response
 }
 
 // dial connects to ln and sends the preface and a SETTINGS frame with
@@ -210,28 +212,36 @@ type response struct {
 	status int
 	header map[string]string
 	body   []byte
+	ended  bool
 }
 
-// response reads the response on stream id, giving back flow-control
-// credit for what it reads, until END_STREAM.
+// response returns the response on stream id, reading frames (and giving
+// back flow-control credit for their data) until it ended; responses of
+// other streams read meanwhile are kept for their turn.
 func (c *client) response(id uint32) response {
 	c.t.Helper()
-	var r response
+	if c.got == nil {
+		c.got = map[uint32]*response{}
+	}
 	for {
+		if r := c.got[id]; r != nil && r.ended {
+			delete(c.got, id)
+			return *r
+		}
 		f := c.read()
+		r := c.got[f.Header().StreamID]
+		if r == nil {
+			r = &response{}
+			c.got[f.Header().StreamID] = r
+		}
 		switch f := f.(type) {
 		case *http2.MetaHeadersFrame:
-			if f.StreamID != id {
-				continue
-			}
 			r.header = map[string]string{}
 			for _, hf := range f.Fields {
 				r.header[hf.Name] = hf.Value
 			}
 			r.status, _ = strconv.Atoi(r.header[":status"])
-			if f.StreamEnded() {
-				return r
-			}
+			r.ended = f.StreamEnded()
 		case *http2.DataFrame:
 			if n := len(f.Data()); n > 0 {
 				_ = c.fr.WriteWindowUpdate(0, uint32(n))
@@ -239,13 +249,8 @@ func (c *client) response(id uint32) response {
 					_ = c.fr.WriteWindowUpdate(f.StreamID, uint32(n))
 				}
 			}
-			if f.StreamID != id {
-				continue
-			}
 			r.body = append(r.body, f.Data()...)
-			if f.StreamEnded() {
-				return r
-			}
+			r.ended = f.StreamEnded()
 		case *http2.RSTStreamFrame:
 			if f.StreamID == id {
 				c.t.Fatalf("stream %d reset: %v", id, f.ErrCode)
