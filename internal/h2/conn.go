@@ -342,13 +342,15 @@ func (c *conn) finish() {
 	for _, st := range c.streams {
 		streams = append(streams, st)
 	}
+	ctxs := make([]*streamCtx, 0, len(streams))
 	for _, st := range streams {
+		ctxs = append(ctxs, st.ctx)
 		c.closeStreamLocked(st) // wakes a handler waiting for credit
 	}
 	c.flushed.Broadcast()
 	c.mu.Unlock()
-	for _, st := range streams {
-		st.abort(context.Canceled)
+	for _, ctx := range ctxs {
+		ctx.cancel(context.Canceled)
 	}
 	_ = c.nc.Close()
 	c.handlers.Wait()
@@ -666,14 +668,14 @@ func (c *conn) processReset(f *http2.RSTStreamFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	st := c.streams[f.StreamID]
-	if st != nil {
-		c.closeStreamLocked(st)
-	}
-	c.mu.Unlock()
 	if st == nil {
+		c.mu.Unlock()
 		return nil
 	}
-	st.abort(context.Canceled)
+	ctx := st.ctx
+	c.closeStreamLocked(st)
+	c.mu.Unlock()
+	ctx.cancel(context.Canceled)
 	return c.chargeReset()
 }
 
@@ -743,14 +745,15 @@ func (c *conn) processData(f *http2.DataFrame) error {
 // resetStream sends RST_STREAM for id with code and closes the stream.
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
-	st := c.streams[id]
-	if st != nil {
+	var ctx *streamCtx
+	if st := c.streams[id]; st != nil {
+		ctx = st.ctx
 		c.closeStreamLocked(st)
 	}
 	_ = c.wfr.WriteRSTStream(id, code)
 	c.mu.Unlock()
-	if st != nil {
-		st.abort(context.Canceled)
+	if ctx != nil {
+		ctx.cancel(context.Canceled)
 	}
 }
 
@@ -780,12 +783,13 @@ func (c *conn) closeStreamLocked(st *stream) {
 	c.closedIDs[c.closedNext] = st.id
 	c.closedNext = (c.closedNext + 1) % len(c.closedIDs)
 	st.closed = true
-	st.pending = nil
+	st.pending = st.pending[:0]
 	if st.blocked {
 		c.unblockLocked(st)
 	}
 	st.wakeUp()
 	c.maybeIdleLocked()
+	c.unrefLocked(st)
 }
 
 // recentlyClosed reports whether id is a stream closed lately.

@@ -44,8 +44,14 @@ const holdBytes = 4 << 10
 // sniffLen is how much of a body http.DetectContentType looks at.
 const sniffLen = 512
 
+// init readies w for st's request; the header map and the held buffer
+// of the stream's previous request are reused.
 func (w *response) init(st *stream, isHead bool, now time.Time) {
-	*w = response{st: st, header: make(http.Header, 16), now: now, isHead: isHead, clen: -1}
+	header, held := w.header, w.held[:0]
+	if header == nil {
+		header = make(http.Header, 16)
+	}
+	*w = response{st: st, header: header, held: held, now: now, isHead: isHead, clen: -1}
 }
 
 // Header returns the response header map.
@@ -154,7 +160,7 @@ func (w *response) finish() {
 		return
 	}
 	_ = w.send(body, nil, true)
-	w.held = nil
+	w.held = w.held[:0]
 }
 
 // send queues the head if it was not sent, then a and b as DATA; end

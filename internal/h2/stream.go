@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// How a stream's handler runs (stream.mode).
+// How a stream's handler runs (streamCtx.mode).
 const (
 	modeInline   int32 = iota + 1 // on the reading goroutine
 	modeDetached                  // reading moved on; the handler keeps its goroutine
@@ -45,11 +45,46 @@ type stream struct {
 	localEnded  bool      // c.mu: END_STREAM (or RST_STREAM) sent
 	remoteEnded bool      // c.mu: END_STREAM received
 	closed      bool      // c.mu: out of c.streams; output is dropped
+	refs        int       // c.mu: 2 while in c.streams and its handler runs; 0: back to the pool
 
-	mode atomic.Int32
 	wake chan struct{} // cap 1: credit arrived or the stream closed
-	ctx  *streamCtx
+	ctx  *streamCtx    // new for each request: a context may outlive its stream
 	w    response
+}
+
+// streamPool holds streams between requests, with their buffers and the
+// response header map.
+var streamPool = sync.Pool{New: func() any { return &stream{wake: make(chan struct{}, 1)} }}
+
+// newStream returns a stream for id from the pool.
+func (c *conn) newStream(id uint32) *stream {
+	st := streamPool.Get().(*stream)
+	st.c, st.id, st.declaredLen, st.recvWindow = c, id, -1, streamRecvWindow
+	return st
+}
+
+// unrefLocked drops one of st's two references (its place in c.streams,
+// its handler); the last one returns it to the pool.
+func (c *conn) unrefLocked(st *stream) {
+	st.refs--
+	if st.refs > 0 {
+		return
+	}
+	select {
+	case <-st.wake:
+	default:
+	}
+	pending, held, header := st.pending[:0], st.w.held[:0], st.w.header
+	if cap(pending) > 64<<10 {
+		pending = nil
+	}
+	if cap(held) > 16<<10 {
+		held = nil
+	}
+	clear(header)
+	*st = stream{wake: st.wake, pending: pending}
+	st.w.held, st.w.header = held, header
+	streamPool.Put(st)
 }
 
 func (st *stream) wakeUp() {
@@ -59,21 +94,10 @@ func (st *stream) wakeUp() {
 	}
 }
 
-// abort cancels the stream's request context with err (context.Canceled).
-func (st *stream) abort(err error) {
-	if st.ctx != nil {
-		st.ctx.cancel(err)
-	}
-}
-
 // detach moves the connection's reading to a new goroutine when the
 // stream's handler runs inline and is about to wait. It is a no-op
-// otherwise, and safe from any goroutine.
-func (st *stream) detach() {
-	if st.mode.CompareAndSwap(modeInline, modeDetached) {
-		go st.c.readLoop()
-	}
-}
+// otherwise, and safe from any goroutine while the handler runs.
+func (st *stream) detach() { st.ctx.detach() }
 
 // headerBlock is a header block being received (reader only): its
 // fields are decoded as its fragments arrive.
@@ -284,29 +308,31 @@ func (c *conn) endHeaders() error {
 		c.noteClosed(hb.id)
 		return http2.StreamError{StreamID: hb.id, Code: http2.ErrCodeProtocol}
 	}
-	st := &stream{c: c, id: hb.id, declaredLen: -1, recvWindow: streamRecvWindow, wake: make(chan struct{}, 1)}
+	st := c.newStream(hb.id)
 	r, err := c.newRequest(st)
 	if err != nil {
 		c.noteClosed(hb.id)
 		return err
 	}
+	ctx := st.ctx // st may be back in the pool when the handler returns
 	c.mu.Lock()
 	st.sendWindow = c.peerInitialWindow
 	st.remoteEnded = hb.endStream
+	st.refs = 2
 	c.streams[st.id] = st
 	c.running++
 	c.mu.Unlock()
 	if hb.tooLarge {
 		// As net/http: 431, without calling the handler.
-		st.mode.Store(modeReturned)
+		ctx.mode.Store(modeReturned)
 		c.handlers.Add(1)
 		c.runHandler(st, r, http.HandlerFunc(headersTooLarge))
 		return nil
 	}
-	st.mode.Store(modeInline)
+	ctx.mode.Store(modeInline)
 	c.handlers.Add(1)
 	c.runHandler(st, r, c.s.Handler)
-	if !st.mode.CompareAndSwap(modeInline, modeReturned) {
+	if !ctx.mode.CompareAndSwap(modeInline, modeReturned) {
 		return errDetached // another goroutine reads now
 	}
 	return nil
@@ -384,7 +410,7 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 			st.declaredLen = int64(n)
 		}
 	}
-	st.ctx = &streamCtx{Context: c.base, st: st}
+	st.ctx = &streamCtx{Context: c.base, c: c}
 	return t.WithContext(st.ctx), nil
 }
 
@@ -415,6 +441,7 @@ func (unreadBody) Close() error             { return nil }
 func (c *conn) runHandler(st *stream, r *http.Request, h http.Handler) {
 	w := &st.w
 	w.init(st, r.Method == http.MethodHead, time.Now())
+	ctx := st.ctx
 	defer func() {
 		p := recover()
 		if p != nil {
@@ -425,15 +452,16 @@ func (c *conn) runHandler(st *stream, r *http.Request, h http.Handler) {
 			}
 			c.resetStream(st.id, http2.ErrCodeInternal)
 		}
-		st.ctx.cancel(context.Canceled)
+		ctx.cancel(context.Canceled)
 		if p == nil {
 			w.finish()
 		}
 		c.mu.Lock()
 		c.running--
 		c.maybeIdleLocked()
+		c.unrefLocked(st)
 		c.mu.Unlock()
-		if st.mode.Load() != modeInline {
+		if ctx.mode.Load() != modeInline {
 			// Not on the reader: nobody else flushes this response.
 			_ = c.flush()
 		}
@@ -448,7 +476,8 @@ func (c *conn) runHandler(st *stream, r *http.Request, h http.Handler) {
 // then moves off the handler's goroutine (stream.detach).
 type streamCtx struct {
 	context.Context // values only; never done
-	st              *stream
+	c               *conn
+	mode            atomic.Int32 // how the handler runs: modeInline, ...
 
 	mu   sync.Mutex // guards done and err
 	done chan struct{}
@@ -467,8 +496,16 @@ func (x *streamCtx) Done() <-chan struct{} {
 	}
 	d := x.done
 	x.mu.Unlock()
-	x.st.detach()
+	x.detach()
 	return d
+}
+
+// detach moves the connection's reading to a new goroutine if the
+// handler runs on the reading one: it is about to wait.
+func (x *streamCtx) detach() {
+	if x.mode.CompareAndSwap(modeInline, modeDetached) {
+		go x.c.readLoop()
+	}
 }
 
 func (x *streamCtx) Err() error {
