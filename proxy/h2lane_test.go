@@ -196,3 +196,41 @@ func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTLSHTTP2LaneWithoutHTTP1Lane: with fast_http1 off and fast_http2 on,
+// HTTP/1.1 clients are served (by net/http, after the handshake the lane
+// did) and HTTP/2 clients too, with the same bytes.
+func TestTLSHTTP2LaneWithoutHTTP1Lane(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	off, on := false, true
+	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+		c.TLS.Mode = config.TLSModeFiles
+		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+		c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &on
+	})
+	var bodies []string
+	for _, proto := range []string{"http/1.1", "h2"} {
+		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{proto}},
+			ForceAttemptHTTP2: proto == "h2",
+		}}
+		for range 2 { // a miss, then a hit on the same connection
+			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusOK || resp.TLS.NegotiatedProtocol != proto {
+				t.Fatalf("%s: %s %d over %q; want 200 over %s", proto, resp.Proto, resp.StatusCode, resp.TLS.NegotiatedProtocol, proto)
+			}
+			bodies = append(bodies, string(body))
+		}
+		c.CloseIdleConnections()
+	}
+	for i, b := range bodies[1:] {
+		if b != bodies[0] {
+			t.Errorf("answer %d differs from the first", i+1)
+		}
+	}
+}

@@ -116,7 +116,8 @@ type conn struct {
 	peerInitialWindow int64
 	peerMaxFrame      uint32
 	maxClientStream   uint32
-	running           int // handlers not returned
+	running           int  // handlers not returned
+	opening           bool // the reader is taking a new stream: its handler is about to run
 	idleSince         time.Time
 	goingAway         bool // GOAWAY sent or received: no new streams
 	closeAfterFlush   bool // going away and done: close once out is written
@@ -321,12 +322,14 @@ func (c *conn) goAwayGraceful() {
 	}
 	c.goingAway = true
 	_ = c.wfr.WriteGoAway(c.maxClientStream, http2.ErrCodeNo, nil)
-	idle := c.running == 0 && len(c.blocked) == 0
 	c.mu.Unlock()
 	_ = c.flush()
-	if idle {
-		_ = c.nc.Close() // the reader sees it and finishes
-	}
+	// Wake the reader: with nothing left to do it finishes (timedOut);
+	// otherwise the last stream to end closes the connection.
+	c.mu.Lock()
+	c.readDeadline = time.Time{}
+	c.mu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Now())
 }
 
 // finish ends the connection: it closes it, cancels every request
@@ -509,7 +512,11 @@ func (c *conn) timedOut(now time.Time) bool {
 	if d := c.s.idleTimeout(); d > 0 && c.running == 0 && len(c.blocked) == 0 && !now.Before(c.idleSince.Add(d)) {
 		idle = true
 	}
+	done := c.goingAway && c.quietLocked()
 	c.mu.Unlock()
+	if done {
+		return true // a graceful shutdown with nothing left to serve
+	}
 	for _, st := range stalled {
 		c.resetStream(st.id, http2.ErrCodeCancel)
 	}
@@ -792,6 +799,12 @@ func (c *conn) closeStreamLocked(st *stream) {
 	c.unrefLocked(st)
 }
 
+// quietLocked reports whether no stream is open or about to be, and no
+// handler runs.
+func (c *conn) quietLocked() bool {
+	return c.running == 0 && len(c.blocked) == 0 && len(c.streams) == 0 && !c.opening
+}
+
 // recentlyClosed reports whether id is a stream closed lately.
 func (c *conn) recentlyClosed(id uint32) bool {
 	for _, x := range c.closedIDs {
@@ -809,7 +822,7 @@ func (c *conn) maybeIdleLocked() {
 		return
 	}
 	c.idleSince = time.Now()
-	if c.goingAway && len(c.streams) == 0 && !c.closed {
+	if c.goingAway && c.quietLocked() && !c.closed {
 		// A graceful shutdown is done; the reader sees the close and
 		// finishes. Output queued (the last responses) is written first
 		// by whoever flushes next: the reader, before its next read.

@@ -570,3 +570,30 @@ func TestShutdown(t *testing.T) {
 		t.Fatal("Shutdown did not return")
 	}
 }
+
+// TestShutdownIdle: an idle connection gets GOAWAY and is closed at
+// once, and Shutdown returns.
+func TestShutdownIdle(t *testing.T) {
+	ln := startLane(t, echo, nil)
+	c := handshake(t, ln)
+	c.request(1, "GET", "/", true)
+	if r := c.response(1); r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- ln.srv.Shutdown(context.Background()) }()
+	if g := c.goAway(); g.ErrCode != http2.ErrCodeNo || g.LastStreamID != 1 {
+		t.Errorf("GOAWAY %v last %d; want NO_ERROR last 1", g.ErrCode, g.LastStreamID)
+	}
+	if !c.closed() {
+		t.Error("the connection stayed open")
+	}
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(guard):
+		t.Fatal("Shutdown did not return")
+	}
+}

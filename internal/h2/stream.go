@@ -231,6 +231,8 @@ func (c *conn) processHeaders(f *http2.HeadersFrame) error {
 			// Over the advertised limit, or (handlers of reset streams
 			// still running) over the work it stands for.
 			hb.ignore, hb.refuse = true, true
+		} else {
+			c.opening = true // until endHeaders: a GOAWAY has promised it
 		}
 	}
 	c.mu.Unlock()
@@ -321,6 +323,7 @@ func (c *conn) endHeaders() error {
 	st.refs = 2
 	c.streams[st.id] = st
 	c.running++
+	c.opening = false
 	c.mu.Unlock()
 	if hb.tooLarge {
 		// As net/http: 431, without calling the handler.
@@ -343,9 +346,11 @@ func headersTooLarge(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("<h1>HTTP Error 431</h1><p>Request Header Field(s) Too Large</p>"))
 }
 
-// noteClosed records id as a stream that was opened and is closed now.
+// noteClosed records id as a stream that was opened and is closed now
+// (refused in its header block).
 func (c *conn) noteClosed(id uint32) {
 	c.mu.Lock()
+	c.opening = false
 	c.closedIDs[c.closedNext] = id
 	c.closedNext = (c.closedNext + 1) % len(c.closedIDs)
 	c.mu.Unlock()
