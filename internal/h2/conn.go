@@ -64,6 +64,9 @@ const (
 	lingerTimeout = time.Second
 )
 
+// aLongTimeAgo is a deadline in the past: it ends a pending read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
 // Connection-wide error for a client that breaks a limit.
 var errCalm = http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
 
@@ -324,12 +327,12 @@ func (c *conn) goAwayGraceful() {
 	_ = c.wfr.WriteGoAway(c.maxClientStream, http2.ErrCodeNo, nil)
 	c.mu.Unlock()
 	_ = c.flush()
-	// Wake the reader: with nothing left to do it finishes (timedOut);
-	// otherwise the last stream to end closes the connection.
+	// With nothing left to do, the reader's deadline is now: it wakes
+	// and finishes (timedOut). Otherwise the last stream to end closes
+	// the connection.
 	c.mu.Lock()
-	c.readDeadline = time.Time{}
+	c.armReadDeadlineLocked()
 	c.mu.Unlock()
-	_ = c.nc.SetReadDeadline(time.Now())
 }
 
 // finish ends the connection: it closes it, cancels every request
@@ -460,6 +463,9 @@ func (c *conn) setReadDeadline(t time.Time) {
 // credit for a stalled response, or (with no request in progress) the
 // idle timeout. Zero means none.
 func (c *conn) nextDeadlineLocked() time.Time {
+	if c.goingAway && c.quietLocked() {
+		return aLongTimeAgo // a graceful shutdown with nothing left: wake up
+	}
 	var t time.Time
 	earliest := func(u time.Time) {
 		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
