@@ -48,8 +48,8 @@ const (
 	resetBurst = 200
 	resetRate  = 50
 	// maxPending is how much of a response body may wait for
-	// flow-control credit before the handler's Write blocks.
-	maxPending = 256 << 10
+	// flow-control credit (copied) before the handler's Write blocks.
+	maxPending = 64 << 10
 	// maxOut is how much output may wait for the connection before the
 	// reading goroutine stops reading and writes it (backpressure
 	// against floods of PING or SETTINGS from a client that does not

@@ -190,25 +190,41 @@ func (w *response) send(a, b []byte, end bool) error {
 			return nil
 		}
 	}
+	ok := true
 	if len(b) == 0 {
-		c.writeDataLocked(st, a, end)
+		ok = w.queueLocked(a, end)
 	} else {
-		c.writeDataLocked(st, a, false)
-		c.writeDataLocked(st, b, end)
+		ok = w.queueLocked(a, false) && w.queueLocked(b, end)
 	}
 	w.ended = end
-	for len(st.pending) > maxPending && !st.closed && c.werr == nil {
+	if !ok || st.closed && len(st.pending) > 0 || c.werr != nil {
+		w.err = errStreamReset
+	}
+	c.mu.Unlock()
+	return w.err
+}
+
+// queueLocked sends p on the stream as far as flow control allows and
+// keeps at most maxPending of it waiting for credit: for more, it waits
+// (and the connection's reading moves off this goroutine) until the
+// client's credit lets it through or the stream closes. It reports false
+// when the stream closed first.
+func (w *response) queueLocked(p []byte, end bool) bool {
+	st := w.st
+	c := st.c
+	for {
+		if st.closed || c.werr != nil {
+			return false
+		}
+		if p = c.writeDataLocked(st, p, end); len(p) == 0 {
+			return true
+		}
 		c.mu.Unlock()
 		st.detach() // waiting: the connection must go on reading
 		_ = c.flush()
 		<-st.wake
 		c.mu.Lock()
 	}
-	if st.closed && len(st.pending) > 0 || c.werr != nil {
-		w.err = errStreamReset
-	}
-	c.mu.Unlock()
-	return w.err
 }
 
 // writeHeadersLocked queues the response head of w as HEADERS (and
@@ -269,24 +285,30 @@ func (c *conn) writeHeadersLocked(w *response, a, b []byte, endStream bool) {
 }
 
 // writeDataLocked queues p as DATA on st as far as flow control allows
-// and keeps the rest pending; end ends the stream after p.
-func (c *conn) writeDataLocked(st *stream, p []byte, end bool) {
+// and keeps what does not go pending, up to maxPending in all; end ends
+// the stream after p. It returns the part of p that is neither queued
+// nor pending (nothing when all of p is).
+func (c *conn) writeDataLocked(st *stream, p []byte, end bool) []byte {
 	if len(p) == 0 && !end {
-		return
+		return nil
 	}
-	if st.blocked {
-		st.pending = append(st.pending, p...)
-		st.pendingEnd = st.pendingEnd || end
-		return
-	}
-	if rest := c.sendLocked(st, p, end); len(rest) > 0 {
-		st.pending = append(st.pending[:0], rest...)
-		st.pendingEnd = end
+	if !st.blocked {
+		if p = c.sendLocked(st, p, end); len(p) == 0 {
+			return nil
+		}
+		st.pending = st.pending[:0]
 		st.blocked = true
 		st.stallSince = time.Now()
 		c.blocked = append(c.blocked, st)
 		c.armReadDeadlineLocked() // the stall timeout
 	}
+	n := min(len(p), max(0, maxPending-len(st.pending)))
+	st.pending = append(st.pending, p[:n]...)
+	if n < len(p) {
+		return p[n:]
+	}
+	st.pendingEnd = st.pendingEnd || end
+	return nil
 }
 
 // sendLocked queues as much of p as DATA frames as the windows and the
@@ -332,6 +354,10 @@ func (c *conn) drainBlockedLocked() {
 			break
 		}
 		st.blocked = false
+		if len(st.pending) == 0 && !st.pendingEnd {
+			st.wakeUp() // its writer waits for room
+			continue
+		}
 		rest := c.sendLocked(st, st.pending, st.pendingEnd)
 		if len(rest) > 0 {
 			st.pending = append(st.pending[:0], rest...)

@@ -298,6 +298,35 @@ func TestFlowControl(t *testing.T) {
 		}
 	}
 
+	t.Run("a large body through a small window", func(t *testing.T) {
+		// The handler writes 300000 bytes at once; the lane keeps at most
+		// 64 KiB of them waiting and the handler waits for the rest.
+		c := handshake(t, ln, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		c.request(1, "GET", "/?n=300000", true)
+		got := 0
+		for got < 300000 {
+			if err := c.fr.WriteWindowUpdate(1, 10000); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.fr.WriteWindowUpdate(0, 10000); err != nil {
+				t.Fatal(err)
+			}
+			want := got + 10000
+			for got < want {
+				f := c.read()
+				if d, ok := f.(*http2.DataFrame); ok && d.StreamID == 1 {
+					got += len(d.Data())
+					if d.StreamEnded() != (got == 300000) {
+						t.Fatalf("END_STREAM %v at %d bytes", d.StreamEnded(), got)
+					}
+				}
+			}
+			if got > want {
+				t.Fatalf("%d bytes with credit for %d", got, want)
+			}
+		}
+	})
+
 	t.Run("window past 2^31-1 on a stream", func(t *testing.T) {
 		c := handshake(t, ln, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 		c.request(1, "POST", "/?n=0", false) // open until the client ends it
