@@ -264,22 +264,20 @@ func (c *conn) outLen() int {
 // whole frame is buffered, then decodes it. Waiting happens only at a
 // frame boundary, so a deadline never leaves half a frame read.
 func (c *conn) readFrame() (http2.Frame, error) {
-	for {
-		c.armReadDeadline()
-		hdr, err := c.br.Peek(frameHeaderLen)
-		if err != nil {
+	c.armReadDeadline()
+	hdr, err := c.br.Peek(frameHeaderLen)
+	if err != nil {
+		return nil, err
+	}
+	n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
+	if n <= readFrameSize {
+		if _, err := c.br.Peek(frameHeaderLen + n); err != nil {
 			return nil, err
 		}
-		n := int(hdr[0])<<16 | int(hdr[1])<<8 | int(hdr[2])
-		if n <= readFrameSize {
-			if _, err := c.br.Peek(frameHeaderLen + n); err != nil {
-				return nil, err
-			}
-		}
-		// A larger frame fails in ReadFrame with ErrFrameTooLarge
-		// before its payload is read.
-		return c.rfr.ReadFrame()
 	}
+	// A larger frame fails in ReadFrame with ErrFrameTooLarge before
+	// its payload is read.
+	return c.rfr.ReadFrame()
 }
 
 // frameError handles an error from reading or processing a frame. A

@@ -82,7 +82,6 @@ type client struct {
 	fr   *http2.Framer
 	enc  *hpack.Encoder
 	ebuf bytes.Buffer
-	dec  *hpack.Decoder
 	// Settings the server sent in its first SETTINGS frame.
 	settings map[http2.SettingID]uint32
 	// Responses read while waiting for another stream's.
