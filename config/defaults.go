@@ -51,7 +51,7 @@ var KnownFields = map[api.Endpoint][]string{
 // the built-in plans "full" and "limited", and no keys. It is valid. Each
 // call returns a fresh value that the caller may modify.
 func Default() *Config {
-	access, fastHTTP1 := true, true
+	access, fastHTTP1, fastHTTP2 := true, true, true
 	return &Config{
 		Server: Server{
 			Listen:            "127.0.0.1:8080",
@@ -62,6 +62,7 @@ func Default() *Config {
 			MaxHeaderBytes:    32 << 10,
 			ShutdownTimeout:   20 * time.Second,
 			FastHTTP1:         &fastHTTP1,
+			FastHTTP2:         &fastHTTP2,
 		},
 		TLS: TLS{
 			Mode:       TLSModeOff,

@@ -108,6 +108,10 @@ func (f Fields) empty() bool {
 // public listener: FastHTTP1 is unset (nil) or true.
 func (s Server) FastHTTP1Enabled() bool { return s.FastHTTP1 == nil || *s.FastHTTP1 }
 
+// FastHTTP2Enabled reports whether the HTTP/2 lane serves connections
+// that negotiate h2 over TLS: FastHTTP2 is unset (nil) or true.
+func (s Server) FastHTTP2Enabled() bool { return s.FastHTTP2 == nil || *s.FastHTTP2 }
+
 // AccessEnabled reports whether the per-request access log is on: Access
 // is unset (nil) or true.
 func (l Log) AccessEnabled() bool { return l.Access == nil || *l.Access }

@@ -47,6 +47,11 @@ type Server struct {
 	// too, and everything else (HTTP/2 included) with net/http (default
 	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
+	// FastHTTP2 serves HTTP/2 (TLS connections that negotiate h2) on
+	// trendgate's own HTTP/2 lane (package internal/h2) instead of
+	// net/http's HTTP/2 server (default true; nil means true). It only
+	// matters with TLS on: plain HTTP/2 (h2c) is not served.
+	FastHTTP2 *bool `yaml:"fast_http2"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
 	// default) derives it from cache.max_bytes (see MemoryLimit). A
 	// GOMEMLIMIT environment variable overrides both.

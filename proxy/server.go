@@ -14,6 +14,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/h1"
+	"trendgate/internal/h2"
 )
 
 // server is what Serve runs on the public listener: an *http.Server, or
@@ -118,11 +119,19 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if sec != nil {
 		public.TLSConfig = sec.TLSConfig()
 	}
-	// The lane serves HTTP/1.1, over TLS too (it then hands h2
-	// connections to public's HTTP/2); without it, net/http serves all.
+	// The HTTP/1.1 lane serves HTTP/1.1, over TLS too, and then hands h2
+	// connections to the HTTP/2 lane, or to public's HTTP/2 without it.
+	// With only the HTTP/2 lane on, h1 does the TLS handshake and hands
+	// every HTTP/1.1 connection to public. Without either, net/http
+	// serves all.
 	var front server = public
-	if cfg.Server.FastHTTP1Enabled() {
-		front = &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig}
+	fast1, fast2 := cfg.Server.FastHTTP1Enabled(), cfg.Server.FastHTTP2Enabled() && sec != nil
+	if fast1 || fast2 {
+		lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1}
+		if fast2 {
+			lane.H2 = &h2.Server{Handler: handler, Base: public}
+		}
+		front = lane
 	}
 	var plain *http.Server
 	if sec != nil {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"trendgate/internal/batchconn"
 )
 
 // Connection states, for Shutdown: an idle connection waits for a
@@ -29,7 +31,7 @@ const (
 type conn struct {
 	s      *Server
 	rwc    net.Conn
-	batch  *batchConn // under rwc with TLS: one write per response; nil without
+	batch  *batchconn.Conn // under rwc with TLS: one write per response; nil without
 	br     *bufio.Reader
 	state  atomic.Int32
 	remote string
@@ -68,9 +70,9 @@ func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
-	var batch *batchConn
+	var batch *batchconn.Conn
 	if s.TLSConfig != nil {
-		batch = &batchConn{Conn: rwc}
+		batch = &batchconn.Conn{Conn: rwc}
 		rwc = tls.Server(batch, s.TLSConfig)
 	}
 	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
@@ -102,8 +104,22 @@ func (c *conn) serve() {
 		case handshakeFailed:
 			return
 		case handshakeH2:
+			if c.s.H2 != nil {
+				// Shutdown waits for it as for a request in progress;
+				// H2 sends its GOAWAY.
+				if !c.state.CompareAndSwap(stateIdle, stateActive) {
+					return // closed by Shutdown
+				}
+				c.s.H2.ServeConn(tc)
+				return
+			}
 			handedOff = c.handOffTLS(tc)
 			return
+		case handshakeLane:
+			if c.s.HTTP1ToFallback {
+				handedOff = c.handOffTLS(tc)
+				return
+			}
 		}
 	}
 	for {
@@ -148,7 +164,7 @@ func (c *conn) serve() {
 // Outcomes of handshake.
 const (
 	handshakeLane   = iota // HTTP/1.1 or no protocol: the lane serves it
-	handshakeH2            // h2: Fallback's HTTP/2 serves it
+	handshakeH2            // h2: H2, or Fallback's HTTP/2, serves it
 	handshakeFailed        // failed, timed out, or another protocol: close
 )
 
@@ -190,9 +206,10 @@ func looksLikeHTTP(hdr [5]byte) bool {
 	return false
 }
 
-// handOffTLS gives an h2 connection, handshake done and nothing read, to
-// Fallback as the *tls.Conn it is, so net/http serves it with HTTP/2. It
-// reports whether Fallback took it.
+// handOffTLS gives a connection, handshake done and nothing read, to
+// Fallback as the *tls.Conn it is, so net/http serves it with the
+// protocol it negotiated (HTTP/2 for h2). It reports whether Fallback took
+// it.
 func (c *conn) handOffTLS(tc *tls.Conn) bool {
 	c.s.mu.Lock()
 	hl := c.s.handoff

@@ -221,11 +221,11 @@ func (w *response) send(a, b []byte) error {
 	iov := net.Buffers(c.iov[:])
 	if c.batch != nil {
 		// Over TLS each record would be its own write: send them in one.
-		c.batch.hold()
+		c.batch.Hold()
 	}
 	_, err := iov.WriteTo(c.rwc)
 	if c.batch != nil {
-		if ferr := c.batch.flush(); err == nil {
+		if ferr := c.batch.Flush(); err == nil {
 			err = ferr
 		}
 	}

@@ -15,7 +15,8 @@
 //
 // With a TLSConfig the lane terminates TLS itself: after the handshake, a
 // connection that negotiated HTTP/1.1 (or no protocol) runs on the lane as
-// a plain one does, and one that negotiated h2 is handed, untouched, to the
+// a plain one does, and one that negotiated h2 goes to the Server's H2
+// (the HTTP/2 lane, package internal/h2) or, without one, untouched to the
 // net/http server, whose HTTP/2 serves it.
 package h1
 
@@ -49,6 +50,15 @@ type Server struct {
 	// shortest of Fallback's ReadHeaderTimeout, ReadTimeout and
 	// WriteTimeout that is set.
 	TLSConfig *tls.Config
+	// H2, when not nil, serves the TLS connections that negotiated "h2"
+	// instead of Fallback; Shutdown shuts it down with the lane and
+	// waits for its connections. Nil hands them to Fallback.
+	H2 ConnServer
+	// HTTP1ToFallback hands TLS connections that negotiated HTTP/1.1 (or
+	// nothing), handshake done and nothing read, to Fallback instead of
+	// serving them on the lane: the lane then only terminates TLS and
+	// routes h2 to H2. It has no effect without TLSConfig.
+	HTTP1ToFallback bool
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateLine]
@@ -57,6 +67,16 @@ type Server struct {
 	listener net.Listener
 	handoff  *handoffListener
 	conns    map[*conn]struct{}
+}
+
+// ConnServer serves whole connections: the HTTP/2 lane's side of H2.
+type ConnServer interface {
+	// ServeConn serves c, whose TLS handshake is done, until it ends,
+	// and closes it.
+	ServeConn(c net.Conn)
+	// Shutdown ends the served connections gracefully and waits for
+	// them, or for ctx.
+	Shutdown(ctx context.Context) error
 }
 
 // headBufferSize is the largest request head the lane reads; a larger one
@@ -129,7 +149,8 @@ func (s *Server) Serve(l net.Listener) error {
 
 // Shutdown stops the lane gracefully: it closes the listener, closes idle
 // connections, lets every request in progress finish (its connection then
-// closes), and shuts Fallback down. It returns when all of that is done, or
+// closes), and shuts Fallback and H2 down (the connections H2 serves count
+// as the lane's until they end). It returns when all of that is done, or
 // with ctx's error when ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.inShutdown.Store(true)
@@ -145,6 +166,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	fallbackErr := make(chan error, 1)
 	go func() { fallbackErr <- s.Fallback.Shutdown(ctx) }()
+	h2Err := make(chan error, 1)
+	go func() {
+		if s.H2 == nil {
+			h2Err <- nil
+			return
+		}
+		h2Err <- s.H2.Shutdown(ctx)
+	}()
 
 	// Poll as net/http does: connections finish their request and leave.
 	wait := time.Millisecond
@@ -159,7 +188,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Reset(wait)
 		}
 	}
-	return errors.Join(lerr, <-fallbackErr)
+	return errors.Join(lerr, <-fallbackErr, <-h2Err)
 }
 
 // closeIdle closes the connections that wait for a request and reports
