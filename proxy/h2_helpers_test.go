@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"crypto/tls"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,15 @@ type tlsGateway struct {
 	tls       *tls.Config   // trusts the certificate; ServerName tg.test
 	upstream  *atomic.Int64 // requests the upstream received
 	authority string        // :authority for frame-level requests
+	// held, when set, makes the upstream hold every request for its path
+	// until its channel is closed (see hold).
+	held *atomic.Pointer[upstreamHold]
+}
+
+// upstreamHold is a path whose upstream requests wait for release.
+type upstreamHold struct {
+	path    string
+	release chan struct{}
 }
 
 // startTLSGateway starts a TLS gateway whose key never meets a rate limit
@@ -50,10 +60,17 @@ type tlsGateway struct {
 func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway {
 	t.Helper()
 	clk := clock.NewFake(testNow)
-	calls := &atomic.Int64{}
+	calls, held := &atomic.Int64{}, &atomic.Pointer[upstreamHold]{}
 	_, upSrv := startUpstream(t, clk, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
+			if h := held.Load(); h != nil && r.URL.Path == h.path {
+				select {
+				case <-h.release:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			next.ServeHTTP(w, r)
 		})
 	})
@@ -76,7 +93,19 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 		tls:       &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{"h2"}},
 		upstream:  calls,
 		authority: "tg.test",
+		held:      held,
 	}
+}
+
+// hold makes the upstream hold every request for path until the returned
+// func is called (at the latest when the test ends).
+func (g *tlsGateway) hold(t *testing.T, path string) (release func()) {
+	h := &upstreamHold{path: path, release: make(chan struct{})}
+	g.held.Store(h)
+	var once sync.Once
+	release = func() { once.Do(func() { close(h.release) }) }
+	t.Cleanup(release)
+	return release
 }
 
 // dial opens a frame-level HTTP/2 connection to the gateway.
