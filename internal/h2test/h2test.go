@@ -198,7 +198,7 @@ type Response struct {
 	WasReset bool
 }
 
-// Get sends a GET on a new stream and reads its response whole, acking
+// Get sends a GET on a new stream (after Handshake) and reads its response whole, acking
 // DATA with WINDOW_UPDATEs so a body of any size arrives, and skipping
 // frames of other streams and connection-level frames (PINGs are
 // answered, SETTINGS acked). It fails the test on a connection error or
@@ -301,6 +301,12 @@ func (c *Conn) AwaitClose(within time.Duration) Ending {
 			e.Resets++
 		}
 	}
+}
+
+// Closed reports whether err, from a write or a read, means the peer
+// ended the connection (rather than a deadline of ours passing).
+func Closed(err error) bool {
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // GoAway is a GOAWAY frame's content.
