@@ -73,6 +73,7 @@ func ping(t *testing.T, c *h2test.Conn, data [8]byte, within time.Duration) bool
 // than the advertised limit. The upstream sees one coalesced request, and
 // an ordinary client on another connection is served during the burst.
 func TestH2RapidReset(t *testing.T) {
+	t.Parallel()
 	const streams = 5000
 	const held = "/api4/public/topic/bitcoin/whatsup/v1"
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
@@ -152,6 +153,7 @@ func continuationFields(n int) []hpack.HeaderField {
 // times max_header_bytes of CONTINUATION and requires the connection to
 // end without more.
 func TestH2ContinuationFlood(t *testing.T) {
+	t.Parallel()
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		g := startTLSGateway(t, set, attackTimeouts)
 		limit := g.cfg.Server.MaxHeaderBytes
@@ -210,11 +212,15 @@ func liveHeap() uint64 {
 //     answer opened with SETTINGS_INITIAL_WINDOW_SIZE 0, then one-byte
 //     WINDOW_UPDATEs, each letting the server send one more byte in a DATA
 //     frame of its own.
+//
+// It weighs the whole process's heap, so it does not run in parallel
+// (parallel tests run only alongside each other).
 func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 	tests := []struct {
 		name string
-		// steps is how many times flood is called: enough that the
-		// replies owed dwarf the heap's noise (a few hundred KB).
+		// steps is how many times flood is called: enough that half the
+		// replies owed stand well above the heap's noise between two
+		// collections here (under 200 KB).
 		steps int
 		// replyBytes is the wire size of the smallest reply one step asks
 		// for.
@@ -228,19 +234,19 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 		flood func(c *h2test.Conn, i int, streams []uint32) error
 	}{
 		{
-			name: "PING", steps: 250_000, replyBytes: 9 + 8,
+			name: "PING", steps: 100_000, replyBytes: 9 + 8,
 			flood: func(c *h2test.Conn, i int, _ []uint32) error {
 				return c.Framer.WritePing(false, [8]byte{byte(i), byte(i >> 8), byte(i >> 16)})
 			},
 		},
 		{
-			name: "SETTINGS", steps: 250_000, replyBytes: 9,
+			name: "SETTINGS", steps: 100_000, replyBytes: 9,
 			flood: func(c *h2test.Conn, _ int, _ []uint32) error {
 				return c.Framer.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 4096})
 			},
 		},
 		{
-			name: "WINDOW_UPDATE", steps: 125_000, replyBytes: 9 + 1, initialWindow: new(uint32),
+			name: "WINDOW_UPDATE", steps: 100_000, replyBytes: 9 + 1, initialWindow: new(uint32),
 			open: func(t *testing.T, g *tlsGateway, c *h2test.Conn, maxStreams uint32) []uint32 {
 				var ids []uint32
 				block := c.Encode(h2test.GET(g.authority, seriesPath, g.key)...)
@@ -376,6 +382,9 @@ func (g *tlsGateway) awaitHandled(t *testing.T, before, want int, within time.Du
 // (here server.max_header_bytes) with 431 or a stream or connection error;
 // it must do so without building the list: the process allocates less than
 // a quarter of what the list would take.
+//
+// It counts the whole process's allocations, so it does not run in
+// parallel.
 func TestH2HPACKBomb(t *testing.T) {
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		g := startTLSGateway(t, set, attackTimeouts)
@@ -444,6 +453,7 @@ func TestH2HPACKBomb(t *testing.T) {
 // write_timeout, and the connection, then idle, within idle_timeout more.
 // A second stalled connection is left open for the drain.
 func TestH2ZeroWindowStall(t *testing.T) {
+	t.Parallel()
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		g := startTLSGateway(t, set, attackTimeouts)
 		g.prime(t)
@@ -496,6 +506,7 @@ func TestH2ZeroWindowStall(t *testing.T) {
 // connection, with a GOAWAY). A second idle connection is left open for
 // the drain.
 func TestH2IdleConnection(t *testing.T) {
+	t.Parallel()
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		g := startTLSGateway(t, set, attackTimeouts)
 		c := g.dial(t)
@@ -517,6 +528,7 @@ func TestH2IdleConnection(t *testing.T) {
 // within idle_timeout more. The server's progress is read from its request
 // counter, since reading the connection would let the writes finish.
 func TestH2SlowRead(t *testing.T) {
+	t.Parallel()
 	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		g := startTLSGateway(t, set, attackTimeouts)
 		g.prime(t)
