@@ -30,30 +30,6 @@ func (g *tlsGateway) handled(t *testing.T) int {
 	return int(n)
 }
 
-// ping writes a PING with data and waits for its ACK: every frame sent
-// before it has been read by the server. It returns false when the
-// connection ended first (or after within).
-func ping(t *testing.T, c *h2test.Conn, data [8]byte, within time.Duration) bool {
-	t.Helper()
-	if err := c.Framer.WritePing(false, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(); err != nil {
-		return false
-	}
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		f, err := c.ReadFrame(time.Until(deadline))
-		if err != nil {
-			return false
-		}
-		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == data {
-			return true
-		}
-	}
-	return false
-}
-
 // TestH2RapidReset is the regression test for CVE-2023-44487: a client
 // opens streams and resets each at once, so they never count against
 // SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §5.1.2) while the server may
@@ -103,7 +79,7 @@ func TestH2RapidReset(t *testing.T) {
 		}
 		// Another client is served while the burst is being processed.
 		g.mustServe(t, "during the rapid reset")
-		caughtUp := writeErr == nil && ping(t, c, [8]byte{'r', 'a', 'p', 'i', 'd'}, 30*time.Second)
+		caughtUp := writeErr == nil && c.Ping([8]byte{'r', 'a', 'p', 'i', 'd'}, 30*time.Second)
 		finished := g.handled(t) - handledBefore - 1 // less the ordinary request
 		if !caughtUp {
 			// The server ended the connection instead: as good a bound.

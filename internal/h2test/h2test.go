@@ -143,6 +143,29 @@ func (c *Conn) ReadFrame(within time.Duration) (http2.Frame, error) {
 	return c.Framer.ReadFrame()
 }
 
+// Ping writes a PING with data and waits, at most within, for its ACK,
+// discarding the frames before it: once it is back, the server has read
+// every frame sent before the PING. It reports false when the connection
+// ended (or within passed) first.
+func (c *Conn) Ping(data [8]byte, within time.Duration) bool {
+	if err := c.Framer.WritePing(false, data); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		return false
+	}
+	deadline := time.Now().Add(within)
+	for {
+		f, err := c.ReadFrame(time.Until(deadline))
+		if err != nil {
+			return false
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() && p.Data == data {
+			return true
+		}
+	}
+}
+
 // NextStreamID returns a new client stream id (odd, increasing).
 func (c *Conn) NextStreamID() uint32 {
 	id := c.nextID
