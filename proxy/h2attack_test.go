@@ -82,9 +82,11 @@ func TestH2RapidReset(t *testing.T) {
 		caughtUp := writeErr == nil && c.Ping([8]byte{'r', 'a', 'p', 'i', 'd'}, 30*time.Second)
 		finished := g.handled(t) - handledBefore - 1 // less the ordinary request
 		if !caughtUp {
-			// The server ended the connection instead: as good a bound.
-			e := c.AwaitClose(30 * time.Second)
-			t.Logf("the server ended the connection during the burst: %v", e)
+			// The server ended the connection, or stopped reading it,
+			// instead: bounds as good, as long as the handlers it did run
+			// obey the limit below.
+			e, ended := c.WaitEnd(10 * time.Second)
+			t.Logf("the server did not read the whole burst: connection ended %v (%v; writes: %v)", ended, e, writeErr)
 			finished = g.handled(t) - handledBefore - 1
 		}
 		t.Logf("%d streams opened and reset in %v; the server read them all and answered a PING: %v", sent, time.Since(start).Round(time.Millisecond), caughtUp)

@@ -46,8 +46,9 @@ type Conn struct {
 }
 
 // Dial connects to addr over TLS with cfg (NextProtos is replaced by
-// "h2"), requires h2 to be negotiated and sends the client preface. The
-// connection is closed when the test ends.
+// "h2") and requires h2 to be negotiated. The client preface is buffered:
+// Handshake sends it with the client's SETTINGS, which must follow it.
+// The connection is closed when the test ends.
 func Dial(t testing.TB, addr string, cfg *tls.Config) *Conn {
 	t.Helper()
 	cfg = cfg.Clone()
@@ -303,18 +304,23 @@ type Ending struct {
 // pause, only a deadline).
 func (c *Conn) AwaitClose(within time.Duration) Ending {
 	c.t.Helper()
+	e, ended := c.WaitEnd(within)
+	if !ended {
+		c.t.Fatalf("h2test: the connection is still open %v after the attack (%d frames read, GOAWAY %v)", within, e.Frames, e.GoAway)
+	}
+	return e
+}
+
+// WaitEnd is AwaitClose that leaves the verdict to the caller: ended is
+// false when the connection was still open after within.
+func (c *Conn) WaitEnd(within time.Duration) (e Ending, ended bool) {
 	start := time.Now()
-	deadline := start.Add(within)
-	_ = c.nc.SetReadDeadline(deadline)
-	var e Ending
+	_ = c.nc.SetReadDeadline(start.Add(within))
 	for {
 		f, err := c.Framer.ReadFrame()
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				c.t.Fatalf("h2test: the connection is still open %v after the attack (%d frames read, GOAWAY %v)", within, e.Frames, e.GoAway)
-			}
 			e.Err, e.After = err, time.Since(start)
-			return e
+			return e, !errors.Is(err, os.ErrDeadlineExceeded)
 		}
 		e.Frames++
 		switch f := f.(type) {
