@@ -69,9 +69,24 @@ func buildH2spec(t *testing.T) string {
 	build.Dir = work
 	build.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod", "GOWORK=off", "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		needH2spec(t, "go build h2spec %s: %v: %s", h2specVersion, err, out)
+		if unreachable(string(out)) {
+			needH2spec(t, "go build h2spec %s: %v: %s", h2specVersion, err, out)
+		}
+		t.Fatalf("go build h2spec %s: %v: %s", h2specVersion, err, out)
 	}
 	return bin
+}
+
+// unreachable reports whether the go command's output says that modules
+// could not be downloaded (no network, no proxy), as opposed to a build
+// that failed.
+func unreachable(out string) bool {
+	for _, s := range []string{"dial tcp", "no such host", "connection refused", "i/o timeout", "proxyconnect", "lookup disabled", "GOPROXY=off", "TLS handshake timeout"} {
+		if strings.Contains(out, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // junitReport is the part of h2spec's JUnit report the test reads: one
