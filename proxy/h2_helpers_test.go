@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"crypto/tls"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/h2test"
+	"trendgate/internal/promtest"
 )
 
 // h2Servers are the HTTP/2 servers the HTTPS listener can run. Every test
@@ -159,4 +161,57 @@ func (g *tlsGateway) drainsWithin(t *testing.T) {
 		t.Fatalf("drain after the attack took %v; want at most server.shutdown_timeout %v", took, limit)
 	}
 	t.Logf("drained in %v (shutdown_timeout %v)", took.Round(time.Millisecond), limit)
+}
+
+// seriesPath is the largest ordinary answer (a week of hourly rows, about
+// 61 KB), for the attacks that need the server to have much to write.
+const seriesPath = "/api4/public/topic/bitcoin/time-series/v1"
+
+// handled is how many requests the gateway's handler has finished
+// (trendgate_requests_total, every route and status).
+func (g *tlsGateway) handled(t *testing.T) int {
+	t.Helper()
+	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total")
+	return int(n)
+}
+
+// liveHeap is the heap still in use after a collection: what the process
+// (the gateway among it) retains.
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// attackTimeouts are the server timeouts of the attack tests: short, so
+// that what they bound shows within a test's time, and write_timeout below
+// shutdown_timeout, so a write the client never lets finish cannot outlast
+// the drain (with the defaults, 60 s and 20 s, it can; see the README).
+func attackTimeouts(c *config.Config) {
+	c.Server.ReadHeaderTimeout = time.Second
+	c.Server.ReadTimeout = time.Second
+	c.Server.WriteTimeout = time.Second
+	c.Server.IdleTimeout = time.Second
+	c.Server.ShutdownTimeout = 5 * time.Second
+}
+
+// margin is added to a configured timeout to make the deadline a test
+// waits on: the server's timers, a GOAWAY's grace and a loaded CI host fit
+// in it, a connection held for good does not.
+const margin = 5 * time.Second
+
+// awaitHandled waits (polling, bounded by within) until the gateway has
+// finished want more requests than before, and returns how long it took;
+// it fails the test when they are not finished by then.
+func (g *tlsGateway) awaitHandled(t *testing.T, before, want int, within time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for g.handled(t)-before < want {
+		if time.Since(start) > within {
+			t.Fatalf("%s: %d of %d requests still running %v later; want them ended within %v", what, want-(g.handled(t)-before), want, time.Since(start).Round(time.Millisecond), within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a counter, not waiting for time to pass
+	}
+	return time.Since(start)
 }

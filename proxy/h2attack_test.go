@@ -15,20 +15,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/h2test"
-	"trendgate/internal/promtest"
 )
-
-// seriesPath is the largest ordinary answer (a week of hourly rows, about
-// 61 KB), for the attacks that need the server to have much to write.
-const seriesPath = "/api4/public/topic/bitcoin/time-series/v1"
-
-// handled is how many requests the gateway's handler has finished
-// (trendgate_requests_total, every route and status).
-func (g *tlsGateway) handled(t *testing.T) int {
-	t.Helper()
-	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total")
-	return int(n)
-}
 
 // TestH2RapidReset is the regression test for CVE-2023-44487: a client
 // opens streams and resets each at once, so they never count against
@@ -162,15 +149,6 @@ func TestH2ContinuationFlood(t *testing.T) {
 		g.mustServe(t, "after the CONTINUATION flood")
 		g.drainsWithin(t)
 	})
-}
-
-// liveHeap is the heap still in use after a collection: what the process
-// (the gateway among it) retains.
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // TestH2FloodsFromAClientThatDoesNotRead are the regression tests for the
@@ -319,38 +297,6 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 			})
 		}
 	})
-}
-
-// attackTimeouts are the server timeouts of the attack tests: short, so
-// that what they bound shows within a test's time, and write_timeout below
-// shutdown_timeout, so a write the client never lets finish cannot outlast
-// the drain (with the defaults, 60 s and 20 s, it can; see the README).
-func attackTimeouts(c *config.Config) {
-	c.Server.ReadHeaderTimeout = time.Second
-	c.Server.ReadTimeout = time.Second
-	c.Server.WriteTimeout = time.Second
-	c.Server.IdleTimeout = time.Second
-	c.Server.ShutdownTimeout = 5 * time.Second
-}
-
-// margin is added to a configured timeout to make the deadline a test
-// waits on: the server's timers, a GOAWAY's grace and a loaded CI host fit
-// in it, a connection held for good does not.
-const margin = 5 * time.Second
-
-// awaitHandled waits (polling, bounded by within) until the gateway has
-// finished want more requests than before, and returns how long it took;
-// it fails the test when they are not finished by then.
-func (g *tlsGateway) awaitHandled(t *testing.T, before, want int, within time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for g.handled(t)-before < want {
-		if time.Since(start) > within {
-			t.Fatalf("%s: %d of %d requests still running %v later; want them ended within %v", what, want-(g.handled(t)-before), want, time.Since(start).Round(time.Millisecond), within)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a counter, not waiting for time to pass
-	}
-	return time.Since(start)
 }
 
 // TestH2HPACKBomb: a header block of one-byte references to a 4 KB entry
