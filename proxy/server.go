@@ -242,7 +242,11 @@ func (g *Gateway) newServer(h http.Handler, name string) *http.Server {
 		WriteTimeout:      sc.WriteTimeout,
 		IdleTimeout:       sc.IdleTimeout,
 		MaxHeaderBytes:    sc.MaxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(g.log.Named("http").With(zap.String("server", name))),
+		// Go's HTTP/2 (fast_http2: false) bounds a write to a client that
+		// stops reading by write_timeout too; without it a stuck response
+		// outlives write_timeout and holds the drain (golang/go#49741).
+		HTTP2:    &http.HTTP2Config{WriteByteTimeout: sc.WriteTimeout},
+		ErrorLog: zap.NewStdLog(g.log.Named("http").With(zap.String("server", name))),
 		// "OPTIONS *" reaches the handler like any other request (405 with
 		// a JSON body and X-Request-Id), not net/http's bare 200.
 		DisableGeneralOptionsHandler: true,
