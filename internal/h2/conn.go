@@ -277,7 +277,15 @@ func (c *conn) readFrame() (http2.Frame, error) {
 	}
 	// A larger frame fails in ReadFrame with ErrFrameTooLarge before
 	// its payload is read.
-	return c.rfr.ReadFrame()
+	typ := http2.FrameType(hdr[3])
+	f, err := c.rfr.ReadFrame()
+	var se http2.StreamError
+	if err != nil && (typ == http2.FrameHeaders || typ == http2.FrameContinuation) && errors.As(err, &se) {
+		// A header block that was not decoded leaves the HPACK state
+		// unknown: the connection cannot go on.
+		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return f, err
 }
 
 // frameError handles an error from reading or processing a frame. A

@@ -206,6 +206,9 @@ func TestProtocolErrors(t *testing.T) {
 		{"PUSH_PROMISE from the client", http2.ErrCodeProtocol, func(c *client) {
 			_ = c.fr.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, BlockFragment: c.block(":method", "GET"), EndHeaders: true})
 		}},
+		{"HEADERS padding longer than the frame", http2.ErrCodeProtocol, func(c *client) {
+			_ = c.fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, 1, []byte{10, 0x82})
+		}},
 		{"bad HPACK", http2.ErrCodeCompression, func(c *client) {
 			_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: []byte{0xff, 0xff, 0xff, 0xff}, EndStream: true, EndHeaders: true})
 		}},
@@ -624,5 +627,29 @@ func TestShutdownIdle(t *testing.T) {
 		}
 	case <-time.After(guard):
 		t.Fatal("Shutdown did not return")
+	}
+}
+
+// TestConnectionLossCancelsContext: when the client goes away, the
+// context of a request whose handler waits is canceled.
+func TestConnectionLossCancelsContext(t *testing.T) {
+	canceled := make(chan error, 1)
+	waiting := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(waiting)
+		<-r.Context().Done()
+		canceled <- r.Context().Err()
+	})
+	c := handshake(t, startLane(t, h, nil))
+	c.request(1, "GET", "/wait", true)
+	<-waiting
+	c.conn.Close()
+	select {
+	case err := <-canceled:
+		if err != context.Canceled {
+			t.Errorf("context error %v; want context.Canceled", err)
+		}
+	case <-time.After(guard):
+		t.Fatal("the handler's context was not canceled")
 	}
 }
