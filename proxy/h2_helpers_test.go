@@ -198,18 +198,3 @@ func attackTimeouts(c *config.Config) {
 // waits on: the server's timers, a GOAWAY's grace and a loaded CI host fit
 // in it, a connection held for good does not.
 const margin = 5 * time.Second
-
-// awaitHandled waits (polling, bounded by within) until the gateway has
-// finished want more requests than before, and returns how long it took;
-// it fails the test when they are not finished by then.
-func (g *tlsGateway) awaitHandled(t *testing.T, before, want int, within time.Duration, what string) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for g.handled(t)-before < want {
-		if time.Since(start) > within {
-			t.Fatalf("%s: %d of %d requests still running %v later; want them ended within %v", what, want-(g.handled(t)-before), want, time.Since(start).Round(time.Millisecond), within)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a counter, not waiting for time to pass
-	}
-	return time.Since(start)
-}

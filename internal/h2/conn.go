@@ -50,6 +50,12 @@ const (
 	// maxPending is how much of a response body may wait for
 	// flow-control credit (copied) before the handler's Write blocks.
 	maxPending = 64 << 10
+	// maxConnPending bounds the copies waiting for credit on all the
+	// streams of a connection together: past it, handlers' writes wait
+	// (holding only their own, usually cached, bytes), so a client that
+	// opens every stream it may with a zero window (CVE-2019-9517) does
+	// not make the connection hold maxPending per stream.
+	maxConnPending = 256 << 10
 	// maxOut is how much output may wait for the connection before the
 	// reading goroutine stops reading and writes it (backpressure
 	// against floods of PING or SETTINGS from a client that does not
@@ -112,10 +118,12 @@ type conn struct {
 	lower             map[string]string
 	writing           bool  // a goroutine is writing out to the connection
 	werr              error // the first write error; the connection is over
+	writeFailed       bool  // werr came from a write to the connection
 	closed            bool
 	streams           map[uint32]*stream
 	blocked           []*stream // streams with data waiting for credit, oldest first
 	sendWindow        int64
+	pendingBytes      int // the streams' pending data, together
 	peerInitialWindow int64
 	peerMaxFrame      uint32
 	maxClientStream   uint32
@@ -360,13 +368,31 @@ func (c *conn) finish() {
 		c.closeStreamLocked(st) // wakes a handler waiting for credit
 	}
 	c.flushed.Broadcast()
+	writeFailed := c.writeFailed
 	c.mu.Unlock()
 	for _, ctx := range ctxs {
 		ctx.cancel(context.Canceled)
 	}
-	_ = c.nc.Close()
+	if writeFailed {
+		c.abort()
+	} else {
+		_ = c.nc.Close()
+	}
 	c.handlers.Wait()
 	close(c.done)
+}
+
+// abort closes the transport under the connection at once, without a
+// TLS close_notify: once a write failed (a client that stopped reading,
+// past the write timeout) there is nothing more to tell the client, and
+// tls.Conn.Close would first try to send the alert, waiting up to 5 s on
+// a full socket.
+func (c *conn) abort() {
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		_ = tc.NetConn().Close()
+		return
+	}
+	_ = c.nc.Close()
 }
 
 // flush writes out, the frames written so far, to the connection. Only
@@ -390,13 +416,16 @@ func (c *conn) flush() error {
 		c.mu.Unlock()
 		err := c.write(buf)
 		c.mu.Lock()
-		if cap(buf) <= 4*flushAt {
+		// Keep a buffer of the usual size for the next swap; one that a
+		// burst grew (a flood's replies, many responses at once) goes to
+		// the collector instead of staying with an idle connection.
+		if cap(buf) <= flushAt {
 			c.spare = buf[:0]
 		}
 		if err != nil && c.werr == nil {
-			c.werr = err
+			c.werr, c.writeFailed = err, true
 			// The reader may be waiting for a frame: wake it.
-			_ = c.nc.Close()
+			c.abort()
 		}
 		c.flushed.Broadcast()
 	}
@@ -802,7 +831,7 @@ func (c *conn) closeStreamLocked(st *stream) {
 	c.closedIDs[c.closedNext] = st.id
 	c.closedNext = (c.closedNext + 1) % len(c.closedIDs)
 	st.closed = true
-	st.pending = st.pending[:0]
+	c.setPendingLocked(st, st.pending[:0])
 	if st.blocked {
 		c.unblockLocked(st)
 	}

@@ -296,19 +296,26 @@ func (c *conn) writeDataLocked(st *stream, p []byte, end bool) []byte {
 		if p = c.sendLocked(st, p, end); len(p) == 0 {
 			return nil
 		}
-		st.pending = st.pending[:0]
+		c.setPendingLocked(st, st.pending[:0])
 		st.blocked = true
 		st.stallSince = time.Now()
 		c.blocked = append(c.blocked, st)
 		c.armReadDeadlineLocked() // the stall timeout
 	}
-	n := min(len(p), max(0, maxPending-len(st.pending)))
-	st.pending = append(st.pending, p[:n]...)
+	n := min(len(p), max(0, maxPending-len(st.pending)), max(0, maxConnPending-c.pendingBytes))
+	c.setPendingLocked(st, append(st.pending, p[:n]...))
 	if n < len(p) {
 		return p[n:]
 	}
 	st.pendingEnd = st.pendingEnd || end
 	return nil
+}
+
+// setPendingLocked makes p st's pending data, keeping the connection's
+// total of pending bytes up to date.
+func (c *conn) setPendingLocked(st *stream, p []byte) {
+	c.pendingBytes += len(p) - len(st.pending)
+	st.pending = p
 }
 
 // sendLocked queues as much of p as DATA frames as the windows and the
@@ -360,11 +367,11 @@ func (c *conn) drainBlockedLocked() {
 		}
 		rest := c.sendLocked(st, st.pending, st.pendingEnd)
 		if len(rest) > 0 {
-			st.pending = append(st.pending[:0], rest...)
+			c.setPendingLocked(st, append(st.pending[:0], rest...))
 			st.blocked = true
 			c.blocked = append(c.blocked, st)
 		} else {
-			st.pending = st.pending[:0]
+			c.setPendingLocked(st, st.pending[:0])
 		}
 		st.wakeUp()
 	}

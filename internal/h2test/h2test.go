@@ -332,6 +332,27 @@ func (c *Conn) WaitEnd(within time.Duration) (e Ending, ended bool) {
 	}
 }
 
+// AwaitClosedUnread waits, without reading anything, until the server has
+// closed the connection: every 5 ms it writes a PRIORITY frame (which asks
+// for no reply), and a write fails once the server is gone. Reading would
+// let the server's stalled writes finish, which a slow-read test must not.
+// It reports how long that took, and false when the connection was still
+// open after within.
+func (c *Conn) AwaitClosedUnread(within time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < within {
+		err := c.Framer.WritePriority(1, http2.PriorityParam{Weight: 15})
+		if err == nil {
+			err = c.Flush()
+		}
+		if Closed(err) {
+			return time.Since(start), true
+		}
+		time.Sleep(5 * time.Millisecond) // polling the connection, not waiting for time to pass
+	}
+	return time.Since(start), false
+}
+
 // Closed reports whether err, from a write or a read, means the peer
 // ended the connection (rather than a deadline of ours passing).
 func Closed(err error) bool {
