@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/api"
 	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/h2test"
@@ -170,6 +171,13 @@ const seriesPath = "/api4/public/topic/bitcoin/time-series/v1"
 func (g *tlsGateway) handled(t *testing.T) int {
 	t.Helper()
 	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total")
+	return int(n)
+}
+
+// handledList is handled for the list route only (listPath's requests).
+func (g *tlsGateway) handledList(t *testing.T) int {
+	t.Helper()
+	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total", "route", api.EndpointList.String())
 	return int(n)
 }
 

@@ -121,7 +121,7 @@ type conn struct {
 	writeFailed       bool  // werr came from a write to the connection
 	closed            bool
 	streams           map[uint32]*stream
-	blocked           []*stream // streams with data waiting for credit, oldest first
+	blocked           []*stream // streams with data waiting for credit, by stallSince (oldest first)
 	sendWindow        int64
 	pendingBytes      int // the streams' pending data, together
 	peerInitialWindow int64
@@ -513,10 +513,8 @@ func (c *conn) nextDeadlineLocked() time.Time {
 			earliest(c.hb.start.Add(d))
 		}
 	}
-	if d := c.s.stallTimeout(); d > 0 {
-		for _, st := range c.blocked {
-			earliest(st.stallSince.Add(d))
-		}
+	if d := c.s.stallTimeout(); d > 0 && len(c.blocked) > 0 {
+		earliest(c.blocked[0].stallSince.Add(d)) // the longest stalled
 	}
 	if d := c.s.idleTimeout(); d > 0 && c.running == 0 && len(c.blocked) == 0 {
 		earliest(c.idleSince.Add(d))
@@ -543,10 +541,11 @@ func (c *conn) timedOut(now time.Time) bool {
 	}
 	var stalled []*stream
 	if d := c.s.stallTimeout(); d > 0 {
-		for _, st := range c.blocked {
-			if !now.Before(st.stallSince.Add(d)) {
-				stalled = append(stalled, st)
+		for _, st := range c.blocked { // oldest first
+			if now.Before(st.stallSince.Add(d)) {
+				break
 			}
+			stalled = append(stalled, st)
 		}
 	}
 	idle := false
@@ -700,7 +699,9 @@ func (c *conn) processWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if st.sendWindow > maxWindow {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 	}
-	c.drainBlockedLocked()
+	if st.blocked && c.sendWindow > 0 { // otherwise nothing can be sent yet
+		c.drainBlockedLocked()
+	}
 	return nil
 }
 

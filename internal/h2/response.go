@@ -360,20 +360,33 @@ func (c *conn) drainBlockedLocked() {
 			c.blocked = append(c.blocked, streams[i:]...)
 			break
 		}
-		st.blocked = false
 		if len(st.pending) == 0 && !st.pendingEnd {
-			st.wakeUp() // its writer waits for room
+			// Its writer waits for room: wake it only when the stream
+			// may send, so that a client dribbling credit to one stream
+			// does not wake every other stream's writer.
+			if st.sendWindow > 0 {
+				st.blocked = false
+				st.wakeUp()
+			} else {
+				c.blocked = append(c.blocked, st)
+			}
 			continue
 		}
+		before := len(st.pending)
 		rest := c.sendLocked(st, st.pending, st.pendingEnd)
 		if len(rest) > 0 {
-			c.setPendingLocked(st, append(st.pending[:0], rest...))
-			st.blocked = true
+			// What is left stays where it is: moving it to the front
+			// would copy the whole pending body for every byte of credit
+			// a dribbling client gives.
+			c.setPendingLocked(st, rest)
 			c.blocked = append(c.blocked, st)
 		} else {
+			st.blocked = false
 			c.setPendingLocked(st, st.pending[:0])
 		}
-		st.wakeUp()
+		if len(rest) < before || len(rest) == 0 {
+			st.wakeUp() // room for more of its body
+		}
 	}
 	c.maybeIdleLocked()
 }
