@@ -133,6 +133,7 @@ type conn struct {
 	goingAway         bool // GOAWAY sent or received: no new streams
 	closeAfterFlush   bool // going away and done: close once out is written
 	settingsAckDue    time.Time
+	hbDue             time.Time // when a header block being read must end; zero: none (the reader sets it)
 	readDeadline      time.Time // armed on nc; zero: none
 	writeDeadline     time.Time
 	flushed           sync.Cond // signalled after each write to the connection
@@ -508,11 +509,7 @@ func (c *conn) nextDeadlineLocked() time.Time {
 		}
 	}
 	earliest(c.settingsAckDue)
-	if c.hb.active {
-		if d := c.s.headerTimeout(); d > 0 {
-			earliest(c.hb.start.Add(d))
-		}
-	}
+	earliest(c.hbDue)
 	if d := c.s.stallTimeout(); d > 0 && len(c.blocked) > 0 {
 		earliest(c.blocked[0].stallSince.Add(d)) // the longest stalled
 	}
@@ -532,12 +529,10 @@ func (c *conn) timedOut(now time.Time) bool {
 		c.goAway(http2.ErrCodeSettingsTimeout, "no SETTINGS acknowledgement")
 		return true
 	}
-	if c.hb.active {
-		if d := c.s.headerTimeout(); d > 0 && !now.Before(c.hb.start.Add(d)) {
-			c.mu.Unlock()
-			c.goAway(http2.ErrCodeNo, "header block timeout")
-			return true
-		}
+	if !c.hbDue.IsZero() && !now.Before(c.hbDue) {
+		c.mu.Unlock()
+		c.goAway(http2.ErrCodeNo, "header block timeout")
+		return true
 	}
 	var stalled []*stream
 	if d := c.s.stallTimeout(); d > 0 {

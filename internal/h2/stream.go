@@ -104,6 +104,7 @@ func (st *stream) detach() { st.ctx.detach() }
 type headerBlock struct {
 	active    bool
 	start     time.Time
+	due       bool // c.hbDue is set for this block
 	id        uint32
 	st        *stream // the stream it belongs to, for trailers; nil for a new one
 	endStream bool
@@ -206,6 +207,10 @@ func (c *conn) processHeaders(f *http2.HeadersFrame) error {
 	fields := hb.fields[:0]
 	*hb = headerBlock{active: true, start: time.Now(), id: id, endStream: f.StreamEnded(), frames: 1, fields: fields}
 	c.mu.Lock()
+	if d := c.s.headerTimeout(); d > 0 && !f.HeadersEnded() {
+		// CONTINUATION frames follow: the block must end in time.
+		c.hbDue, hb.due = hb.start.Add(d), true
+	}
 	st := c.streams[id]
 	switch {
 	case st != nil:
@@ -273,6 +278,11 @@ func (c *conn) headerFragment(frag []byte, end bool) error {
 		return http2.ConnectionError(http2.ErrCodeCompression)
 	}
 	hb.active = false
+	if hb.due {
+		c.mu.Lock()
+		c.hbDue, hb.due = time.Time{}, false
+		c.mu.Unlock()
+	}
 	return c.endHeaders()
 }
 
