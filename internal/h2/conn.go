@@ -417,10 +417,11 @@ func (c *conn) flush() error {
 		c.mu.Unlock()
 		err := c.write(buf)
 		c.mu.Lock()
-		// Keep a buffer of the usual size for the next swap; one that a
-		// burst grew (a flood's replies, many responses at once) goes to
-		// the collector instead of staying with an idle connection.
-		if cap(buf) <= flushAt {
+		// Keep a buffer of the usual size for the next swap (a batch
+		// is written once it passes flushAt, so it ends up to one
+		// response beyond it); one that a burst grew further goes to
+		// the collector instead of staying with the connection.
+		if cap(buf) <= 4*flushAt {
 			c.spare = buf[:0]
 		}
 		if err != nil && c.werr == nil {
