@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/clock"
 )
 
 // TestTLSHTTP2LaneMatchesNetHTTP sends the same HTTP/2 requests to a
@@ -24,18 +23,11 @@ import (
 // body of known and of unknown length, another method, a bad topic, no
 // key, a wrong key and an unknown route.
 func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	start := func(fast bool) *served {
-		return startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-			c.TLS.Mode = config.TLSModeFiles
-			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
-			c.TLS.HSTSMaxAge = 24 * time.Hour
-			c.Server.FastHTTP2 = &fast
-		})
+	fast := func(on bool) func(*config.Config) {
+		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP2 = &on }
 	}
-	lane, std := start(true), start(false)
+	gws, pool := httpsGateways(t, fast(true), fast(false))
+	lane, std := gws[0], gws[1]
 	client := func() *http.Client {
 		return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 			TLSClientConfig:    &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{"h2"}},
@@ -153,16 +145,12 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 // connection (cache hits and misses of several topics) all get their own
 // whole answers from the lane.
 func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-		c.TLS.Mode = config.TLSModeFiles
-		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+	gws, pool := httpsGateways(t, func(c *config.Config) {
 		many, manyInt, manyUnits := 1e9, 1_000_000_000, int64(1e15)
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 	})
+	s := gws[0]
 	c := httpsClient(pool, "tg.test", tls.VersionTLS12, 0)
 	defer c.CloseIdleConnections()
 	topics := []string{"bitcoin", "ethereum", "solana", "dogecoin"}
@@ -201,15 +189,9 @@ func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
 // HTTP/1.1 clients are served (by net/http, after the handshake the lane
 // did) and HTTP/2 clients too, with the same bytes.
 func TestTLSHTTP2LaneWithoutHTTP1Lane(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
 	off, on := false, true
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-		c.TLS.Mode = config.TLSModeFiles
-		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
-		c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &on
-	})
+	gws, pool := httpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &on })
+	s := gws[0]
 	var bodies []string
 	for _, proto := range []string{"http/1.1", "h2"} {
 		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{

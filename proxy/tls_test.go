@@ -119,6 +119,27 @@ func startUpstream(t testing.TB, clk clock.Clock, wrap func(http.Handler) http.H
 	return up, srv
 }
 
+// httpsGateways starts one fake clock, one demo upstream and one
+// self-signed certificate (for tg.test), then, for each mutate, a gateway
+// serving HTTPS with that certificate in front of that upstream (mutate
+// applied after the TLS settings). It returns the gateways, in order, and
+// the pool that trusts the certificate.
+func httpsGateways(t *testing.T, mutates ...func(*config.Config)) ([]*served, *x509.CertPool) {
+	t.Helper()
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	gws := make([]*served, len(mutates))
+	for i, mutate := range mutates {
+		gws[i] = startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+			c.TLS.Mode = config.TLSModeFiles
+			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
+			mutate(c)
+		})
+	}
+	return gws, pool
+}
+
 // selfSigned writes a self-signed ECDSA certificate for tg.test and
 // 127.0.0.1 into dir and returns the file names and a pool trusting it.
 func selfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {

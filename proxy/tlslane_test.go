@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/clock"
 )
 
 // TestTLSHTTP1LaneMatchesNetHTTP sends the same HTTP/1.1-over-TLS requests
@@ -23,18 +22,11 @@ import (
 // HEAD, gzip, a refused key, a body-carrying method the lane hands to
 // net/http mid-connection. Both keep HSTS, and h2 clients still get HTTP/2.
 func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	start := func(fast bool) *served {
-		return startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-			c.TLS.Mode = config.TLSModeFiles
-			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
-			c.TLS.HSTSMaxAge = 24 * time.Hour
-			c.Server.FastHTTP1 = &fast
-		})
+	fast := func(on bool) func(*config.Config) {
+		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP1 = &on }
 	}
-	lane, std := start(true), start(false)
+	gws, pool := httpsGateways(t, fast(true), fast(false))
+	lane, std := gws[0], gws[1]
 
 	type step struct {
 		method, path, key string
@@ -165,15 +157,10 @@ func redactRequestID(b []byte) string {
 // first connection resumes the session on the next, over TLS 1.2 and 1.3,
 // on the lane and with net/http alike.
 func TestTLSSessionResumption(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	for _, fast := range []bool{true, false} {
-		s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-			c.TLS.Mode = config.TLSModeFiles
-			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
-			c.Server.FastHTTP1 = &fast
-		})
+	on, off := true, false
+	gws, pool := httpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1 = &on }, func(c *config.Config) { c.Server.FastHTTP1 = &off })
+	for i, s := range gws {
+		fast := i == 0
 		for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 			for _, proto := range []string{"http/1.1", "h2"} {
 				c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
