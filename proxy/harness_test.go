@@ -1,14 +1,12 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/syncbuf"
 	"trendgate/proxy"
 )
 
@@ -42,27 +41,7 @@ type harness struct {
 	cfg     *config.Config
 	full    string // a full-plan key
 	limited string // a limited-plan key
-	logs    *syncBuffer
-}
-
-// syncBuffer collects log output from concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Sync() error { return nil }
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs    *syncbuf.Buffer
 }
 
 func newKey(t testing.TB) string {
@@ -128,9 +107,9 @@ func serveHarness(t *testing.T, clk *clock.Fake, up *demo.Server, upSrv *httptes
 // buildGateway is proxy.New on cfg and clk with a debug-level JSON logger
 // writing to the returned buffer. Every test harness builds its gateways
 // here.
-func buildGateway(t testing.TB, clk clock.Clock, cfg *config.Config) (*proxy.Gateway, *syncBuffer) {
+func buildGateway(t testing.TB, clk clock.Clock, cfg *config.Config) (*proxy.Gateway, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zapcore.DebugLevel)
 	gw, err := proxy.New(cfg, proxy.Options{Clock: clk, Logger: zap.New(core)})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"trendgate/internal/redistest"
 	"trendgate/proxy"
 
+	"trendgate/internal/syncbuf"
 	"trendgate/internal/testcert"
 )
 
@@ -39,7 +40,7 @@ type served struct {
 	public string // host:port of the public listener
 	plain  string // host:port of the plain-HTTP listener ("" with TLS off)
 	admin  string // base URL of the admin listener
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan error
 	err    error // Serve's result, set by stop
@@ -382,7 +383,7 @@ func startPebble(t *testing.T) *pebble {
 	if err := os.WriteFile(confFile, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd := exec.Command(bin, "-config", confFile)
 	cmd.Env = append(os.Environ(), "PEBBLE_VA_ALWAYS_VALID=1", "PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0")
 	cmd.Stdout, cmd.Stderr = logs, logs

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"trendgate/auth"
 	"trendgate/demo"
 	"trendgate/internal/h2test"
+	"trendgate/internal/syncbuf"
 	"trendgate/internal/testcert"
 )
 
@@ -35,25 +34,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// lockedBuffer collects a child's output, written from exec's copying
-// goroutine and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // drainConfig is the served configuration: HTTPS on public with short
@@ -191,7 +171,7 @@ func TestServeDrainsHTTP2Abuse(t *testing.T) {
 				if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 					t.Fatal(err)
 				}
-				logs := &lockedBuffer{}
+				logs := &syncbuf.Buffer{}
 				cmd := exec.Command(os.Args[0], "serve", "-config", cfgFile, "-watch", "0")
 				cmd.Env = append(os.Environ(), childEnv+"=1")
 				cmd.Stdout, cmd.Stderr = logs, logs

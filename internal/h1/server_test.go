@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"trendgate/internal/h1"
+	"trendgate/internal/syncbuf"
 )
 
 // guard bounds every wait on the server; reaching it is a failure, never
@@ -34,7 +35,7 @@ type laneServer struct {
 	// handedOff counts the connections Fallback was given: its ConnState
 	// sees StateNew only for those.
 	handedOff atomic.Int32
-	logs      lockedBuffer // Fallback.ErrorLog, which the lane logs to as well
+	logs      syncbuf.Buffer // Fallback.ErrorLog, which the lane logs to as well
 }
 
 // startLane serves h on the lane until the test ends; tune, if not nil,
@@ -453,24 +454,6 @@ func decodeEcho(t *testing.T, body string) echoed {
 		t.Fatalf("echo body %q: %v", body, err)
 	}
 	return e
-}
-
-// lockedBuffer is a log sink the server writes while the test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex // guards buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestHandlerPanic: a panicking handler costs its connection, not the
