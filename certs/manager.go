@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/config"
@@ -36,9 +37,15 @@ const certRedisTimeout = 2 * time.Second
 // tls.Config and, in ACME mode, certmagic's manager. A nil *Manager means
 // TLS is off; its methods are then no-ops that report ready.
 type Manager struct {
-	config *tls.Config
-	acme   *acmeManager // nil in files mode
-	files  *filePair    // nil in ACME mode
+	config  *tls.Config
+	acme    *acmeManager          // nil in files mode
+	files   *filePair             // nil in ACME mode
+	tickets *sharedTickets        // cluster mode: session ticket keys from Redis; nil otherwise
+	rdb     redis.UniversalClient // cluster mode: for tickets and ACME storage; nil otherwise
+
+	mu      sync.Mutex         // guards stop
+	stop    context.CancelFunc // ends the ticket refresher Start began; nil before
+	stopped chan struct{}      // closed when that refresher returned
 }
 
 // DefaultCheckInterval is Options.CheckInterval's default.
@@ -68,7 +75,7 @@ type acmeManager struct {
 	cache   *certmagic.Cache
 	issuer  *certmagic.ACMEIssuer
 	domains []string
-	closers []func() error // storage resources (the Redis client), closed by stop
+	closers []func() error // storage resources, closed by stop (the Manager closes the Redis client)
 	metrics *Metrics       // obtain and renewal outcomes; nil records nothing
 
 	mu      sync.Mutex         // guards cancel and onCache
@@ -77,7 +84,8 @@ type acmeManager struct {
 }
 
 // New builds the certificates of cfg.TLS. It returns nil, nil when TLS is
-// off. In files mode the pair must load now (a missing, mismatched or
+// off. In cluster mode the instances share session ticket keys through
+// Redis (see sharedTickets), loaded by Start. In files mode the pair must load now (a missing, mismatched or
 // expired pair is an error) and is then served through GetCertificate, so
 // a changed pair replaces it for new connections (see Options and Reload).
 // In ACME mode nothing is requested until Start. A nil clk is the real
@@ -89,9 +97,37 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	if log == nil {
 		log = zap.NewNop()
 	}
-	switch cfg.TLS.Mode {
-	case "", config.TLSModeOff:
+	if cfg.TLS.Mode == "" || cfg.TLS.Mode == config.TLSModeOff {
 		return nil, nil
+	}
+	var rdb redis.UniversalClient
+	if cfg.ClusterMode() {
+		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
+		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, 0, redisconn.Tuning{Timeout: timeout})
+		if err != nil {
+			return nil, fmt.Errorf("certs: redis.url: %w", err)
+		}
+		rdb = client
+	}
+	m, err := newManager(cfg, clk, log, opts, rdb)
+	if err != nil {
+		if rdb != nil {
+			_ = rdb.Close()
+		}
+		return nil, err
+	}
+	m.config.Time = clk.Now // crypto/tls's ticket key rotation and ticket ages follow the clock
+	if rdb != nil {
+		m.rdb = rdb
+		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), m.config)
+	}
+	return m, nil
+}
+
+// newManager builds the tls.Config and the certificates of cfg.TLS.Mode;
+// rdb is the cluster's Redis (nil outside cluster mode).
+func newManager(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options, rdb redis.UniversalClient) (*Manager, error) {
+	switch cfg.TLS.Mode {
 	case config.TLSModeFiles:
 		interval := opts.CheckInterval
 		if interval == 0 {
@@ -105,7 +141,7 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 		tc.GetCertificate = fp.getCertificate
 		return &Manager{config: tc, files: fp}, nil
 	case config.TLSModeACME:
-		am, err := newACME(cfg, clk, log, opts.Metrics)
+		am, err := newACME(cfg, clk, log, opts.Metrics, rdb)
 		if err != nil {
 			return nil, err
 		}
@@ -129,11 +165,11 @@ func baseTLSConfig() *tls.Config {
 }
 
 // newACME builds the certmagic configuration: an ACME issuer for
-// tls.acme.directory_url, storage on Redis in cluster mode (so instances
-// share certificates and coordinate issuance) or on disk, and no on-demand
-// issuance: only tls.acme.domains are ever requested. Every domain starts
-// as not failing in metrics.
-func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metrics) (*acmeManager, error) {
+// tls.acme.directory_url, storage on Redis rdb in cluster mode (so
+// instances share certificates and coordinate issuance) or, with a nil
+// rdb, on disk, and no on-demand issuance: only tls.acme.domains are ever
+// requested. Every domain starts as not failing in metrics.
+func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metrics, rdb redis.UniversalClient) (*acmeManager, error) {
 	a := cfg.TLS.ACME
 	if len(a.Domains) == 0 {
 		return nil, errors.New("certs: tls.acme.domains is empty")
@@ -159,18 +195,12 @@ func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metr
 	}
 
 	var storage certmagic.Storage
-	if cfg.ClusterMode() {
-		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
-		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, 0, redisconn.Tuning{Timeout: timeout})
+	if rdb != nil {
+		st, err := NewRedisStorage(rdb, RedisStorageOptions{Prefix: StoragePrefix(cfg.Redis.Prefix, cfg.Redis.Cluster()), Clock: clk})
 		if err != nil {
-			return nil, fmt.Errorf("certs: redis.url: %w", err)
-		}
-		st, err := NewRedisStorage(client, RedisStorageOptions{Prefix: StoragePrefix(cfg.Redis.Prefix, cfg.Redis.Cluster()), Clock: clk})
-		if err != nil {
-			_ = client.Close()
 			return nil, err
 		}
-		m.closers = append(m.closers, st.Close, client.Close)
+		m.closers = append(m.closers, st.Close)
 		storage = st
 	} else {
 		storage = &certmagic.FileStorage{Path: a.Storage}
@@ -292,9 +322,28 @@ func (m *Manager) ChallengeHandler(next http.Handler) http.Handler {
 
 // Start begins managing the ACME domains in the background, calling
 // onCached each time a certificate is cached (loaded, obtained or renewed);
-// see acmeManager.start. In files mode it does nothing.
+// see acmeManager.start. In cluster mode it loads the shared session ticket
+// keys (a failure is logged: crypto/tls's own keys serve until a later
+// attempt succeeds) and keeps them current until Close.
 func (m *Manager) Start(ctx context.Context, onCached func()) error {
-	if m == nil || m.acme == nil {
+	if m == nil {
+		return nil
+	}
+	if m.tickets != nil {
+		rctx, cancel := context.WithTimeout(ctx, certRedisTimeout)
+		_ = m.tickets.refresh(rctx) // logged by refresh
+		cancel()
+		tctx, stop := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		m.mu.Lock()
+		m.stop, m.stopped = stop, stopped
+		m.mu.Unlock()
+		go func() {
+			defer close(stopped)
+			m.tickets.run(tctx)
+		}()
+	}
+	if m.acme == nil {
 		return nil
 	}
 	m.acme.onCached(onCached)
@@ -322,10 +371,25 @@ func (m *Manager) Ready() (bool, string) {
 	return m.acme.ready()
 }
 
-// Close stops certificate management and closes the storage.
+// Close stops certificate management and the ticket key refresher, and
+// closes the storage and the Redis client.
 func (m *Manager) Close() error {
-	if m == nil || m.acme == nil {
+	if m == nil {
 		return nil
 	}
-	return m.acme.stop()
+	m.mu.Lock()
+	stop, stopped := m.stop, m.stopped
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-stopped
+	}
+	var errs []error
+	if m.acme != nil {
+		errs = append(errs, m.acme.stop())
+	}
+	if m.rdb != nil {
+		errs = append(errs, m.rdb.Close())
+	}
+	return errors.Join(errs...)
 }

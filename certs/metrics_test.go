@@ -96,7 +96,7 @@ func TestMetricsFollowCertmagicEvents(t *testing.T) {
 	cfg.TLS.ACME.Domains = []string{domain}
 	cfg.TLS.ACME.Storage = t.TempDir()
 	reg := prometheus.NewRegistry()
-	am, err := newACME(cfg, clock.NewFake(time.Now()), zap.NewNop(), NewMetrics(reg))
+	am, err := newACME(cfg, clock.NewFake(time.Now()), zap.NewNop(), NewMetrics(reg), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
