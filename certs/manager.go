@@ -85,7 +85,9 @@ type acmeManager struct {
 
 // New builds the certificates of cfg.TLS. It returns nil, nil when TLS is
 // off. In cluster mode the instances share session ticket keys through
-// Redis (see sharedTickets), loaded by Start. In files mode the pair must load now (a missing, mismatched or
+// Redis (see sharedTickets): New loads them, waiting up to 2 s for Redis
+// (on a failure crypto/tls's own keys serve until a later load succeeds),
+// and Start keeps them current. In files mode the pair must load now (a missing, mismatched or
 // expired pair is an error) and is then served through GetCertificate, so
 // a changed pair replaces it for new connections (see Options and Reload).
 // In ACME mode nothing is requested until Start. A nil clk is the real
@@ -120,6 +122,11 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	if rdb != nil {
 		m.rdb = rdb
 		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), m.config)
+		// Before the listener serves, so that its first tickets already
+		// resume on the other instances.
+		ctx, cancel := context.WithTimeout(context.Background(), certRedisTimeout)
+		_ = m.tickets.refresh(ctx) // a failure is logged; Start's refresher tries again
+		cancel()
 	}
 	return m, nil
 }
@@ -322,17 +329,13 @@ func (m *Manager) ChallengeHandler(next http.Handler) http.Handler {
 
 // Start begins managing the ACME domains in the background, calling
 // onCached each time a certificate is cached (loaded, obtained or renewed);
-// see acmeManager.start. In cluster mode it loads the shared session ticket
-// keys (a failure is logged: crypto/tls's own keys serve until a later
-// attempt succeeds) and keeps them current until Close.
+// see acmeManager.start. In cluster mode it keeps the shared session
+// ticket keys current until Close.
 func (m *Manager) Start(ctx context.Context, onCached func()) error {
 	if m == nil {
 		return nil
 	}
 	if m.tickets != nil {
-		rctx, cancel := context.WithTimeout(ctx, certRedisTimeout)
-		_ = m.tickets.refresh(rctx) // logged by refresh
-		cancel()
 		tctx, stop := context.WithCancel(ctx)
 		stopped := make(chan struct{})
 		m.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/internal/redistest"
 )
 
 // TestTLSHTTP1LaneMatchesNetHTTP sends the same HTTP/1.1-over-TLS requests
@@ -181,6 +182,43 @@ func TestTLSSessionResumption(t *testing.T) {
 				if resumed[0] || !resumed[1] {
 					t.Errorf("lane %v, TLS %x, %s: resumed %v; want a full handshake, then a resumed one", fast, v, proto, resumed)
 				}
+			}
+		}
+	}
+}
+
+// TestTLSSessionResumptionAcrossInstances: two gateways in cluster mode
+// share their session ticket keys through Redis, so a client that did its
+// full handshake with one resumes on the other, as it would behind one
+// address: over HTTP/1.1 and HTTP/2, TLS 1.2 and 1.3.
+func TestTLSSessionResumptionAcrossInstances(t *testing.T) {
+	_, prefix := testRedis(t)
+	cluster := func(c *config.Config) {
+		c.Redis.URL, c.Redis.Prefix = "redis://"+redistest.Addr+"/0", prefix
+	}
+	gws, pool := httpsGateways(t, cluster, cluster)
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		for _, proto := range []string{"http/1.1", "h2"} {
+			c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "tg.test", MinVersion: v, MaxVersion: v,
+					NextProtos: []string{proto}, ClientSessionCache: tls.NewLRUClientSessionCache(4)},
+				ForceAttemptHTTP2: proto == "h2",
+				DisableKeepAlives: true, // every request a new connection
+			}}
+			var resumed []bool
+			for _, s := range gws {
+				resp, _, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("TLS %x, %s: status %d", v, proto, resp.StatusCode)
+				}
+				resumed = append(resumed, resp.TLS.DidResume)
+			}
+			c.CloseIdleConnections()
+			if resumed[0] || !resumed[1] {
+				t.Errorf("TLS %x, %s: resumed %v; want a full handshake with the first instance, then the second resuming its ticket", v, proto, resumed)
 			}
 		}
 	}
