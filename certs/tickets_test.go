@@ -197,6 +197,23 @@ func TestTicketKeysSharedThroughRedis(t *testing.T) {
 	}
 }
 
+// TestTicketKeysSharedThroughRedisCluster: the same sharing on a Redis
+// Cluster, where every day's key must sit in one slot for the one MGET.
+func TestTicketKeysSharedThroughRedisCluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	certFile, keyFile, pool := ticketPair(t)
+	clk := clock.NewFake(filesNow)
+	a := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop())
+	b := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop())
+	addrA, addrB := tlsServer(t, a), tlsServer(t, b)
+	for _, v := range tlsVersions {
+		cache := tls.NewLRUClientSessionCache(8)
+		if got := []bool{resumes(t, addrA, v, pool, cache), resumes(t, addrB, v, pool, cache)}; !slices.Equal(got, []bool{false, true}) {
+			t.Errorf("TLS %x: A then B resumed %v; want a full handshake on A, then B resuming A's ticket", v, got)
+		}
+	}
+}
+
 // TestTicketKeysWithoutRedis: when Redis cannot be reached, Start logs it
 // once and the instance serves with crypto/tls's own keys: handshakes
 // work and its own tickets resume.
