@@ -66,8 +66,8 @@ func newSharedTickets(rdb redis.UniversalClient, prefix string, clk clock.Clock,
 	return &sharedTickets{rdb: rdb, prefix: ticketPrefix(prefix), clk: clk, log: log, tc: tc, loaded: math.MinInt64}
 }
 
-// dayOf numbers the UTC day of t.
-func dayOf(t time.Time) int64 { return int64(math.Floor(float64(t.Unix()) / ticketPeriod.Seconds())) }
+// dayOf numbers the UTC day of t (days since 1970-01-01).
+func dayOf(t time.Time) int64 { return t.Unix() / int64(ticketPeriod/time.Second) }
 
 // refresh loads the keys of the current day into tc unless they are loaded
 // already. The first key, today's, encrypts new tickets; the others only
