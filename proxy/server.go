@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -156,7 +157,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	errc := make(chan error, 3)
 	go func() {
 		if sec != nil && front == server(public) {
-			errc <- serveErr(public.ServeTLS(ls.Public, "", ""))
+			// Not ServeTLS: it would serve a clone of the tls.Config, and
+			// the certificate manager keeps rotating the session ticket
+			// keys of this one.
+			errc <- serveErr(public.Serve(tls.NewListener(ls.Public, public.TLSConfig)))
 			return
 		}
 		errc <- serveErr(front.Serve(ls.Public))

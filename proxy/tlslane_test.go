@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -190,13 +191,30 @@ func TestTLSSessionResumption(t *testing.T) {
 // TestTLSSessionResumptionAcrossInstances: two gateways in cluster mode
 // share their session ticket keys through Redis, so a client that did its
 // full handshake with one resumes on the other, as it would behind one
-// address: over HTTP/1.1 and HTTP/2, TLS 1.2 and 1.3.
+// address: over HTTP/1.1 and HTTP/2, TLS 1.2 and 1.3, on the lanes and on
+// net/http alone (server.fast_http1 and fast_http2 off).
 func TestTLSSessionResumptionAcrossInstances(t *testing.T) {
 	_, prefix := testRedis(t)
-	cluster := func(c *config.Config) {
-		c.Redis.URL, c.Redis.Prefix = "redis://"+redistest.Addr+"/0", prefix
+	off := false
+	for name, lanes := range map[string]func(*config.Config){
+		"lanes":    func(*config.Config) {},
+		"net/http": func(c *config.Config) { c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &off },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cluster := func(c *config.Config) {
+				c.Redis.URL, c.Redis.Prefix = "redis://"+redistest.Addr+"/0", prefix
+				lanes(c)
+			}
+			gws, pool := httpsGateways(t, cluster, cluster)
+			resumesAcross(t, gws, pool)
+		})
 	}
-	gws, pool := httpsGateways(t, cluster, cluster)
+}
+
+// resumesAcross requires a client's first handshake, with gws[0], to be a
+// full one and its second, with gws[1], to resume the first's session.
+func resumesAcross(t *testing.T, gws []*served, pool *x509.CertPool) {
+	t.Helper()
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		for _, proto := range []string{"http/1.1", "h2"} {
 			c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
@@ -211,8 +229,8 @@ func TestTLSSessionResumptionAcrossInstances(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("TLS %x, %s: status %d", v, proto, resp.StatusCode)
+				if resp.StatusCode != http.StatusOK || (proto == "h2") != (resp.ProtoMajor == 2) {
+					t.Fatalf("TLS %x, %s: status %d over %s", v, proto, resp.StatusCode, resp.Proto)
 				}
 				resumed = append(resumed, resp.TLS.DidResume)
 			}
