@@ -121,7 +121,7 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	m.config.Time = clk.Now // crypto/tls's ticket key rotation and ticket ages follow the clock
 	if rdb != nil {
 		m.rdb = rdb
-		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), m.config)
+		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), opts.Metrics, m.config)
 		// Before the listener serves, so that its first tickets already
 		// resume on the other instances.
 		ctx, cancel := context.WithTimeout(context.Background(), certRedisTimeout)

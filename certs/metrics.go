@@ -25,11 +25,15 @@ const (
 //   - trendgate_certs_failing{domain}: 1 while the latest obtain or renew
 //     attempt for a configured domain failed, 0 once one succeeded. Domains
 //     come from tls.acme.domains only (on-demand issuance is off), so the
-//     label is bounded.
+//     label is bounded;
+//   - trendgate_certs_ticket_keys_failing: 1 while the latest load of the
+//     cluster's shared session ticket keys from Redis failed, 0 once one
+//     succeeded (always 0 outside cluster mode).
 type Metrics struct {
-	obtained *prometheus.CounterVec
-	failures *prometheus.CounterVec
-	failing  *prometheus.GaugeVec
+	obtained       *prometheus.CounterVec
+	failures       *prometheus.CounterVec
+	failing        *prometheus.GaugeVec
+	ticketsFailing prometheus.Gauge
 }
 
 // NewMetrics builds the collectors and registers them with reg, or returns
@@ -51,11 +55,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "trendgate", Subsystem: "certs", Name: "failing",
 			Help: "1 while the latest attempt to obtain or renew the certificate of a configured domain failed, 0 once one succeeded.",
 		}, []string{"domain"}),
+		ticketsFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "trendgate", Subsystem: "certs", Name: "ticket_keys_failing",
+			Help: "1 while the latest load of the cluster's shared TLS session ticket keys from Redis failed, 0 once one succeeded.",
+		}),
 	}
 	if reg != nil {
 		m.obtained = register(reg, m.obtained)
 		m.failures = register(reg, m.failures)
 		m.failing = register(reg, m.failing)
+		m.ticketsFailing = register(reg, m.ticketsFailing)
 	}
 	for _, op := range []string{opObtain, opRenew} {
 		m.obtained.WithLabelValues(op)
@@ -98,4 +107,17 @@ func (m *Metrics) event(_ context.Context, name string, data map[string]any) {
 	if domain != "" {
 		m.failing.WithLabelValues(domain).Set(0)
 	}
+}
+
+// ticketKeys records whether the latest load of the shared session ticket
+// keys failed.
+func (m *Metrics) ticketKeys(failing bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if failing {
+		v = 1
+	}
+	m.ticketsFailing.Set(v)
 }

@@ -46,11 +46,12 @@ const ticketKeyLen = 32
 // sharedTickets keeps a tls.Config's session ticket keys those of the
 // cluster's current day, read from Redis.
 type sharedTickets struct {
-	rdb    redis.UniversalClient
-	prefix string // a day's key is prefix + its day number
-	clk    clock.Clock
-	log    *zap.Logger
-	tc     *tls.Config
+	rdb     redis.UniversalClient
+	prefix  string // a day's key is prefix + its day number
+	clk     clock.Clock
+	log     *zap.Logger
+	metrics *Metrics // nil records nothing
+	tc      *tls.Config
 
 	mu      sync.Mutex // guards the fields below; held for one whole refresh
 	loaded  int64      // the day whose keys tc has; math.MinInt64 before the first load
@@ -62,8 +63,8 @@ type sharedTickets struct {
 // Cluster slot, so one MGET reads them all.
 func ticketPrefix(prefix string) string { return prefix + "{tls-tickets}:" }
 
-func newSharedTickets(rdb redis.UniversalClient, prefix string, clk clock.Clock, log *zap.Logger, tc *tls.Config) *sharedTickets {
-	return &sharedTickets{rdb: rdb, prefix: ticketPrefix(prefix), clk: clk, log: log, tc: tc, loaded: math.MinInt64}
+func newSharedTickets(rdb redis.UniversalClient, prefix string, clk clock.Clock, log *zap.Logger, metrics *Metrics, tc *tls.Config) *sharedTickets {
+	return &sharedTickets{rdb: rdb, prefix: ticketPrefix(prefix), clk: clk, log: log, metrics: metrics, tc: tc, loaded: math.MinInt64}
 }
 
 // dayOf numbers the UTC day of t (days since 1970-01-01).
@@ -91,6 +92,7 @@ func (s *sharedTickets) refresh(ctx context.Context) error {
 		s.log.Info("session ticket keys loaded from redis again")
 	}
 	s.failing = err != nil
+	s.metrics.ticketKeys(s.failing)
 	if err == nil {
 		s.loaded = day
 	}

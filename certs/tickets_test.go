@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/promtest"
 	"trendgate/internal/redistest"
 	"trendgate/internal/testcert"
 )
@@ -33,13 +35,13 @@ func ticketPair(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // ticketManager builds and starts a files-mode Manager on clk; redisURL
 // and prefix, when set, put it in cluster mode. It is closed when the
 // test ends.
-func ticketManager(t *testing.T, certFile, keyFile string, clk clock.Clock, redisURL, prefix string, log *zap.Logger) *Manager {
+func ticketManager(t *testing.T, certFile, keyFile string, clk clock.Clock, redisURL, prefix string, log *zap.Logger, metrics *Metrics) *Manager {
 	t.Helper()
 	cfg := config.Default()
 	cfg.TLS.Mode = config.TLSModeFiles
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = certFile, keyFile
 	cfg.Redis.URL, cfg.Redis.Prefix = redisURL, prefix
-	m, err := New(cfg, clk, log, Options{CheckInterval: -1})
+	m, err := New(cfg, clk, log, Options{CheckInterval: -1, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestTicketKeysRotateWithTheClock(t *testing.T) {
 	certFile, keyFile, pool := ticketPair(t)
 	for _, v := range tlsVersions {
 		clk := clock.NewFake(filesNow)
-		addr := tlsServer(t, ticketManager(t, certFile, keyFile, clk, "", "", zap.NewNop()))
+		addr := tlsServer(t, ticketManager(t, certFile, keyFile, clk, "", "", zap.NewNop(), nil))
 		cache := tls.NewLRUClientSessionCache(8)
 		var got []bool
 		got = append(got, resumes(t, addr, v, pool, cache), resumes(t, addr, v, pool, cache))
@@ -147,10 +149,14 @@ func TestTicketKeysSharedThroughRedis(t *testing.T) {
 	certFile, keyFile, pool := ticketPair(t)
 	clk := clock.NewFake(filesNow)
 	url := "redis://" + redistest.Addr + "/0"
-	a := ticketManager(t, certFile, keyFile, clk, url, prefix, zap.NewNop())
-	b := ticketManager(t, certFile, keyFile, clk, url, prefix, zap.NewNop())
+	reg := prometheus.NewRegistry()
+	a := ticketManager(t, certFile, keyFile, clk, url, prefix, zap.NewNop(), NewMetrics(reg))
+	b := ticketManager(t, certFile, keyFile, clk, url, prefix, zap.NewNop(), nil)
 	addrA, addrB := tlsServer(t, a), tlsServer(t, b)
 	ctx := context.Background()
+	if v, found := promtest.Sum(t, reg, "trendgate_certs_ticket_keys_failing"); !found || v != 0 {
+		t.Errorf("trendgate_certs_ticket_keys_failing = %v (found %v); want 0", v, found)
+	}
 
 	for _, v := range tlsVersions {
 		cache := tls.NewLRUClientSessionCache(8)
@@ -203,8 +209,8 @@ func TestTicketKeysSharedThroughRedisCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	certFile, keyFile, pool := ticketPair(t)
 	clk := clock.NewFake(filesNow)
-	a := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop())
-	b := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop())
+	a := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop(), nil)
+	b := ticketManager(t, certFile, keyFile, clk, cl.URL(), "tg:", zap.NewNop(), nil)
 	addrA, addrB := tlsServer(t, a), tlsServer(t, b)
 	for _, v := range tlsVersions {
 		cache := tls.NewLRUClientSessionCache(8)
@@ -227,7 +233,8 @@ func TestTicketKeysWithoutRedis(t *testing.T) {
 	certFile, keyFile, pool := ticketPair(t)
 	core, logs := observer.New(zap.InfoLevel)
 	clk := clock.NewFake(filesNow)
-	m := ticketManager(t, certFile, keyFile, clk, "redis://"+dead+"/0", "tg:test:", zap.New(core))
+	reg := prometheus.NewRegistry()
+	m := ticketManager(t, certFile, keyFile, clk, "redis://"+dead+"/0", "tg:test:", zap.New(core), NewMetrics(reg))
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	if err := m.tickets.refresh(ctx); err == nil {
@@ -235,6 +242,9 @@ func TestTicketKeysWithoutRedis(t *testing.T) {
 	}
 	if n := logs.FilterMessage("session ticket keys not loaded from redis; keeping the current ones").Len(); n != 1 {
 		t.Errorf("%d warnings after two failed loads; want 1", n)
+	}
+	if v, _ := promtest.Sum(t, reg, "trendgate_certs_ticket_keys_failing"); v != 1 {
+		t.Errorf("trendgate_certs_ticket_keys_failing = %v; want 1", v)
 	}
 	addr := tlsServer(t, m)
 	cache := tls.NewLRUClientSessionCache(8)
