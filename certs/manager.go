@@ -3,8 +3,9 @@
 // or, in cluster mode, on Redis (RedisStorage) so instances share
 // certificates and take turns issuing them.
 //
-// It owns the tls.Config (TLS 1.2 or later, ALPN h2 and http/1.1) and the
-// ACME HTTP-01 challenge responder; it never sees an API request, a key or a
+// It owns the tls.Config (TLS 1.2 or later, ALPN h2 and http/1.1), its
+// session ticket keys (shared through Redis in cluster mode) and the ACME
+// HTTP-01 challenge responder; it never sees an API request, a key or a
 // cache entry, and it does not serve HTTP itself.
 package certs
 
@@ -87,11 +88,11 @@ type acmeManager struct {
 // off. In cluster mode the instances share session ticket keys through
 // Redis (see sharedTickets): New loads them, waiting up to 2 s for Redis
 // (on a failure crypto/tls's own keys serve until a later load succeeds),
-// and Start keeps them current. In files mode the pair must load now (a missing, mismatched or
-// expired pair is an error) and is then served through GetCertificate, so
-// a changed pair replaces it for new connections (see Options and Reload).
-// In ACME mode nothing is requested until Start. A nil clk is the real
-// clock and a nil log discards.
+// and Start keeps them current. In files mode the pair must load now (a
+// missing, mismatched or expired pair is an error) and is then served
+// through GetCertificate, so a changed pair replaces it for new connections
+// (see Options and Reload). In ACME mode nothing is requested until Start.
+// A nil clk is the real clock and a nil log discards.
 func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*Manager, error) {
 	if clk == nil {
 		clk = clock.Real{}
