@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +106,7 @@ type conn struct {
 	resetAt     time.Time
 	closedIDs   [32]uint32 // recently closed stream ids, a ring
 	closedNext  int
-	canon       map[string]string // lower-case field name -> canonical key
+	canon       nameMemo // lower-case field name -> canonical key
 	maxHdrList  uint32
 
 	mu                sync.Mutex // guards the fields below
@@ -115,10 +116,10 @@ type conn struct {
 	wfr               *http2.Framer // writes frames into out
 	henc              *hpack.Encoder
 	hbuf              bytes.Buffer // hpack output for one header block
-	lower             map[string]string
-	writing           bool  // a goroutine is writing out to the connection
-	werr              error // the first write error; the connection is over
-	writeFailed       bool  // werr came from a write to the connection
+	lower             nameMemo     // header key -> lower-case field name
+	writing           bool         // a goroutine is writing out to the connection
+	werr              error        // the first write error; the connection is over
+	writeFailed       bool         // werr came from a write to the connection
 	closed            bool
 	streams           map[uint32]*stream
 	blocked           []*stream // streams with data waiting for credit, by stallSince (oldest first)
@@ -148,6 +149,33 @@ func (w outWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// maxMemoNames bounds a nameMemo: a peer sending ever new field names
+// gets them transformed each time, not remembered.
+const maxMemoNames = 256
+
+// nameMemo remembers the result of one transformation of header field
+// names (lower-casing, canonicalizing) for up to maxMemoNames names, so a
+// connection's repeated names cost a map lookup. Its owner guards it.
+type nameMemo struct {
+	m  map[string]string
+	of func(string) string
+}
+
+func newNameMemo(of func(string) string) nameMemo {
+	return nameMemo{m: make(map[string]string), of: of}
+}
+
+func (n nameMemo) get(name string) string {
+	if v, ok := n.m[name]; ok {
+		return v
+	}
+	v := n.of(name)
+	if len(n.m) < maxMemoNames {
+		n.m[name] = v
+	}
+	return v
+}
+
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String(), done: make(chan struct{})}
 	if tc, ok := nc.(*tls.Conn); ok {
@@ -167,12 +195,12 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.hdec.SetMaxStringLength(int(c.maxHdrList))
 	c.recvWindow = connRecvWindow
 	c.resetTokens = resetBurst
-	c.canon = make(map[string]string)
+	c.canon = newNameMemo(http.CanonicalHeaderKey)
 
 	c.outw = outWriter{c}
 	c.wfr = http2.NewFramer(c.outw, nil)
 	c.henc = hpack.NewEncoder(&c.hbuf)
-	c.lower = make(map[string]string)
+	c.lower = newNameMemo(strings.ToLower)
 	c.streams = make(map[uint32]*stream)
 	c.sendWindow = defaultWindow
 	c.peerInitialWindow = defaultWindow

@@ -3,7 +3,6 @@ package h2
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -238,7 +237,7 @@ func (c *conn) writeHeadersLocked(w *response, a, b []byte, endStream bool) {
 		if !httpguts.ValidHeaderFieldName(k) {
 			continue
 		}
-		lk := c.lowerKey(k)
+		lk := c.lower.get(k)
 		switch lk {
 		case "connection", "proxy-connection", "transfer-encoding", "upgrade", "keep-alive":
 			continue // connection-specific: not in HTTP/2
@@ -400,19 +399,6 @@ func (c *conn) unblockLocked(st *stream) {
 			break
 		}
 	}
-}
-
-// lowerKey returns the lower-case field name of a header key,
-// remembering up to 256 of them per connection.
-func (c *conn) lowerKey(k string) string {
-	if v, ok := c.lower[k]; ok {
-		return v
-	}
-	v := strings.ToLower(k)
-	if len(c.lower) < 256 {
-		c.lower[k] = v
-	}
-	return v
 }
 
 // statusValues holds the :status values 100..999.

@@ -593,14 +593,7 @@ func TestShutdown(t *testing.T) {
 	if !c.closed() {
 		t.Error("the connection stayed open")
 	}
-	select {
-	case err := <-shut:
-		if err != nil {
-			t.Error(err)
-		}
-	case <-time.After(guard):
-		t.Fatal("Shutdown did not return")
-	}
+	awaitShutdown(t, shut)
 }
 
 // TestShutdownIdle: an idle connection gets GOAWAY and is closed at
@@ -620,14 +613,7 @@ func TestShutdownIdle(t *testing.T) {
 	if !c.closed() {
 		t.Error("the connection stayed open")
 	}
-	select {
-	case err := <-shut:
-		if err != nil {
-			t.Error(err)
-		}
-	case <-time.After(guard):
-		t.Fatal("Shutdown did not return")
-	}
+	awaitShutdown(t, shut)
 }
 
 // TestConnectionLossCancelsContext: when the client goes away, the
@@ -651,5 +637,19 @@ func TestConnectionLossCancelsContext(t *testing.T) {
 		}
 	case <-time.After(guard):
 		t.Fatal("the handler's context was not canceled")
+	}
+}
+
+// awaitShutdown waits up to guard for the result of a Shutdown call on
+// shut and fails the test on an error or when none comes.
+func awaitShutdown(t *testing.T, shut <-chan error) {
+	t.Helper()
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Error(err)
+		}
+	case <-time.After(guard):
+		t.Fatal("Shutdown did not return")
 	}
 }

@@ -376,7 +376,7 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 			cookies = append(cookies, f.Value)
 			continue
 		}
-		k := c.canonicalKey(f.Name)
+		k := c.canon.get(f.Name)
 		hdr[k] = append(hdr[k], f.Value)
 	}
 	if len(cookies) > 0 {
@@ -427,19 +427,6 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 	}
 	st.ctx = &streamCtx{Context: c.base, c: c}
 	return t.WithContext(st.ctx), nil
-}
-
-// canonicalKey returns the canonical header key of a lower-case field
-// name, remembering up to 256 of them per connection.
-func (c *conn) canonicalKey(name string) string {
-	if k, ok := c.canon[name]; ok {
-		return k
-	}
-	k := http.CanonicalHeaderKey(name)
-	if len(c.canon) < 256 {
-		c.canon[name] = k
-	}
-	return k
 }
 
 // unreadBody is the Body of a request whose body the lane does not read.
