@@ -18,8 +18,8 @@ import (
 // TestTicketKeysRefreshOnItsTicker: a running refresher loads the new
 // day's keys within ticketRefreshEvery of the day turning, and not
 // before. The refresher's ticker and clock.Real both run on the bubble's
-// fake time (testing/synctest), which starts at a UTC midnight; Redis runs
-// on real time.
+// fake time (testing/synctest), which starts at a UTC midnight, so the
+// sleeps below take no wall time; Redis runs on real time.
 func TestTicketKeysRefreshOnItsTicker(t *testing.T) {
 	rdb := redistest.Client(t, redistest.Addr)
 	prefix := redistest.Prefix(t, rdb)
