@@ -13,6 +13,7 @@ import (
 
 	"trendgate/certs"
 	"trendgate/config"
+	"trendgate/internal/batchconn"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/h1"
 	"trendgate/internal/h2"
@@ -159,8 +160,10 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		if sec != nil && front == server(public) {
 			// Not ServeTLS: it would serve a clone of the tls.Config, and
 			// the certificate manager keeps rotating the session ticket
-			// keys of this one.
-			errc <- serveErr(public.Serve(tls.NewListener(ls.Public, public.TLSConfig)))
+			// keys of this one. Under each tls.Conn, a batchconn.Conn: a
+			// connection whose write failed closes at once, as in the
+			// lanes, without a close_notify that could hold the drain.
+			errc <- serveErr(public.Serve(tls.NewListener(batchconn.Listener{Listener: ls.Public}, public.TLSConfig)))
 			return
 		}
 		errc <- serveErr(front.Serve(ls.Public))

@@ -46,6 +46,7 @@ const drainConfig = `server:
   write_timeout: 1s
   idle_timeout: 1s
   shutdown_timeout: %[2]s
+  fast_http1: %[8]t
   fast_http2: %[7]t
 tls:
   mode: files
@@ -73,8 +74,9 @@ keys:
 // process, leaves HTTP/2 connections open in the middle of an attack, and
 // sends SIGTERM: the process must exit with status 0 (the drain completed,
 // no connection held it) within server.shutdown_timeout. Each attack gets
-// a process of its own, so a failure names the one that held the drain,
-// once with the HTTP/2 lane and once with Go's HTTP/2 (fast_http2: false).
+// a process of its own, so a failure names the one that held the drain:
+// with the HTTP/2 lane, with Go's HTTP/2 behind the HTTP/1.1 lane's
+// handshake (fast_http2: false), and with net/http serving all (both off).
 func TestServeDrainsHTTP2Abuse(t *testing.T) {
 	const shutdownTimeout = 5 * time.Second
 	const listPath = "/api4/public/topics/list/v1"
@@ -154,9 +156,9 @@ func TestServeDrainsHTTP2Abuse(t *testing.T) {
 		}},
 	}
 	for _, lane := range []struct {
-		name  string
-		fast2 bool
-	}{{"lane", true}, {"net-http", false}} {
+		name         string
+		fast1, fast2 bool
+	}{{"lane", true, true}, {"net-http", true, false}, {"net-http-only", false, false}} {
 		for _, a := range attacks {
 			t.Run(lane.name+"/"+a.name, func(t *testing.T) {
 				t.Parallel()
@@ -167,7 +169,7 @@ func TestServeDrainsHTTP2Abuse(t *testing.T) {
 				addr := freeLoopbackPort(t)
 				dir := t.TempDir()
 				cfgFile := filepath.Join(dir, "trendgate.yaml")
-				yaml := fmt.Sprintf(drainConfig, addr, shutdownTimeout, certFile, keyFile, upSrv.URL, auth.Digest(key), lane.fast2)
+				yaml := fmt.Sprintf(drainConfig, addr, shutdownTimeout, certFile, keyFile, upSrv.URL, auth.Digest(key), lane.fast2, lane.fast1)
 				if err := os.WriteFile(cfgFile, []byte(yaml), 0o600); err != nil {
 					t.Fatal(err)
 				}
