@@ -129,7 +129,11 @@ func (k *readings) learn(ctx context.Context, seen, stated series.Reading) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readingTimeout)
 	defer cancel()
 	for i, v := range fresh {
-		if v == "" {
+		switch v {
+		case "":
+			continue
+		case "conflict":
+			_ = k.redis.HSet(ctx, k.key, factNames[i], v).Err()
 			continue
 		}
 		// The first instance to learn a fact writes it; one that learned
@@ -152,7 +156,8 @@ func conflictAt(i int) [3]bool {
 }
 
 // note merges facts and conflicts into what is known and returns, per
-// fact, the value to share when it was new ("" otherwise).
+// fact, what to share: the fact when it is new, "conflict" when it just
+// became one, "" otherwise.
 func (k *readings) note(seen series.Reading, conflicts [3]bool, source string) (fresh [3]string) {
 	f := factsOf(seen)
 	k.mu.Lock()
@@ -162,6 +167,7 @@ func (k *readings) note(seen series.Reading, conflicts [3]bool, source string) (
 		case k.conflict[i]:
 		case conflicts[i] || f[i] != series.Unknown && k.learned[i] != series.Unknown && f[i] != k.learned[i]:
 			k.conflict[i], k.learned[i] = true, series.Unknown
+			fresh[i] = "conflict"
 			k.log.Warn("the upstream read a window bound both ways; windows that depend on it are no longer cut",
 				zap.String("fact", factNames[i]), zap.String("source", source))
 		case f[i] != series.Unknown && k.learned[i] == series.Unknown:
