@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -44,6 +45,27 @@ var factNames = [3]string{"start_inside", "end_on", "end_inside"}
 
 func newReadings(log *zap.Logger, rdb redis.UniversalClient, prefix string) *readings {
 	return &readings{log: log, redis: rdb, key: prefix + "upstream:window_reading"}
+}
+
+// register exports what is known of each fact as
+// trendgate_upstream_window_reading{fact}: 1 include, -1 exclude, 0 unknown
+// (or in conflict), stated and learned facts merged as cuts use them.
+func (k *readings) register(reg prometheus.Registerer, stated series.Reading) {
+	for i, name := range factNames {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "trendgate_upstream_window_reading",
+			Help:        "How the upstream reads a time series window's bounds, as stated or learned: 1 the bucket is selected, -1 it is not, 0 unknown (windows that depend on it are forwarded, not cut).",
+			ConstLabels: prometheus.Labels{"fact": name},
+		}, func() float64 {
+			switch factsOf(k.merge(stated))[i] {
+			case series.Include:
+				return 1
+			case series.Exclude:
+				return -1
+			}
+			return 0
+		}))
+	}
 }
 
 func factsOf(r series.Reading) [3]series.Fact {
