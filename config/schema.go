@@ -93,7 +93,7 @@ type ACME struct {
 type Admin struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:9090; "off" disables
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every admin route except /healthz.
+	// every admin route except the probes, /healthz and /readyz.
 	Token string `yaml:"token"`
 	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
 	// other routes (default false: no profiling routes).

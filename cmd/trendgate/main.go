@@ -5,12 +5,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,10 +45,12 @@ Usage:
                                              per-key quota, bucket and 24 h traffic from the
                                              admin listener (token from $TRENDGATE_ADMIN_TOKEN)
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
-  trendgate healthcheck [-config FILE|-url URL]
-                                             exit 0 when the admin /healthz (found from the
-                                             file's admin.listen, or URL) answers 200; for
-                                             container health checks
+  trendgate healthcheck [-ready] [-config FILE|-url URL]
+                                             exit 0 when the admin /healthz (liveness) or,
+                                             with -ready, /readyz (readiness; false while
+                                             draining) answers 200: the listener of the
+                                             file's admin.listen, or URL. The probes need
+                                             no admin token; for container health checks
   trendgate version                          print version, commit and Go version (also -version)
 
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
@@ -479,50 +483,103 @@ func runDemoUpstream(args []string, stdout, stderr io.Writer) error {
 }
 
 func runHealthcheck(args []string, stdout io.Writer) error {
-	fs := newFlags("healthcheck", "Usage: trendgate healthcheck [-config FILE | -url URL]\n\n"+
-		"Exit 0 when the admin listener's /healthz answers 200 (for container health checks).\n"+
-		"With -config, its address is the file's admin.listen.\n")
-	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to probe")
+	fs := newFlags("healthcheck", "Usage: trendgate healthcheck [-ready] [-config FILE | -url URL]\n\n"+
+		"Exit 0 when the admin listener's /healthz (liveness; with -ready, /readyz:\n"+
+		"readiness, which turns false while draining) answers 200, for container and\n"+
+		"Kubernetes probes. Neither probe needs admin.token, so none is sent.\n"+
+		"With -config, the address is the file's admin.listen (a wildcard host is\n"+
+		"probed on loopback). A -url without a path gets /healthz or /readyz;\n"+
+		"one ending in /healthz gets /readyz with -ready.\n")
+	rawURL := fs.String("url", "http://127.0.0.1:9090", "admin listener base `URL`, or the whole probe URL")
 	path := fs.String("config", "", "configuration `FILE` whose admin.listen to probe (instead of -url)")
+	ready := fs.Bool("ready", false, "probe readiness (/readyz) instead of liveness (/healthz)")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
-	if *path != "" {
-		u, err := healthURL(*path)
-		if err != nil {
-			return err
-		}
-		*url = u
+	if fs.NArg() > 0 {
+		return fmt.Errorf("healthcheck: unexpected argument %q", fs.Arg(0))
 	}
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(*url)
+	base := *rawURL
+	if *path != "" {
+		u, err := adminBase(*path)
+		if err != nil {
+			return fmt.Errorf("healthcheck: %w", err)
+		}
+		base = u
+	}
+	target, err := probeURL(base, *ready)
 	if err != nil {
 		return err
 	}
-	_ = resp.Body.Close()
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(target)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+		var body struct{ Status string }
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if json.Unmarshal(b, &body) == nil && body.Status != "" {
+			return fmt.Errorf("healthcheck: %s answered %s: %s", target, resp.Status, body.Status)
+		}
+		return fmt.Errorf("healthcheck: %s answered %s", target, resp.Status)
 	}
 	return nil
 }
 
-// healthURL returns the /healthz URL of the admin listener that the
-// config file at path sets up: a wildcard host is probed on loopback.
-func healthURL(path string) (string, error) {
+// probeURL returns the URL to probe: base with /healthz (or /readyz when
+// ready) when base has no path, base with a /healthz path turned into
+// /readyz when ready, and otherwise base as given.
+func probeURL(base string, ready bool) (string, error) {
+	u, err := parseAdminURL(base)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: -url: %w", err)
+	}
+	probe := "/healthz"
+	if ready {
+		probe = "/readyz"
+	}
+	switch {
+	case u.Path == "" || u.Path == "/":
+		u.Path = probe
+	case ready && strings.HasSuffix(u.Path, "/healthz"):
+		u.Path = strings.TrimSuffix(u.Path, "/healthz") + probe
+	}
+	return u.String(), nil
+}
+
+// parseAdminURL parses an admin listener URL as an operator types it: a
+// URL (http://127.0.0.1:9090) or a bare host:port, which means http://.
+func parseAdminURL(raw string) (*url.URL, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%q is not an admin address such as 127.0.0.1:9090 or http://127.0.0.1:9090", strings.TrimPrefix(raw, "http://"))
+	}
+	return u, nil
+}
+
+// adminBase returns the base URL (http://host:port) of the admin listener
+// that the config file at path sets up: a wildcard host is reached on
+// loopback.
+func adminBase(path string) (string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: %w", err)
+		return "", err
 	}
 	listen, err := config.AdminListen(data, os.LookupEnv)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: %w", err)
+		return "", err
 	}
 	if listen == "off" {
-		return "", fmt.Errorf("healthcheck: admin.listen is off in %s; the health check needs the admin listener", path)
+		return "", fmt.Errorf("admin.listen is off in %s; the probes and admin commands need the admin listener", path)
 	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: admin.listen %q is not host:port", listen)
+		return "", fmt.Errorf("admin.listen %q is not host:port", listen)
 	}
 	switch host {
 	case "", "0.0.0.0":
@@ -530,5 +587,5 @@ func healthURL(path string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+	return "http://" + net.JoinHostPort(host, port), nil
 }
