@@ -210,33 +210,7 @@ func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {
 // (best effort: a topic's count may include keys already gone). Purging by
 // topic needs a store implementing TopicIndex.
 func (c *Cache) Purge(ctx context.Context, sel Selector) int {
-	if sel.All {
-		n := 0
-		if l, ok := c.store.(interface{ Len() int }); ok {
-			n = l.Len()
-		}
-		c.store.Clear(ctx)
-		return n
-	}
-	n := 0
-	if sel.Key != "" {
-		if _, ok := c.store.Get(ctx, sel.Key); ok {
-			n++
-		}
-		c.store.Delete(ctx, sel.Key)
-	}
-	if sel.Topic != "" {
-		if ti, ok := c.store.(TopicIndex); ok {
-			for _, k := range ti.TopicKeys(ctx, sel.Topic) {
-				if k == sel.Key {
-					continue
-				}
-				c.store.Delete(ctx, k)
-				n++
-			}
-		}
-	}
-	return n
+	return purgeStore(ctx, c.store, sel)
 }
 
 // Close cancels every fetch in flight, stops background refreshes and waits
