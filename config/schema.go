@@ -98,6 +98,12 @@ type Admin struct {
 	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
 	// other routes (default false: no profiling routes).
 	Pprof bool `yaml:"pprof"`
+	// AllowNoToken lets Listen be a non-loopback address while Token is
+	// empty (default false: Validate refuses that, since anyone who can
+	// reach the port may send a loopback Host and purge the cache, read
+	// per-key usage and, with Pprof, profiles). Set it only when something
+	// in front of the port (a firewall, a sidecar) keeps everyone else out.
+	AllowNoToken bool `yaml:"allow_no_token"`
 }
 
 // Log configures logging. An empty Level fails Validate.

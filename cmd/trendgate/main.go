@@ -36,14 +36,16 @@ Usage:
   trendgate [flags]                          demo mode: gateway on an embedded demo upstream,
                                              with freshly generated full and limited keys
                                              (flags below)
-  trendgate serve -config FILE               run with a configuration file
-  trendgate config check FILE                validate a configuration file
+  trendgate serve [-config] FILE             run with a configuration file
+  trendgate config check [-config] FILE      validate a configuration file (every problem,
+                                             with its YAML path or line)
   trendgate keys new -id ID -plan PLAN       generate a key; prints the secret once and the
                                              config lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
-  trendgate keys usage [-admin URL] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                              per-key quota, bucket and 24 h traffic from the
-                                             admin listener (token from $TRENDGATE_ADMIN_TOKEN)
+                                             admin listener (address and token from FILE's
+                                             admin section; $TRENDGATE_ADMIN_TOKEN overrides)
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
   trendgate healthcheck [-ready] [-config FILE|-url URL]
                                              exit 0 when the admin /healthz (liveness) or,
@@ -163,16 +165,19 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "Usage: trendgate serve -config FILE [-watch 2s]\n\nRun the gateway with a configuration file.\n")
-	path := fs.String("config", "", "configuration `FILE` (required)")
+	fs := newFlags("serve", "Usage: trendgate serve [-config] FILE [-watch 2s]\n\n"+
+		"Run the gateway with a configuration file, given as -config FILE or as the argument.\n")
+	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	poll := fs.Duration("watch", 2*time.Second, "how often to check the config file, and in tls.mode files the certificate files, for changes (0: only on SIGHUP)")
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	pos, help, err := parseArgs(fs, args, stdout)
+	if help || err != nil {
 		return err
 	}
-	if *path == "" {
-		return errors.New("serve: -config FILE is required")
+	path, err := configFile(*flagPath, pos, "trendgate serve [-config] FILE")
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
@@ -198,7 +203,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signalContext()
 	defer stop()
-	w := config.NewWatcher(*path, *poll, log.Named("config"), func(c *config.Config, err error) {
+	w := config.NewWatcher(path, *poll, log.Named("config"), func(c *config.Config, err error) {
 		if err != nil {
 			g.RefuseReload(err) // counted and logged once, like a refusal by Reload
 			return
@@ -222,26 +227,65 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return g.Run(ctx)
 }
 
-// runConfig runs "config check FILE".
+// runConfig runs "config check [-config] FILE".
 func runConfig(args []string, stdout io.Writer) error {
-	fs := newFlags("config check", "Usage: trendgate config check FILE\n\n"+
-		"Validate a configuration file: every problem is printed with its YAML path,\n"+
+	const use = "trendgate config check [-config] FILE"
+	fs := newFlags("config check", "Usage: "+use+"\n\n"+
+		"Validate a configuration file, given as -config FILE or as the argument: every\n"+
+		"problem is printed with its YAML path (or its line, for a syntax mistake),\n"+
 		"warnings too; the exit status is 0 only for a valid file.\n")
+	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return nil
 		}
-		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+		return errors.New("usage: " + use + " (see trendgate config check -help)")
 	}
-	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+	pos, help, err := parseArgs(fs, args[1:], stdout)
+	if help || err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+	path, err := configFile(*flagPath, pos, use)
+	if err != nil {
+		return fmt.Errorf("config check: %w", err)
 	}
-	return checkConfig(fs.Arg(0), stdout)
+	return checkConfig(path, stdout)
+}
+
+// parseArgs parses args into fs with flags and arguments in any order
+// ("serve FILE -watch 1s" as well as "serve -watch 1s FILE"; the flag
+// package alone stops at the first argument) and returns the arguments.
+// help is parseFlags's.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (pos []string, help bool, err error) {
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return nil, help, err
+	}
+	for fs.NArg() > 0 {
+		rest := fs.Args()
+		pos = append(pos, rest[0])
+		if err := fs.Parse(rest[1:]); err != nil {
+			return nil, false, err
+		}
+	}
+	return pos, false, nil
+}
+
+// configFile returns the configuration file named by -config (flagPath)
+// or by the one argument, which may both be given if they agree.
+func configFile(flagPath string, pos []string, use string) (string, error) {
+	switch {
+	case len(pos) > 1:
+		return "", fmt.Errorf("one configuration file, got %d arguments (usage: %s)", len(pos), use)
+	case len(pos) == 1 && flagPath != "" && pos[0] != flagPath:
+		return "", fmt.Errorf("-config %s and the argument %s name different files; give one (usage: %s)", flagPath, pos[0], use)
+	case len(pos) == 1:
+		return pos[0], nil
+	case flagPath != "":
+		return flagPath, nil
+	}
+	return "", fmt.Errorf("a configuration file is required (usage: %s)", use)
 }
 
 func checkConfig(path string, stdout io.Writer) error {
@@ -260,14 +304,15 @@ const keysUsage = `Usage:
   trendgate keys new -id ID -plan PLAN   generate a key; prints the secret once and the
                                          config lines to paste under keys:
   trendgate keys hash                    read a key on stdin, print its sha256 digest
-  trendgate keys usage [-admin URL] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                          per-key usage from a running gateway's admin
-                                         listener (token from $TRENDGATE_ADMIN_TOKEN)
+                                         listener (address and token from FILE, or
+                                         ADDR and $TRENDGATE_ADMIN_TOKEN)
 `
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-admin URL] [-id ID] [-json] (see trendgate keys -help)")
+		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -566,14 +611,28 @@ func parseAdminURL(raw string) (*url.URL, error) {
 // that the config file at path sets up: a wildcard host is reached on
 // loopback.
 func adminBase(path string) (string, error) {
+	base, _, err := adminAccess(path)
+	return base, err
+}
+
+// adminAccess returns the base URL of the admin listener the config file
+// at path sets up (see adminBase) and its admin.token.
+func adminAccess(path string) (base, token string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	listen, err := config.AdminListen(data, os.LookupEnv)
+	a, err := config.AdminAccess(data, os.LookupEnv)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
+	base, err = listenBase(a.Listen, path)
+	return base, a.Token, err
+}
+
+// listenBase turns admin.listen (read from path) into the base URL that
+// reaches it.
+func listenBase(listen, path string) (string, error) {
 	if listen == "off" {
 		return "", fmt.Errorf("admin.listen is off in %s; the probes and admin commands need the admin listener", path)
 	}
