@@ -159,6 +159,16 @@ func (b *PurgeBus) Close() error {
 	return nil
 }
 
+// Generation returns the purge generation the local tier reflects, and
+// false when the bus has not read it from Redis yet (or lost track of it:
+// a resync is due). A cache snapshot saved under one generation must not
+// be loaded under another.
+func (b *PurgeBus) Generation() (int64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.applied, b.known && b.pending == 0
+}
+
 // publishScript increments the generation (KEYS[1]), renews its expiry
 // (ARGV[3] ms) and publishes "<generation>|ARGV[2]" on ARGV[1]: one
 // script, so the channel carries generations in order.

@@ -4,10 +4,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"trendgate/config"
+	"trendgate/internal/clock"
 	"trendgate/internal/redistest"
 )
 
@@ -76,4 +81,76 @@ func TestClusterPurgeReachesEveryInstance(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestClusterRestartSkipsSnapshotAfterPurge: an instance's cache snapshot
+// records the purge generation it was saved under. Restarted after another
+// instance purged while it was down, it must not load entries the purge
+// removed; restarted with no purge in between, it loads them.
+func TestClusterRestartSkipsSnapshotAfterPurge(t *testing.T) {
+	tests := []struct {
+		name       string
+		purge      bool
+		wantLoaded bool
+	}{
+		{"no purge while down", false, true},
+		{"purge while down", true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			db0 := redistest.Client(t, sharedRedis)
+			db1 := redis.NewClient(&redis.Options{Addr: sharedRedis, DB: 1})
+			t.Cleanup(func() { _ = db1.Close() })
+			prefix := redistest.Prefix(t, db0, db1)
+			clk := clock.NewFake(testNow)
+			up, upSrv := startUpstream(t, clk, nil)
+			path := filepath.Join(t.TempDir(), "cache.snap")
+			clustered := func(persist bool) func(*config.Config) {
+				return func(c *config.Config) {
+					c.Redis.URL, c.Redis.Prefix, c.Redis.Timeout = "redis://"+sharedRedis+"/0", prefix, time.Second
+					if persist {
+						c.Cache.PersistPath = path
+					}
+				}
+			}
+			whatsup := fmt.Sprintf(whatsupFmt, "bitcoin")
+			client := &http.Client{Timeout: 20 * time.Second}
+			t.Cleanup(client.CloseIdleConnections)
+			get := func(s *served) string {
+				t.Helper()
+				resp, body, err := getWithKey(t, client, "http://"+s.public+whatsup, s.key)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: %v %v %s", whatsup, err, resp, body)
+				}
+				return resp.Header.Get("Cache-Status")
+			}
+
+			first := startGateway(t, upSrv.URL, clk, clustered(true))
+			get(first)
+			if err := first.stop(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(first.logs.String(), `"cache snapshot written"`) {
+				t.Fatalf("no snapshot written at drain; logs:\n%s", first.logs)
+			}
+			if tc.purge { // another instance, while this one is down
+				other := startGateway(t, upSrv.URL, clk, clustered(false))
+				req, _ := http.NewRequest(http.MethodPost, other.admin+"/purge?topic=bitcoin", nil)
+				resp, err := client.Do(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("purge on the other instance: %v %v", err, resp)
+				}
+				resp.Body.Close()
+			}
+			before := up.Count()
+			second := startGateway(t, upSrv.URL, clk, clustered(true))
+			status := get(second)
+			loaded := strings.Contains(second.logs.String(), `"cache snapshot loaded"`)
+			fetched := up.Count() > before
+			if loaded != tc.wantLoaded || fetched == tc.wantLoaded {
+				t.Errorf("after the restart: snapshot loaded %v, upstream fetched %v (Cache-Status %q); want loaded %v, fetched %v\nlogs:\n%s",
+					loaded, fetched, status, tc.wantLoaded, !tc.wantLoaded, second.logs)
+			}
+		})
+	}
 }
