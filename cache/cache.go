@@ -369,6 +369,7 @@ func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool)
 // (ok); otherwise it returns the release func to call after fetching (nil
 // when the lease could not be taken or failed: fetch anyway).
 func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok bool) {
+	mark := c.localRemovals()
 	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.Load().FetchTimeout)
 	if err != nil {
 		if ce := c.log.Check(zap.DebugLevel, "cache lease failed; fetching"); ce != nil {
@@ -381,7 +382,7 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		// look and our Acquire.
 		if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 			release()
-			c.keepLocal(ctx, e)
+			c.keepLocal(ctx, e, mark)
 			return nil, e, true
 		}
 		return release, nil, false
@@ -398,18 +399,28 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		case <-t.C:
 			if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 				c.m.leaseShared.Inc()
-				c.keepLocal(ctx, e)
+				c.keepLocal(ctx, e, mark)
 				return nil, e, true
 			}
 		}
 	}
 }
 
-// keepLocal stores an entry read from the shared tier in the local one
-// (without writing it back to the shared tier when the store is Tiered).
-func (c *Cache) keepLocal(ctx context.Context, e *Entry) {
+// localRemovals is the local tier's removal count when the store is
+// Tiered (see tiered.keep), else 0.
+func (c *Cache) localRemovals() uint64 {
 	if t, ok := c.store.(*tiered); ok {
-		t.local.Set(ctx, e)
+		return t.removals()
+	}
+	return 0
+}
+
+// keepLocal stores an entry read from the shared tier in the local one
+// (without writing it back to the shared tier when the store is Tiered),
+// unless a purge ran since the local tier's removal count was mark.
+func (c *Cache) keepLocal(ctx context.Context, e *Entry, mark uint64) {
+	if t, ok := c.store.(*tiered); ok {
+		t.keep(ctx, e, mark)
 		return
 	}
 	if c.store != c.leaseShared {

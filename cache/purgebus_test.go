@@ -379,3 +379,42 @@ func (l *cutLink) restore() {
 	}
 	l.serve(ln)
 }
+
+// TestTieredCopyDoesNotUndoPurge: a purge applied to the local tier while
+// a Get was reading the shared tier (the shared read predating the purge's
+// own delete in Redis) is not undone by that Get copying its entry into
+// the local tier; with no purge in between, the copy is kept.
+func TestTieredCopyDoesNotUndoPurge(t *testing.T) {
+	tests := []struct {
+		name     string
+		purge    func(ctx context.Context, l *Local)
+		wantKept bool
+	}{
+		{"no purge", nil, true},
+		{"key purged meanwhile", func(ctx context.Context, l *Local) { l.Delete(ctx, busBTCWhatsup) }, false},
+		{"all purged meanwhile", func(ctx context.Context, l *Local) { l.Clear(ctx) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			local, err := NewLocal(1<<20, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(local.Close)
+			// The purge lands after the shared read, before the copy.
+			shared := &hookStore{mapStore: newMapStore(), hook: func() {}}
+			shared.Set(ctx, entry(busBTCWhatsup, "bitcoin", time.Now(), time.Hour, `{"summary":"old"}`))
+			if tc.purge != nil {
+				shared.hook = func() { tc.purge(ctx, local) }
+			}
+			if _, ok := Tiered(local, shared).Get(ctx, busBTCWhatsup); !ok {
+				t.Fatal("Get missed the shared entry")
+			}
+			local.Wait()
+			if _, kept := local.Get(ctx, busBTCWhatsup); kept != tc.wantKept {
+				t.Errorf("local tier holds the copy: %v; want %v", kept, tc.wantKept)
+			}
+		})
+	}
+}
