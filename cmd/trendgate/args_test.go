@@ -111,3 +111,16 @@ func TestKeysUsageFindsAdminFromConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoAdminLoopbackOnly: demo mode has no admin token, so its admin
+// listener stays on loopback; another address is refused before anything
+// starts, with a message a demo user can act on.
+func TestDemoAdminLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:9090", ":9090", "192.0.2.1:9090"} {
+		var out bytes.Buffer
+		err := run([]string{"-admin", addr}, nil, &out, &out)
+		if err == nil || !strings.Contains(err.Error(), "demo mode serves the admin listener without a token") {
+			t.Errorf("-admin %s: %v; want it refused", addr, err)
+		}
+	}
+}

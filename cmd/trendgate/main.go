@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -378,6 +379,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
+	if o.admin != "off" && !loopbackAddr(o.admin) {
+		return fmt.Errorf("-admin %s: demo mode serves the admin listener without a token, so only on loopback (such as 127.0.0.1:9090); "+
+			"run trendgate serve with admin.token set to expose it", o.admin)
+	}
 	log, stopLog, err := newLogger(o.logLevel, stderr)
 	if err != nil {
 		return err
@@ -435,6 +440,19 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	return g.Serve(ctx, ls)
 }
 
+// loopbackAddr reports whether a listen address binds only loopback.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // demoOptions are demo mode's flags.
 type demoOptions struct {
 	listen, admin, logLevel string
@@ -448,7 +466,7 @@ func demoFlags(out io.Writer) (*flag.FlagSet, *demoOptions) {
 	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "public listen `ADDR`")
-	fs.StringVar(&o.admin, "admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
+	fs.StringVar(&o.admin, "admin", "off", "admin listen `ADDR` on loopback (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
 	fs.DurationVar(&o.latency, "upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
