@@ -1,7 +1,7 @@
 // Package admin serves the operator routes of the admin listener: liveness,
 // readiness, Prometheus metrics, cache purge, per-key usage, the live
 // dashboard page and the public API's OpenAPI document, behind the admin
-// token.
+// token (all but the two probes, which carry no secret).
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key and never serves
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/internal/clock"
 	"trendgate/internal/httperr"
@@ -81,8 +82,9 @@ var errMethod = httperr.New(http.StatusMethodNotAllowed, "method_not_allowed", "
 // to take traffic), /metrics (Prometheus), /purge (POST with url=,
 // topic=, key= or all=true), /openapi.yaml (the public API's description)
 // and, with their hooks, /keys, /summary and the dashboard page at /. With
-// a token set, every route but /healthz and the dashboard's static files
-// requires "Authorization: Bearer <token>". Without one, those routes
+// a token set, every route but the probes (/healthz, /readyz) and the
+// dashboard's static files requires "Authorization: Bearer <token>" (the
+// scheme in any case, as RFC 9110 has it). Without one, those routes
 // refuse requests that carry an Origin header or name a Host that is not
 // a loopback name or address, so a web page cannot reach them through the
 // operator's browser (cross-site requests, DNS rebinding). Every response
@@ -101,7 +103,10 @@ func New(o Options) http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	mux.Handle("GET /readyz", s.auth(http.HandlerFunc(s.serveReady)))
+	// Liveness and readiness carry no secret and answer any caller, token
+	// or not, from any Host: a Kubernetes or load-balancer probe sends no
+	// token, and names the pod's address, not loopback.
+	mux.HandleFunc("GET /readyz", s.serveReady)
 	if o.Metrics != nil {
 		mux.Handle("GET /metrics", s.auth(o.Metrics))
 	}
@@ -178,7 +183,7 @@ func (s *server) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := auth.CutBearer(r.Header.Get("Authorization"))
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			httperr.Write(w, requestID(w), errInvalidToken)

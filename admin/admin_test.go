@@ -34,18 +34,31 @@ func serve(h http.Handler, method, target, token string) *httptest.ResponseRecor
 	return w
 }
 
-func TestTokenGuardsAllButHealthz(t *testing.T) {
+// TestTokenGuardsAllButProbes: with a token, every route but /healthz and
+// /readyz needs it; the probes answer without it, from any Host (a
+// Kubernetes probe names the pod's address and sends no token).
+func TestTokenGuardsAllButProbes(t *testing.T) {
 	p := &recordingPurger{}
 	h := New(Options{
 		Token:   func() string { return "admin-test-token" },
+		Ready:   func() (bool, string) { return false, "shutting down" },
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("m 1\n")) }),
 		Purger:  p,
 		NewID:   func() string { return "rid-1" },
 	})
-	if w := serve(h, "GET", "/healthz", ""); w.Code != http.StatusOK {
-		t.Errorf("/healthz without token: %d; want 200", w.Code)
+	for _, c := range []struct {
+		path string
+		want int
+	}{{"/healthz", http.StatusOK}, {"/readyz", http.StatusServiceUnavailable}} {
+		r := httptest.NewRequest("GET", c.path, nil)
+		r.Host = "10.1.2.3:9090"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s without token from Host %s: got %d %s; want %d", c.path, r.Host, w.Code, w.Body, c.want)
+		}
 	}
-	for _, c := range []struct{ method, path string }{{"GET", "/readyz"}, {"GET", "/metrics"}, {"POST", "/purge?all=true"}} {
+	for _, c := range []struct{ method, path string }{{"GET", "/metrics"}, {"POST", "/purge?all=true"}} {
 		for _, tok := range []string{"", "wrong"} {
 			w := serve(h, c.method, c.path, tok)
 			var body struct {
@@ -62,6 +75,37 @@ func TestTokenGuardsAllButHealthz(t *testing.T) {
 	}
 	if len(p.got) != 1 || !p.got[0].All {
 		t.Errorf("purges: %+v; want exactly the authorized all=true", p.got)
+	}
+}
+
+// TestTokenSchemeAnyCase: the admin guard reads the Bearer scheme in any
+// case, as the public API does (RFC 9110 section 11.1); it used to accept
+// only "Bearer".
+func TestTokenSchemeAnyCase(t *testing.T) {
+	h := New(Options{Token: func() string { return "admin-test-token" }, Metrics: http.NotFoundHandler()})
+	tests := []struct {
+		name, header string
+		want         int
+	}{
+		{"Bearer", "Bearer admin-test-token", http.StatusNotFound},
+		{"bearer", "bearer admin-test-token", http.StatusNotFound},
+		{"BEARER", "BEARER admin-test-token", http.StatusNotFound},
+		{"bEaReR", "bEaReR admin-test-token", http.StatusNotFound},
+		{"other scheme", "Basic admin-test-token", http.StatusUnauthorized},
+		{"no space", "Beareradmin-test-token", http.StatusUnauthorized},
+		{"two spaces", "Bearer  admin-test-token", http.StatusUnauthorized},
+		{"token case folded", "Bearer ADMIN-TEST-TOKEN", http.StatusUnauthorized},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/metrics", nil)
+			r.Header.Set("Authorization", tc.header)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.want {
+				t.Errorf("Authorization %q: got %d %s; want %d", tc.header, w.Code, w.Body, tc.want)
+			}
+		})
 	}
 }
 

@@ -53,6 +53,19 @@ func ParseAuthorization(h http.Header) (string, error) {
 	return token, nil
 }
 
+// CutBearer returns the credentials of an Authorization value of the form
+// "<scheme> <credentials>" whose scheme is "Bearer" in any mix of ASCII
+// case (RFC 9110 section 11.1: the scheme is case-insensitive), and whether
+// v had that form. The credentials are returned untrimmed and unchecked;
+// the admin listener uses it for its token, which need not be a token68.
+func CutBearer(v string) (credentials string, ok bool) {
+	scheme, credentials, found := strings.Cut(v, " ")
+	if !found || !isBearer(scheme) {
+		return "", false
+	}
+	return credentials, true
+}
+
 // isBearer reports whether s is "bearer" in any mix of ASCII case. It
 // deliberately does not use Unicode case folding.
 func isBearer(s string) bool {

@@ -251,33 +251,7 @@ func (c *Cache) Peek(ctx context.Context, key string) (*Entry, bool) {
 // (best effort: a topic's count may include keys already gone). Purging by
 // topic needs a store implementing TopicIndex.
 func (c *Cache) Purge(ctx context.Context, sel Selector) int {
-	if sel.All {
-		n := 0
-		if l, ok := c.store.(interface{ Len() int }); ok {
-			n = l.Len()
-		}
-		c.store.Clear(ctx)
-		return n
-	}
-	n := 0
-	if sel.Key != "" {
-		if _, ok := c.store.Get(ctx, sel.Key); ok {
-			n++
-		}
-		c.store.Delete(ctx, sel.Key)
-	}
-	if sel.Topic != "" {
-		if ti, ok := c.store.(TopicIndex); ok {
-			for _, k := range ti.TopicKeys(ctx, sel.Topic) {
-				if k == sel.Key {
-					continue
-				}
-				c.store.Delete(ctx, k)
-				n++
-			}
-		}
-	}
-	return n
+	return purgeStore(ctx, c.store, sel)
 }
 
 // Close cancels every fetch in flight, stops background refreshes and waits
@@ -440,6 +414,7 @@ func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool)
 // when the lease could not be taken or failed: fetch anyway; timedOut when
 // another instance held it and stored nothing in time).
 func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok, timedOut bool) {
+	mark := c.localRemovals()
 	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.Load().FetchTimeout)
 	if err != nil {
 		if ce := c.log.Check(zap.DebugLevel, "cache lease failed; fetching"); ce != nil {
@@ -452,7 +427,7 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		// look and our Acquire.
 		if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 			release()
-			c.keepLocal(ctx, e)
+			c.keepLocal(ctx, e, mark)
 			return nil, e, true, false
 		}
 		return release, nil, false, false
@@ -469,18 +444,28 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		case <-t.C:
 			if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 				c.m.leaseShared.Inc()
-				c.keepLocal(ctx, e)
+				c.keepLocal(ctx, e, mark)
 				return nil, e, true, false
 			}
 		}
 	}
 }
 
-// keepLocal stores an entry read from the shared tier in the local one
-// (without writing it back to the shared tier when the store is Tiered).
-func (c *Cache) keepLocal(ctx context.Context, e *Entry) {
+// localRemovals is the local tier's removal count when the store is
+// Tiered (see tiered.keep), else 0.
+func (c *Cache) localRemovals() uint64 {
 	if t, ok := c.store.(*tiered); ok {
-		t.local.Set(ctx, e)
+		return t.removals()
+	}
+	return 0
+}
+
+// keepLocal stores an entry read from the shared tier in the local one
+// (without writing it back to the shared tier when the store is Tiered),
+// unless a purge ran since the local tier's removal count was mark.
+func (c *Cache) keepLocal(ctx context.Context, e *Entry, mark uint64) {
+	if t, ok := c.store.(*tiered); ok {
+		t.keep(ctx, e, mark)
 		return
 	}
 	if c.store != c.leaseShared {

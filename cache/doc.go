@@ -2,7 +2,9 @@
 // request holding the upstream's full validated representation, with the
 // gateway's own freshness rules (fresh, stale-while-revalidate,
 // stale-if-error), coalesced fetches, a byte-bounded local tier (ristretto)
-// and an optional shared tier in Redis with cross-instance leases. The
+// and an optional shared tier in Redis with cross-instance leases and a
+// purge bus that carries purges to every instance's local tier
+// (purgebus.go). The
 // local tier can be saved to a snapshot file and loaded back, entry by
 // entry validated, so a restart keeps it (persist.go).
 //

@@ -51,9 +51,10 @@ type Local struct {
 	maxBytes  int64        // the bound on entries plus memo bytes
 	maxEntry  int64        // the most one entry may cost, memo included (maxBytes/maxEntryShare)
 
-	variantBytes atomic.Int64 // memo bytes of the entries held (see Entry.charge)
-	pinnedBytes  atomic.Int64 // cost and memo bytes of entries that left while pinned (see Entry.Pin)
-	evictMu      sync.Mutex   // serializes makeRoom, so concurrent charges do not evict twice
+	removals     atomic.Uint64 // counts Delete and Clear calls (see Removals)
+	variantBytes atomic.Int64  // memo bytes of the entries held (see Entry.charge)
+	pinnedBytes  atomic.Int64  // cost and memo bytes of entries that left while pinned (see Entry.Pin)
+	evictMu      sync.Mutex    // serializes makeRoom, so concurrent charges do not evict twice
 
 	mu     sync.Mutex                     // guards keys and topics
 	keys   map[string]*keyRef             // key -> values ristretto holds or is admitting
@@ -160,10 +161,14 @@ func (l *Local) Set(_ context.Context, e *Entry) {
 }
 
 // Delete removes key.
-func (l *Local) Delete(_ context.Context, key string) { l.rc.Del(key) }
+func (l *Local) Delete(_ context.Context, key string) {
+	l.removals.Add(1)
+	l.rc.Del(key)
+}
 
 // Clear removes everything; the removals are not counted as evictions.
 func (l *Local) Clear(_ context.Context) {
+	l.removals.Add(1)
 	l.clearing.Store(true)
 	defer l.clearing.Store(false)
 	l.rc.Clear()
@@ -179,6 +184,12 @@ func (l *Local) TopicKeys(_ context.Context, topic string) []string {
 	}
 	return keys
 }
+
+// Removals counts the Delete and Clear calls so far (purges; evictions
+// are not counted). A caller copying an entry in from another tier reads
+// it before that tier's read and again after its Set: a change means a
+// purge may have run in between, which the copy must not undo.
+func (l *Local) Removals() uint64 { return l.removals.Load() }
 
 // SetRetention sets how long after FreshUntil entries are kept at most.
 func (l *Local) SetRetention(maxStale time.Duration) { l.retention.Store(int64(maxStale)) }

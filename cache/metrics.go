@@ -24,6 +24,10 @@ type Metrics struct {
 	leaseShared   prometheus.Counter
 	leaseTimeout  prometheus.Counter
 
+	purgeReceived      prometheus.Counter // purges from other instances applied here
+	purgeResyncs       prometheus.Counter // local tier cleared: purges may have been missed
+	purgePublishErrors prometheus.Counter // purges other instances were not told of
+
 	local atomic.Pointer[Local] // the local tier the bytes/entries gauges read
 }
 
@@ -61,6 +65,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"result"})
 	m.leaseShared = lease.WithLabelValues("shared")
 	m.leaseTimeout = lease.WithLabelValues("timeout")
+	purges := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "cluster_purges_total",
+		Help: "Cluster mode purge broadcast by event: received (another instance's purge applied to the local tier), resync (local tier cleared because purges may have been missed while away from Redis), publish_error (a purge the other instances were not told of).",
+	}, []string{"event"})
+	m.purgeReceived = purges.WithLabelValues("received")
+	m.purgeResyncs = purges.WithLabelValues("resync")
+	m.purgePublishErrors = purges.WithLabelValues("publish_error")
 	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "trendgate", Subsystem: "cache", Name: "bytes",
 		Help: "Cost (bytes) held by the local tier: entries and the values derived from them (trendgate_cache_variant_bytes); at most cache.max_bytes.",
@@ -98,7 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, shared, lease, bytes, variants, pinned, entries,
+		for _, c := range []prometheus.Collector{requests, shared, lease, purges, bytes, variants, pinned, entries,
 			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
 			_ = reg.Register(c) // a duplicate after reload keeps the first set
 		}

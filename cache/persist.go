@@ -86,9 +86,11 @@ type SnapshotOptions struct {
 	// Now is the injected clock's current time.
 	Now time.Time
 	// Origin names where the entries come from (the gateway passes the
-	// upstream's base URL). A file written for another origin is rejected
-	// whole, so a gateway moved to another upstream never serves the old
-	// one's data. Only its SHA-256 is stored.
+	// upstream's base URL and, in cluster mode, the purge generation). A
+	// file written for another origin is rejected whole, so a gateway moved
+	// to another upstream never serves the old one's data, nor one
+	// restarted after a cluster purge what was purged. Only its SHA-256 is
+	// stored.
 	Origin string
 }
 
@@ -293,7 +295,7 @@ func readSnapshot(br *bufio.Reader, size int64, opts SnapshotOptions) ([]*Entry,
 		return invalid("header: %v", err)
 	}
 	if origin != sha256.Sum256([]byte(opts.Origin)) {
-		return invalid("written for another upstream")
+		return invalid("written for another upstream, or before a cluster purge")
 	}
 
 	var (

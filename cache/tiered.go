@@ -28,11 +28,36 @@ func (t *tiered) Get(ctx context.Context, key string) (*Entry, bool) {
 	if e, ok := t.local.Get(ctx, key); ok {
 		return e, true
 	}
+	mark := t.removals()
 	e, ok := t.shared.Get(ctx, key)
 	if ok {
-		t.local.Set(ctx, e)
+		t.keep(ctx, e, mark)
 	}
 	return e, ok
+}
+
+// remover is a local tier that counts its removals (Local).
+type remover interface{ Removals() uint64 }
+
+// removals returns the local tier's removal count, or 0 if it keeps none.
+func (t *tiered) removals() uint64 {
+	if r, ok := t.local.(remover); ok {
+		return r.Removals()
+	}
+	return 0
+}
+
+// keep copies e, read from the shared tier after the local tier's removal
+// count was mark, into the local tier. When anything was removed from the
+// local tier since mark, the copy is taken out again: a purge whose
+// message was applied between the shared read (which may predate the
+// purge's own delete in Redis) and this Set must not be undone by it. The
+// cost is a local miss after an unrelated purge, now and then.
+func (t *tiered) keep(ctx context.Context, e *Entry, mark uint64) {
+	t.local.Set(ctx, e)
+	if t.removals() != mark {
+		t.local.Delete(ctx, e.Key)
+	}
 }
 
 // Set writes both tiers.

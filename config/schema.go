@@ -93,11 +93,17 @@ type ACME struct {
 type Admin struct {
 	Listen string `yaml:"listen"` // default 127.0.0.1:9090; "off" disables
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every admin route except /healthz.
+	// every admin route except the probes, /healthz and /readyz.
 	Token string `yaml:"token"`
 	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
 	// other routes (default false: no profiling routes).
 	Pprof bool `yaml:"pprof"`
+	// AllowNoToken lets Listen be a non-loopback address while Token is
+	// empty (default false: Validate refuses that, since anyone who can
+	// reach the port may send a loopback Host and purge the cache, read
+	// per-key usage and, with Pprof, profiles). Set it only when something
+	// in front of the port (a firewall, a sidecar) keeps everyone else out.
+	AllowNoToken bool `yaml:"allow_no_token"`
 }
 
 // Log configures logging. An empty Level fails Validate.

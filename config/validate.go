@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
@@ -172,6 +173,15 @@ func (c *Config) validateAdminLog(p *problems) {
 		if c.Admin.Listen == c.Server.Listen {
 			p.add("admin.listen", "must differ from server.listen")
 		}
+		if c.Admin.Token == "" && !c.Admin.AllowNoToken && !loopbackListen(c.Admin.Listen) {
+			what := "purge the cache and read per-key usage"
+			if c.Admin.Pprof {
+				what += " and profiles (admin.pprof is on)"
+			}
+			p.add("admin.listen", "%q is not a loopback address and admin.token is empty: anyone who reaches the port could %s; "+
+				"set admin.token (e.g. token: ${TRENDGATE_ADMIN_TOKEN}), listen on 127.0.0.1, or set admin.allow_no_token: true "+
+				"if a firewall keeps everyone else out", c.Admin.Listen, what)
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":
@@ -314,6 +324,11 @@ func (c *Config) validateKeys(p *problems) {
 			}
 		}
 		switch {
+		case strings.HasPrefix(k.SHA256, auth.Prefix):
+			// Never echoed: it is a live secret.
+			p.add(path+".sha256", "this is the secret itself, not its digest; run `trendgate keys hash` "+
+				"and paste what it prints; treat this secret as exposed (it is in the file): "+
+				"issue a new key with `trendgate keys new` and revoke this one")
 		case !digestPattern.MatchString(k.SHA256):
 			p.add(path+".sha256", "must be 64 lower-case hex digits (the SHA-256 of the key)")
 		default:

@@ -1,14 +1,18 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"trendgate/admin"
+	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/internal/breaker"
 )
+
+var _ admin.Purger = (*Gateway)(nil)
 
 // AdminHandler serves the operator routes (see package admin) for this
 // gateway. Serve uses the same routes, with /readyz also waiting for ACME
@@ -22,13 +26,28 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Token:     func() string { return g.Config().Admin.Token },
 		Ready:     func() (bool, string) { return g.ready(sec) },
 		Metrics:   promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}),
-		Purger:    g.cache,
+		Purger:    g,
 		NewID:     ids.next,
 		Usage:     g,
 		Dashboard: g,
 		Clock:     g.clk,
 		Pprof:     func() bool { return g.Config().Admin.Pprof },
 	})
+}
+
+// Purge removes what sel selects from this instance's cache tiers (the
+// local one, and in cluster mode the shared one) and, in cluster mode,
+// tells every other instance to drop it from its local tier (see
+// cache.PurgeBus). It returns how many entries this instance removed. A
+// purge the other instances could not be told of (Redis unreachable) is
+// logged and counted in trendgate_cache_cluster_purges_total{event=
+// "publish_error"}: their local copies then live out their freshness.
+func (g *Gateway) Purge(ctx context.Context, sel cache.Selector) int {
+	n := g.cache.Purge(ctx, sel)
+	if g.purgeBus != nil {
+		_ = g.purgeBus.Publish(ctx, sel) // logged and counted by the bus
+	}
+	return n
 }
 
 // Ready reports whether the gateway should receive traffic: not draining,

@@ -57,7 +57,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	g.statedReading = stated
 	g.readings = newReadings(g.log.Named("series"), nil, "")
 	if cfg.ClusterMode() {
-		cl, err := g.buildCluster(cfg, local, limitMetrics, cacheMetrics, upMetrics)
+		cl, err := g.buildCluster(cfg, local, store, limitMetrics, cacheMetrics, upMetrics)
 		if err != nil {
 			return err
 		}
@@ -114,9 +114,11 @@ type cluster struct {
 }
 
 // buildCluster connects to Redis (counters and cache on separate
-// databases) and builds the shared limiter, cache tier, lease and budget.
-// Redis being down at start is not fatal: every piece falls back locally.
-func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limits.Metrics, cm *cache.Metrics, um *upstream.Metrics) (*cluster, error) {
+// databases) and builds the shared limiter, cache tier, lease, budget and
+// the purge bus that carries purges to every instance's local tier
+// (localTier). Redis being down at start is not fatal: every piece falls
+// back locally.
+func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, localTier *cache.Local, lm *limits.Metrics, cm *cache.Metrics, um *upstream.Metrics) (*cluster, error) {
 	rc := cfg.Redis
 	// One client per role, a *redis.Client or, on a Redis Cluster, a
 	// *redis.ClusterClient (the limiter then hash-tags its keys).
@@ -169,6 +171,18 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 		return nil, err
 	}
 	lease := cache.NewRedisLease(counters, rc.Prefix+"lease:", rc.Timeout, counterBreaker)
+
+	// Purges reach the other instances' local tiers through the counters'
+	// Redis (a generation key that must not be evicted, and a channel).
+	bus, err := cache.NewPurgeBus(counters, localTier, cache.PurgeBusOptions{
+		Prefix: rc.Prefix, Timeout: rc.Timeout, Logger: g.log, Metrics: cm,
+	})
+	if err != nil {
+		return nil, err
+	}
+	bus.Start()
+	g.purgeBus = bus
+	g.closers = append(g.closers, bus.Close) // before the clients: closers run in reverse
 
 	fallbackBudget, err := upstream.NewLocalBudget(shareBudget(cfg.Upstream.Budget, rc.LocalShare), g.clk)
 	if err != nil {

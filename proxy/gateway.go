@@ -87,6 +87,9 @@ type Gateway struct {
 	act      *activity.Recorder // recent traffic for the dashboard
 	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
 	closers  []func() error     // cluster resources, closed by Close
+	// purgeBus tells the other instances of a cluster about purges; nil
+	// without cluster mode.
+	purgeBus *cache.PurgeBus
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
 	// local is the in-process cache tier, which persistence saves and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -22,11 +23,17 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 		return
 	}
 	log := g.log.Named("cache")
+	origin, ok := g.snapshotOrigin()
+	if !ok {
+		log.Warn("cache snapshot not loaded: the cluster's purge generation is unknown (Redis unreachable), "+
+			"so purges made while this instance was down cannot be ruled out; starting cold", zap.String("path", path))
+		return
+	}
 	stats, err := g.local.LoadSnapshot(path, cache.SnapshotOptions{
 		MaxBytes: cc.PersistBound(),
 		MaxStale: cc.MaxStale,
 		Now:      g.clk.Now(),
-		Origin:   g.persistOrigin,
+		Origin:   origin,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -53,11 +60,12 @@ func (g *Gateway) saveSnapshot() {
 		return
 	}
 	log := g.log.Named("cache")
+	origin, _ := g.snapshotOrigin() // unknown: saved under an origin no load matches
 	stats, err := g.local.SaveSnapshot(path, cache.SnapshotOptions{
 		MaxBytes: g.persist.PersistBound(),
 		MaxStale: g.rt.Load().ttl.MaxStale,
 		Now:      g.clk.Now(),
-		Origin:   g.persistOrigin,
+		Origin:   origin,
 	})
 	if err != nil {
 		log.Error("cache snapshot not written; the next start will be cold", zap.String("path", path), zap.Error(err))
@@ -65,4 +73,21 @@ func (g *Gateway) saveSnapshot() {
 	}
 	log.Info("cache snapshot written", zap.String("path", path), zap.Int("entries", stats.Entries),
 		zap.Int64("bytes", stats.Bytes), zap.Any("dropped", stats.Dropped))
+}
+
+// snapshotOrigin is the Origin of the cache snapshot: the upstream and,
+// in cluster mode, the purge generation, so that a snapshot saved before a
+// purge made by another instance (while this one was down) is not loaded.
+// ok is false in cluster mode while the generation is unknown (Redis
+// unreachable): a snapshot is then saved under an origin no load matches,
+// and none is loaded.
+func (g *Gateway) snapshotOrigin() (origin string, ok bool) {
+	if g.purgeBus == nil {
+		return g.persistOrigin, true
+	}
+	gen, ok := g.purgeBus.Generation()
+	if !ok {
+		return g.persistOrigin + "|purge generation unknown", false
+	}
+	return g.persistOrigin + "|purge generation " + strconv.FormatInt(gen, 10), true
 }

@@ -6,7 +6,12 @@ import "time"
 // YAML decoding overlays them.
 type Config struct {
 	// BaseURL is the upstream's scheme and host, e.g. https://lunarcrush.com.
+	// An http:// URL must name a loopback host unless AllowPlainHTTP is set.
 	BaseURL string `yaml:"base_url"`
+	// AllowPlainHTTP allows an http:// BaseURL to a host that is not
+	// loopback (default false: Validate refuses it, since APIKey would
+	// cross the network in clear and answers could be altered on the way).
+	AllowPlainHTTP bool `yaml:"allow_plain_http"`
 	// APIKey is the gateway's own upstream credential, sent as
 	// "Authorization: Bearer <APIKey>". Usually "${TRENDGATE_UPSTREAM_KEY}".
 	// Empty sends no Authorization header.

@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strings"
@@ -81,6 +82,10 @@ func (c Config) Validate() error {
 
 	if msg := checkBaseURL(c.BaseURL); msg != "" {
 		add("base_url", "%s", msg)
+	} else if host, plain := plainRemote(c.BaseURL); plain && !c.AllowPlainHTTP {
+		add("base_url", "http:// to %s, which is not loopback, would send the upstream credential (api_key) in clear "+
+			"and let anyone on the path alter answers; use https://, or set upstream.allow_plain_http: true "+
+			"if the network to the upstream is trusted", host)
 	}
 	if strings.ContainsFunc(c.APIKey, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		add("api_key", "must not contain whitespace or control characters")
@@ -146,6 +151,21 @@ func (c Config) Validate() error {
 		add("breaker.max_backoff", "must be >= breaker.backoff")
 	}
 	return errors.Join(errs...)
+}
+
+// plainRemote reports whether raw (a valid base URL) is http:// to a host
+// that is not loopback ("localhost" or a loopback address), and the host.
+func plainRemote(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" {
+		return "", false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return host, false
+	}
+	ip, err := netip.ParseAddr(host)
+	return host, err != nil || !ip.IsLoopback()
 }
 
 // checkBaseURL returns why raw is not an absolute http(s) URL without

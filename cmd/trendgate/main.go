@@ -5,12 +5,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -34,19 +37,23 @@ Usage:
   trendgate [flags]                          demo mode: gateway on an embedded demo upstream,
                                              with freshly generated full and limited keys
                                              (flags below)
-  trendgate serve -config FILE               run with a configuration file
-  trendgate config check FILE                validate a configuration file
+  trendgate serve [-config] FILE             run with a configuration file
+  trendgate config check [-config] FILE      validate a configuration file (every problem,
+                                             with its YAML path or line)
   trendgate keys new -id ID -plan PLAN       generate a key; prints the secret once and the
                                              config lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
-  trendgate keys usage [-admin URL] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                              per-key quota, bucket and 24 h traffic from the
-                                             admin listener (token from $TRENDGATE_ADMIN_TOKEN)
+                                             admin listener (address and token from FILE's
+                                             admin section; $TRENDGATE_ADMIN_TOKEN overrides)
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
-  trendgate healthcheck [-config FILE|-url URL]
-                                             exit 0 when the admin /healthz (found from the
-                                             file's admin.listen, or URL) answers 200; for
-                                             container health checks
+  trendgate healthcheck [-ready] [-config FILE|-url URL]
+                                             exit 0 when the admin /healthz (liveness) or,
+                                             with -ready, /readyz (readiness; false while
+                                             draining) answers 200: the listener of the
+                                             file's admin.listen, or URL. The probes need
+                                             no admin token; for container health checks
   trendgate version                          print version, commit and Go version (also -version)
 
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
@@ -159,16 +166,19 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func runServe(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "Usage: trendgate serve -config FILE [-watch 2s]\n\nRun the gateway with a configuration file.\n")
-	path := fs.String("config", "", "configuration `FILE` (required)")
+	fs := newFlags("serve", "Usage: trendgate serve [-config] FILE [-watch 2s]\n\n"+
+		"Run the gateway with a configuration file, given as -config FILE or as the argument.\n")
+	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	poll := fs.Duration("watch", 2*time.Second, "how often to check the config file, and in tls.mode files the certificate files, for changes (0: only on SIGHUP)")
-	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+	pos, help, err := parseArgs(fs, args, stdout)
+	if help || err != nil {
 		return err
 	}
-	if *path == "" {
-		return errors.New("serve: -config FILE is required")
+	path, err := configFile(*flagPath, pos, "trendgate serve [-config] FILE")
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
-	cfg, err := config.Load(*path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		return err
 	}
@@ -194,7 +204,7 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signalContext()
 	defer stop()
-	w := config.NewWatcher(*path, *poll, log.Named("config"), func(c *config.Config, err error) {
+	w := config.NewWatcher(path, *poll, log.Named("config"), func(c *config.Config, err error) {
 		if err != nil {
 			g.RefuseReload(err) // counted and logged once, like a refusal by Reload
 			return
@@ -218,26 +228,65 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	return g.Run(ctx)
 }
 
-// runConfig runs "config check FILE".
+// runConfig runs "config check [-config] FILE".
 func runConfig(args []string, stdout io.Writer) error {
-	fs := newFlags("config check", "Usage: trendgate config check FILE\n\n"+
-		"Validate a configuration file: every problem is printed with its YAML path,\n"+
+	const use = "trendgate config check [-config] FILE"
+	fs := newFlags("config check", "Usage: "+use+"\n\n"+
+		"Validate a configuration file, given as -config FILE or as the argument: every\n"+
+		"problem is printed with its YAML path (or its line, for a syntax mistake),\n"+
 		"warnings too; the exit status is 0 only for a valid file.\n")
+	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
 			fs.SetOutput(stdout)
 			fs.Usage()
 			return nil
 		}
-		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+		return errors.New("usage: " + use + " (see trendgate config check -help)")
 	}
-	if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
+	pos, help, err := parseArgs(fs, args[1:], stdout)
+	if help || err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return errors.New("usage: trendgate config check FILE (see trendgate config check -help)")
+	path, err := configFile(*flagPath, pos, use)
+	if err != nil {
+		return fmt.Errorf("config check: %w", err)
 	}
-	return checkConfig(fs.Arg(0), stdout)
+	return checkConfig(path, stdout)
+}
+
+// parseArgs parses args into fs with flags and arguments in any order
+// ("serve FILE -watch 1s" as well as "serve -watch 1s FILE"; the flag
+// package alone stops at the first argument) and returns the arguments.
+// help is parseFlags's.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) (pos []string, help bool, err error) {
+	if help, err := parseFlags(fs, args, stdout); help || err != nil {
+		return nil, help, err
+	}
+	for fs.NArg() > 0 {
+		rest := fs.Args()
+		pos = append(pos, rest[0])
+		if err := fs.Parse(rest[1:]); err != nil {
+			return nil, false, err
+		}
+	}
+	return pos, false, nil
+}
+
+// configFile returns the configuration file named by -config (flagPath)
+// or by the one argument, which may both be given if they agree.
+func configFile(flagPath string, pos []string, use string) (string, error) {
+	switch {
+	case len(pos) > 1:
+		return "", fmt.Errorf("one configuration file, got %d arguments (usage: %s)", len(pos), use)
+	case len(pos) == 1 && flagPath != "" && pos[0] != flagPath:
+		return "", fmt.Errorf("-config %s and the argument %s name different files; give one (usage: %s)", flagPath, pos[0], use)
+	case len(pos) == 1:
+		return pos[0], nil
+	case flagPath != "":
+		return flagPath, nil
+	}
+	return "", fmt.Errorf("a configuration file is required (usage: %s)", use)
 }
 
 func checkConfig(path string, stdout io.Writer) error {
@@ -256,14 +305,15 @@ const keysUsage = `Usage:
   trendgate keys new -id ID -plan PLAN   generate a key; prints the secret once and the
                                          config lines to paste under keys:
   trendgate keys hash                    read a key on stdin, print its sha256 digest
-  trendgate keys usage [-admin URL] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                          per-key usage from a running gateway's admin
-                                         listener (token from $TRENDGATE_ADMIN_TOKEN)
+                                         listener (address and token from FILE, or
+                                         ADDR and $TRENDGATE_ADMIN_TOKEN)
 `
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-admin URL] [-id ID] [-json] (see trendgate keys -help)")
+		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -329,6 +379,10 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
+	if o.admin != "off" && !loopbackAddr(o.admin) {
+		return fmt.Errorf("-admin %s: demo mode serves the admin listener without a token, so only on loopback (such as 127.0.0.1:9090); "+
+			"run trendgate serve with admin.token set to expose it", o.admin)
+	}
 	log, stopLog, err := newLogger(o.logLevel, stderr)
 	if err != nil {
 		return err
@@ -386,6 +440,19 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 	return g.Serve(ctx, ls)
 }
 
+// loopbackAddr reports whether a listen address binds only loopback.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // demoOptions are demo mode's flags.
 type demoOptions struct {
 	listen, admin, logLevel string
@@ -399,7 +466,7 @@ func demoFlags(out io.Writer) (*flag.FlagSet, *demoOptions) {
 	fs := flag.NewFlagSet("trendgate", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "public listen `ADDR`")
-	fs.StringVar(&o.admin, "admin", "off", "admin listen `ADDR` (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
+	fs.StringVar(&o.admin, "admin", "off", "admin listen `ADDR` on loopback (dashboard at /, /keys, /healthz, /readyz, /metrics, /purge, /openapi.yaml), or off")
 	fs.DurationVar(&o.latency, "upstream-latency", 150*time.Millisecond, "latency the demo upstream adds to every answer")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn, error")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usage, "\nDemo mode flags:\n"); fs.PrintDefaults() }
@@ -479,50 +546,117 @@ func runDemoUpstream(args []string, stdout, stderr io.Writer) error {
 }
 
 func runHealthcheck(args []string, stdout io.Writer) error {
-	fs := newFlags("healthcheck", "Usage: trendgate healthcheck [-config FILE | -url URL]\n\n"+
-		"Exit 0 when the admin listener's /healthz answers 200 (for container health checks).\n"+
-		"With -config, its address is the file's admin.listen.\n")
-	url := fs.String("url", "http://127.0.0.1:9090/healthz", "`URL` to probe")
+	fs := newFlags("healthcheck", "Usage: trendgate healthcheck [-ready] [-config FILE | -url URL]\n\n"+
+		"Exit 0 when the admin listener's /healthz (liveness; with -ready, /readyz:\n"+
+		"readiness, which turns false while draining) answers 200, for container and\n"+
+		"Kubernetes probes. Neither probe needs admin.token, so none is sent.\n"+
+		"With -config, the address is the file's admin.listen (a wildcard host is\n"+
+		"probed on loopback). A -url without a path gets /healthz or /readyz;\n"+
+		"one ending in /healthz gets /readyz with -ready.\n")
+	rawURL := fs.String("url", "http://127.0.0.1:9090", "admin listener base `URL`, or the whole probe URL")
 	path := fs.String("config", "", "configuration `FILE` whose admin.listen to probe (instead of -url)")
+	ready := fs.Bool("ready", false, "probe readiness (/readyz) instead of liveness (/healthz)")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
-	if *path != "" {
-		u, err := healthURL(*path)
-		if err != nil {
-			return err
-		}
-		*url = u
+	if fs.NArg() > 0 {
+		return fmt.Errorf("healthcheck: unexpected argument %q", fs.Arg(0))
 	}
-	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get(*url)
+	base := *rawURL
+	if *path != "" {
+		u, err := adminBase(*path)
+		if err != nil {
+			return fmt.Errorf("healthcheck: %w", err)
+		}
+		base = u
+	}
+	target, err := probeURL(base, *ready)
 	if err != nil {
 		return err
 	}
-	_ = resp.Body.Close()
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(target)
+	if err != nil {
+		return fmt.Errorf("healthcheck: %w", err)
+	}
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("healthcheck: %s answered %s", *url, resp.Status)
+		var body struct{ Status string }
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		if json.Unmarshal(b, &body) == nil && body.Status != "" {
+			return fmt.Errorf("healthcheck: %s answered %s: %s", target, resp.Status, body.Status)
+		}
+		return fmt.Errorf("healthcheck: %s answered %s", target, resp.Status)
 	}
 	return nil
 }
 
-// healthURL returns the /healthz URL of the admin listener that the
-// config file at path sets up: a wildcard host is probed on loopback.
-func healthURL(path string) (string, error) {
+// probeURL returns the URL to probe: base with /healthz (or /readyz when
+// ready) when base has no path, base with a /healthz path turned into
+// /readyz when ready, and otherwise base as given.
+func probeURL(base string, ready bool) (string, error) {
+	u, err := parseAdminURL(base)
+	if err != nil {
+		return "", fmt.Errorf("healthcheck: -url: %w", err)
+	}
+	probe := "/healthz"
+	if ready {
+		probe = "/readyz"
+	}
+	switch {
+	case u.Path == "" || u.Path == "/":
+		u.Path = probe
+	case ready && strings.HasSuffix(u.Path, "/healthz"):
+		u.Path = strings.TrimSuffix(u.Path, "/healthz") + probe
+	}
+	return u.String(), nil
+}
+
+// parseAdminURL parses an admin listener URL as an operator types it: a
+// URL (http://127.0.0.1:9090) or a bare host:port, which means http://.
+func parseAdminURL(raw string) (*url.URL, error) {
+	if !strings.Contains(raw, "://") {
+		raw = "http://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("%q is not an admin address such as 127.0.0.1:9090 or http://127.0.0.1:9090", strings.TrimPrefix(raw, "http://"))
+	}
+	return u, nil
+}
+
+// adminBase returns the base URL (http://host:port) of the admin listener
+// that the config file at path sets up: a wildcard host is reached on
+// loopback.
+func adminBase(path string) (string, error) {
+	base, _, err := adminAccess(path)
+	return base, err
+}
+
+// adminAccess returns the base URL of the admin listener the config file
+// at path sets up (see adminBase) and its admin.token.
+func adminAccess(path string) (base, token string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: %w", err)
+		return "", "", err
 	}
-	listen, err := config.AdminListen(data, os.LookupEnv)
+	a, err := config.AdminAccess(data, os.LookupEnv)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: %w", err)
+		return "", "", err
 	}
+	base, err = listenBase(a.Listen, path)
+	return base, a.Token, err
+}
+
+// listenBase turns admin.listen (read from path) into the base URL that
+// reaches it.
+func listenBase(listen, path string) (string, error) {
 	if listen == "off" {
-		return "", fmt.Errorf("healthcheck: admin.listen is off in %s; the health check needs the admin listener", path)
+		return "", fmt.Errorf("admin.listen is off in %s; the probes and admin commands need the admin listener", path)
 	}
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
-		return "", fmt.Errorf("healthcheck: admin.listen %q is not host:port", listen)
+		return "", fmt.Errorf("admin.listen %q is not host:port", listen)
 	}
 	switch host {
 	case "", "0.0.0.0":
@@ -530,5 +664,5 @@ func healthURL(path string) (string, error) {
 	case "::":
 		host = "::1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/healthz", nil
+	return "http://" + net.JoinHostPort(host, port), nil
 }

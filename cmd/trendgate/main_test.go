@@ -154,7 +154,7 @@ func TestUnknownCommandAndHelp(t *testing.T) {
 		t.Error("unknown command accepted")
 	}
 	out.Reset()
-	if err := run([]string{"-help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "trendgate serve -config FILE") {
+	if err := run([]string{"-help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "trendgate serve [-config] FILE") {
 		t.Errorf("help: %v\n%s", err, out.String())
 	}
 }
@@ -198,16 +198,16 @@ func TestHelpEverywhere(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"-help"}, []string{"trendgate serve -config FILE", "-listen ADDR", "-admin ADDR", "-log-level LEVEL", "-upstream-latency"}},
+		{[]string{"-help"}, []string{"trendgate serve [-config] FILE", "healthcheck [-ready]", "-listen ADDR", "-admin ADDR", "-log-level LEVEL", "-upstream-latency"}},
 		{[]string{"--help"}, []string{"Demo mode flags:", "-upstream-latency"}},
 		{[]string{"help"}, []string{"trendgate version", "-listen ADDR"}},
-		{[]string{"config", "check", "-help"}, []string{"Usage: trendgate config check FILE"}},
-		{[]string{"config", "-h"}, []string{"Usage: trendgate config check FILE"}},
-		{[]string{"keys", "-help"}, []string{"trendgate keys new -id ID -plan PLAN", "trendgate keys hash"}},
+		{[]string{"config", "check", "-help"}, []string{"Usage: trendgate config check [-config] FILE"}},
+		{[]string{"config", "-h"}, []string{"Usage: trendgate config check [-config] FILE"}},
+		{[]string{"keys", "-help"}, []string{"trendgate keys new -id ID -plan PLAN", "trendgate keys hash", "keys usage [-config FILE | -admin ADDR]"}},
 		{[]string{"keys", "new", "-help"}, []string{"-id ID", "-plan PLAN"}},
 		{[]string{"keys", "hash", "-h"}, []string{"Usage: trendgate keys hash"}},
 		{[]string{"serve", "-help"}, []string{"-config FILE", "-watch"}},
-		{[]string{"healthcheck", "-help"}, []string{"-config FILE", "-url URL"}},
+		{[]string{"healthcheck", "-help"}, []string{"-config FILE", "-url URL", "-ready", "needs admin.token"}},
 		{[]string{"demo-upstream", "-help"}, []string{"none, server-error, rate-limit, garbage, wrong-shape, oversize, hang, flap, reset"}},
 	}
 	for _, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,10 +25,13 @@ const adminTokenEnv = "TRENDGATE_ADMIN_TOKEN"
 // runKeysUsage fetches GET /keys (or /keys/{id}) from the admin listener
 // and prints an aligned table, or the JSON itself with -json.
 func runKeysUsage(args []string, stdout io.Writer) error {
-	fs := newFlags("keys usage", "Usage: trendgate keys usage [-admin URL] [-id ID] [-json]\n\n"+
-		"Per-key usage from a running gateway's admin listener. The admin token, when\n"+
-		"the listener has one, is read from $"+adminTokenEnv+".\n")
-	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener base `URL`")
+	fs := newFlags("keys usage", "Usage: trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]\n\n"+
+		"Per-key usage from a running gateway's admin listener: the one the config\n"+
+		"FILE's admin.listen sets up (a wildcard host is reached on loopback), or ADDR\n"+
+		"(127.0.0.1:9090 or http://127.0.0.1:9090; -admin wins over the file's address).\n"+
+		"The admin token is $"+adminTokenEnv+" when set, else the file's admin.token.\n")
+	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener `ADDR`: host:port or a base URL")
+	path := fs.String("config", "", "configuration `FILE` whose admin.listen and admin.token to use")
 	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
@@ -36,11 +40,29 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("keys usage: unexpected argument %q", fs.Arg(0))
 	}
-	target := strings.TrimRight(*base, "/") + "/keys"
+	token := ""
+	if *path != "" {
+		fileBase, fileToken, err := adminAccess(*path)
+		if err != nil {
+			return fmt.Errorf("keys usage: %w", err)
+		}
+		token = fileToken
+		if !flagSet(fs, "admin") {
+			*base = fileBase
+		}
+	}
+	if env, ok := os.LookupEnv(adminTokenEnv); ok && env != "" {
+		token = env
+	}
+	u, err := parseAdminURL(*base)
+	if err != nil {
+		return fmt.Errorf("keys usage: -admin: %w", err)
+	}
+	target := strings.TrimRight(u.String(), "/") + "/keys"
 	if *id != "" {
 		target += "/" + url.PathEscape(*id)
 	}
-	body, err := adminGet(target, os.Getenv(adminTokenEnv))
+	body, err := adminGet(target, token)
 	if err != nil {
 		return err
 	}
@@ -71,6 +93,13 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 	return nil
 }
 
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // adminGet GETs target with the admin token (if any) and returns the body
 // of a 200; any other answer becomes an error quoting the JSON error.
 func adminGet(target, token string) ([]byte, error) {
@@ -97,7 +126,7 @@ func adminGet(target, token string) ([]byte, error) {
 		if json.Unmarshal(body, &e) == nil && e.Code != "" {
 			msg := fmt.Sprintf("keys usage: %s answered %d %s: %s", target, resp.StatusCode, e.Code, e.Error)
 			if resp.StatusCode == http.StatusUnauthorized {
-				msg += " (set $" + adminTokenEnv + ")"
+				msg += " (set $" + adminTokenEnv + ", or give -config with the file that sets admin.token)"
 			}
 			return nil, errors.New(msg)
 		}
