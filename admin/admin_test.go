@@ -117,7 +117,7 @@ func TestPurgeSelectors(t *testing.T) {
 		want  cache.Selector
 	}{
 		{"all=true", cache.Selector{All: true}},
-		{"key=v1%7Clist", cache.Selector{Key: "v2|list"}},
+		{"key=v2%7Clist", cache.Selector{Key: "v2|list"}},
 		{"topic=Bitcoin", cache.Selector{Topic: "bitcoin"}},
 		{"topic=%23AI", cache.Selector{Topic: "#ai"}},
 		{"topic=AI+Agents", cache.Selector{Topic: "ai agents"}},
