@@ -17,9 +17,9 @@ import (
 
 // Keys of the entries the purge bus tests hold in each local tier.
 const (
-	busBTCWhatsup = "v1|whatsup|bitcoin"
-	busBTCSeries  = "v1|series|bitcoin|hour|1w||"
-	busETHWhatsup = "v1|whatsup|ethereum"
+	busBTCWhatsup = "v2|whatsup|bitcoin"
+	busBTCSeries  = "v2|series|bitcoin|hour|1w||"
+	busETHWhatsup = "v2|whatsup|ethereum"
 )
 
 // busInstance is one instance's side of the bus: its local tier and bus.
@@ -278,7 +278,7 @@ func TestPurgeMessageRoundTrip(t *testing.T) {
 		sel  Selector
 	}{
 		{"all", Selector{All: true}},
-		{"key with bars", Selector{Key: "v1|series|#ai|day|1m||"}},
+		{"key with bars", Selector{Key: "v2|series|#ai|day|1m||"}},
 		{"topic with space", Selector{Topic: "ai agents"}},
 	}
 	for _, tc := range tests {

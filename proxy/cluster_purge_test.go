@@ -34,7 +34,7 @@ func TestClusterPurgeReachesEveryInstance(t *testing.T) {
 		{"all", "all=true", true},
 		{"topic", "topic=" + topic, false},
 		{"url", "url=" + whatsup, false},
-		{"key", "key=" + url.QueryEscape("v1|whatsup|"+topic), false},
+		{"key", "key=" + url.QueryEscape("v2|whatsup|"+topic), false},
 	}
 	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
 		for _, tc := range tests {
