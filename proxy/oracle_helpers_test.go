@@ -131,6 +131,9 @@ func decodeJSON(b []byte) (any, error) {
 
 // jsonEqual reports whether a and b are the same JSON value.
 func jsonEqual(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
 	va, ea := decodeJSON(a)
 	vb, eb := decodeJSON(b)
 	return ea == nil && eb == nil && reflect.DeepEqual(va, vb)
@@ -371,10 +374,11 @@ func (n *oracleNode) restart() {
 	n.start()
 }
 
-// upstreamCalls is how many upstream calls the running gateway finished.
-func (n *oracleNode) upstreamCalls() float64 {
-	return metric(n.t, n.gw.Registry(), "trendgate_upstream_requests_total") +
-		metric(n.t, n.gw.Registry(), "trendgate_upstream_refusals_total")
+// upstreamRequests is how many upstream answers the running gateway has
+// read (trendgate_upstream_requests_total counts each attempt once its
+// answer is read).
+func (n *oracleNode) upstreamRequests() float64 {
+	return metric(n.t, n.gw.Registry(), "trendgate_upstream_requests_total")
 }
 
 // reply is one gateway response as the oracle saw it.

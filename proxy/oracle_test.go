@@ -165,6 +165,7 @@ type oracleRun struct {
 	fault       demo.Fault
 	faultEnds   int       // the step at which the fault is lifted
 	healthyFrom time.Time // the upstream counts as healthy from then on
+	retired     float64   // upstream answers read by gateways since restarted
 
 	seen     []seenReq          // recent requests answered with a passing 200, to revalidate
 	own      []map[string]bool // per node: canonical keys it fetched or cut since it started
@@ -242,8 +243,9 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 
 	for r.step = 0; r.step < steps; r.step++ {
 		r.advance()
-		r.faults()
-		if v.restart && r.rnd.IntN(100) < 3 {
+		r.faults(steps)
+		// At least one restart per run, in its middle, and more now and then.
+		if v.restart && (r.rnd.IntN(100) < 3 || r.step == steps/2 && r.paths["event: restart"] == 0) {
 			r.restartNode(r.rnd.IntN(len(r.nodes)))
 		}
 		r.once()
@@ -287,16 +289,21 @@ func (r *oracleRun) advance() {
 	r.clk.Advance(time.Duration(s) * time.Second)
 }
 
-// faults switches the upstream into a fault for a few steps now and then.
-func (r *oracleRun) faults() {
+// faults switches the upstream into a fault for a few steps now and then,
+// and at least once in a run (by its third).
+func (r *oracleRun) faults(steps int) {
+	first := r.step == steps/3 && r.paths["fault: "+demo.FaultServerError.String()]+r.paths["fault: "+demo.FaultRateLimit.String()] == 0
 	switch {
 	case r.fault != demo.FaultNone && r.step >= r.faultEnds:
 		r.fault = demo.FaultNone
 		r.up.SetFault(demo.FaultNone)
 		r.healthyFrom = r.clk.Now().Add(oracleRecovery)
-	case r.fault == demo.FaultNone && r.rnd.IntN(100) < 4:
+	case r.fault == demo.FaultNone && (r.rnd.IntN(100) < 4 || first):
 		r.fault = demo.FaultServerError
-		if r.rnd.IntN(10) < 3 {
+		// Not in cluster mode: the shared budget holds every call until the
+		// upstream's reset, which the demo states on the fake clock (days
+		// from the real time) while Redis counts on its own TIME.
+		if r.rnd.IntN(10) < 3 && !r.v.cluster {
 			r.fault = demo.FaultRateLimit
 		}
 		r.faultEnds = r.step + 1 + r.rnd.IntN(4)
@@ -317,31 +324,37 @@ func (r *oracleRun) restartNode(i int) {
 		r.restored[i][k] = true
 	}
 	r.own[i] = map[string]bool{}
+	r.retired += r.nodes[i].upstreamRequests() // its counters start again at 0
 	r.nodes[i].restart()
 	r.paths["event: restart"]++
 }
 
-// quiesce waits until no upstream call is in flight and none has started
-// for a few polls, so a background refresh has ended before the clock
-// moves (its entry's fetch time is then the instant the upstream answered).
+// quiesce waits until every upstream call that has reached the upstream
+// has been read by the gateway that made it (the gateway counts
+// trendgate_upstream_requests_total once it has read the answer), so a
+// background refresh has stored its entry, with the instant the upstream
+// answered as its fetch time, before the clock moves. A refresh that has
+// not started by then starts after the move, and is as consistent.
 func (r *oracleRun) quiesce() {
-	last, stable := -1.0, 0
 	ok := pollUntil(func() bool {
-		n := float64(r.tap.arrived.Load())
-		for _, nd := range r.nodes {
-			n += nd.upstreamCalls()
+		if r.tap.inflight.Load() != 0 {
+			return false
 		}
-		if r.tap.inflight.Load() == 0 && n == last {
-			stable++
-		} else {
-			stable = 0
-		}
-		last = n
-		return stable >= 3
+		return float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls()
 	})
 	if !ok {
-		r.t.Fatal("upstream calls did not settle within 10 s")
+		r.t.Fatalf("upstream calls did not settle within 10 s: %d arrived, %v read by the gateways",
+			r.tap.arrived.Load(), r.retired+r.finishedCalls())
 	}
+}
+
+// finishedCalls is how many upstream answers the running gateways have read.
+func (r *oracleRun) finishedCalls() float64 {
+	var n float64
+	for _, nd := range r.nodes {
+		n += nd.upstreamRequests()
+	}
+	return n
 }
 
 // seenReq is a request a client got a passing 200 for, with its ETag.
