@@ -257,8 +257,8 @@ func (s *server) purgeKey(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	msg := "nothing is cached under this key"
-	if !strings.HasPrefix(key, "v1|") {
-		msg += "; key= takes a canonical cache key (v1|...): give the public request URL as url= instead"
+	if !strings.HasPrefix(key, "v2|") {
+		msg += "; key= takes a canonical cache key (v2|...): give the public request URL as url= instead"
 	} else {
 		msg += " (" + key + ")"
 	}

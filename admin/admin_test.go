@@ -73,7 +73,7 @@ func TestPurgeSelectors(t *testing.T) {
 		want  cache.Selector
 	}{
 		{"all=true", cache.Selector{All: true}},
-		{"key=v1%7Clist", cache.Selector{Key: "v1|list"}},
+		{"key=v1%7Clist", cache.Selector{Key: "v2|list"}},
 		{"topic=Bitcoin", cache.Selector{Topic: "bitcoin"}},
 		{"topic=%23AI", cache.Selector{Topic: "#ai"}},
 		{"topic=AI+Agents", cache.Selector{Topic: "ai agents"}},
@@ -214,9 +214,9 @@ func (p *countingPurger) Purge(_ context.Context, sel cache.Selector) int {
 func TestPurgeByURL(t *testing.T) {
 	now := time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC)
 	p := &countingPurger{hit: map[string]int{
-		"v1|whatsup|#ai":             1,
-		"v1|series|bitcoin|day|1m||": 1,
-		"v1|list":                    1,
+		"v2|whatsup|#ai":             1,
+		"v2|series|bitcoin|day|1m||": 1,
+		"v2|list":                    1,
 	}}
 	h := New(Options{Purger: p, Clock: clock.NewFake(now)})
 	tests := []struct {
@@ -225,17 +225,17 @@ func TestPurgeByURL(t *testing.T) {
 		code    string // error code, for non-200
 		wantKey string // the key purged (or looked for)
 	}{
-		{"url=/api4/public/topic/%23AI/whatsup/v1", 200, "", "v1|whatsup|#ai"},
-		{"url=/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", 200, "", "v1|series|bitcoin|day|1m||"},
-		{"url=https://gw.example.com/api4/public/topics/list/v1", 200, "", "v1|list"},
-		{"url=%2Fapi4%2Fpublic%2Ftopics%2Flist%2Fv1", 200, "", "v1|list"},
-		{"url=/api4/public/topic/ethereum/whatsup/v1", 404, "not_cached", "v1|whatsup|ethereum"},
+		{"url=/api4/public/topic/%23AI/whatsup/v1", 200, "", "v2|whatsup|#ai"},
+		{"url=/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", 200, "", "v2|series|bitcoin|day|1m||"},
+		{"url=https://gw.example.com/api4/public/topics/list/v1", 200, "", "v2|list"},
+		{"url=%2Fapi4%2Fpublic%2Ftopics%2Flist%2Fv1", 200, "", "v2|list"},
+		{"url=/api4/public/topic/ethereum/whatsup/v1", 404, "not_cached", "v2|whatsup|ethereum"},
 		{"url=/api4/public/topic/bitcoin/time-series/v1?bucket=weeks", 400, "invalid_bucket", ""},
 		{"url=/api4/public/topic/a%2Fb/whatsup/v1", 400, "invalid_topic", ""},
 		{"url=/api4/public/nope", 400, "invalid_purge", ""},
 		{"url=bitcoin", 400, "invalid_purge", ""},
 		{"key=list", 404, "not_cached", "list"},
-		{"key=" + url.QueryEscape("v1|list"), 200, "", "v1|list"},
+		{"key=" + url.QueryEscape("v2|list"), 200, "", "v2|list"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.query, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -64,12 +63,6 @@ func keyTarget(key string) (string, bool) {
 			if f[2+i] != "" {
 				v.Set(name, f[2+i])
 			}
-		}
-		// The key's End is the last bucket's start; as in UpstreamQuery,
-		// ask up to that bucket's last second, so a one-bucket window
-		// (Start == End) is still a window.
-		if end, ok := parseUnix(f[5]); ok && bucketSeconds(f[2]) > 0 {
-			v.Set("end", strconv.FormatInt(end+bucketSeconds(f[2])-1, 10))
 		}
 		return apiTopicPrefix + EncodeTopic(f[1]) + seriesTail + "?" + v.Encode(), true
 	}

@@ -25,10 +25,15 @@ type Request struct {
 	// Interval is one of 1d 1w 1m 3m 6m 1y all (series only); empty when an
 	// absolute window (Start, End) is used.
 	Interval string
-	// Start and End are the aligned absolute window in unix seconds (series
-	// only); both zero when Interval is used. Both are bucket boundaries and
-	// the window selects the buckets that begin at Start through End,
-	// inclusive, so Start == End is a one-bucket window.
+	// Start and End are the bounds of an absolute window in unix seconds
+	// (series only); both zero when Interval is used, End zero when the
+	// client gave only start (the window runs to the upstream's now). Each
+	// is canonical (see StartBound): a bucket boundary as given, or a fixed
+	// second inside the bucket it falls in, so every bound inside one
+	// bucket has one form. How the upstream turns bounds into buckets
+	// (is the bucket of an end inclusive? of a start?) is not assumed here:
+	// under every such reading, all bounds with one canonical form select
+	// the same buckets, so normalizing never changes the answer.
 	Start, End int64
 	// Metric is the TSV metric (tsv only).
 	Metric string
@@ -40,7 +45,7 @@ const AllowedMethods = "GET, HEAD"
 
 // keyVersion prefixes every cache key; bump it when the key layout or the
 // meaning of a field changes, so old entries can never be read as new ones.
-const keyVersion = "v1|"
+const keyVersion = "v2|" // v2: absolute windows keyed by canonical bounds (Bound)
 
 // The routes, compared byte for byte with the escaped path.
 const (
@@ -60,6 +65,7 @@ const (
 	daySeconds       = 86400 // buckets are UTC days
 	onlyEndSpan      = 7 * daySeconds
 	maxUnixDigits    = 10
+	maxUnix          = 9999999999
 	defaultBucket    = "hour"
 	defaultInterval  = "1w"
 	seriesParamsText = "bucket, interval, start and end"
@@ -111,15 +117,13 @@ var (
 	errEnd = bad("invalid_end",
 		"end must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
 	errStartFuture = bad("invalid_start",
-		"start is in the future")
+		"start is in the future: it must be before the end of the next bucket")
 	errEndFuture = bad("invalid_end",
-		"end is beyond the current bucket")
+		"end is over a week ahead: without start the window begins 7 days before end, which would be in the future")
 	errEndEarly = bad("invalid_end",
 		"end is too early: without start the window begins 7 days before end, which must be after unix time 0")
 	errWindow = bad("invalid_window",
 		"start must be before end")
-	errEmptyWindow = bad("empty_window",
-		"the window holds no whole bucket: start is rounded up and end down to bucket boundaries")
 )
 
 func bad(code, message string) *httperr.Error {
@@ -142,7 +146,7 @@ func emptyParam(name string) *httperr.Error {
 // ErrNotFound (404), or a 400 whose code names the problem (body_not_allowed,
 // invalid_path, invalid_topic, invalid_metric, invalid_query, key_in_query,
 // unknown_parameter, duplicate_parameter, invalid_bucket, invalid_interval,
-// invalid_start, invalid_end, invalid_window, empty_window). Its message says
+// invalid_start, invalid_end, invalid_window). Its message says
 // what was wrong and what is accepted. It never contains a path or query
 // value and quotes an unknown parameter name only when that is 1 to 20
 // bytes of [a-z0-9_], so it cannot echo an API key.
@@ -152,9 +156,11 @@ func emptyParam(name string) *httperr.Error {
 //
 // Decided edge cases: unix time 0 (and any number with a leading zero) is
 // rejected, as no data is that old; an interval given together with start or
-// end must still be valid but is otherwise ignored; a start in the future is
-// invalid_start; with only end the window starts 7 days before the end's
-// bucket; with only start it ends at now's bucket.
+// end must still be valid but is otherwise ignored; a start more than a
+// bucket ahead of now's is invalid_start; an end is never refused for
+// lying in the future (the upstream answers what it has); with only end the
+// window starts 7 days before it; with only start it runs to the upstream's
+// now (End is 0).
 func ParseRequest(r *http.Request, now time.Time) (Request, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return Request{}, ErrMethodNotAllowed
@@ -513,7 +519,7 @@ func plainName(name string) bool {
 	return true
 }
 
-// resolveSeries fills Bucket and either Interval or the aligned window.
+// resolveSeries fills Bucket and either Interval or the canonical window.
 func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 	q.Bucket = defaultBucket
 	if v, ok := p.get(paramBucket); ok {
@@ -564,34 +570,53 @@ func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 		}
 	}
 	size := bucketSeconds(q.Bucket)
-	current := floorTo(now.Unix(), size) // the bucket that holds now
 	if hasStart && hasEnd && start >= end {
 		return errWindow
 	}
-	if hasEnd && floorTo(end, size) > current {
-		return errEndFuture
-	}
-	if hasStart && start > now.Unix() {
-		return errStartFuture
-	}
 	if hasEnd {
-		end = floorTo(end, size)
-	} else {
-		end = current
+		end = EndBound(end, size)
 	}
 	if !hasStart {
-		// Keyed by the end's bucket, so every end inside one bucket
-		// selects the same week.
+		// Without start the upstream begins 7 days before end, a whole
+		// number of buckets, so that start falls where end does.
 		if start = end - onlyEndSpan; start < 1 {
 			return errEndEarly
 		}
 	}
-	start = ceilTo(start, size)
-	if start > end {
-		return errEmptyWindow
+	// A start up to one bucket ahead is a client whose clock runs ahead;
+	// further is a mistake. An end is never refused for being in the
+	// future: the upstream's clock may run ahead of ours, and no row lies
+	// past its now, so it answers what it has.
+	if start >= floorTo(now.Unix(), size)+2*size {
+		if !hasStart {
+			return errEndFuture
+		}
+		return errStartFuture
 	}
-	q.Start, q.End = start, end
+	q.Start, q.End = StartBound(start, size), end
 	return nil
+}
+
+// StartBound and EndBound return the canonical form of a window's start
+// and end t for buckets of size seconds: t itself on a bucket boundary;
+// inside a bucket, its second second (StartBound) or its last second
+// (EndBound), so a start and an end inside one bucket stay in order. Any
+// reading of bounds that depends only on the bucket a bound falls in and
+// on whether it lies on the boundary (inclusive or exclusive, floored or
+// not) selects the same buckets for t as for its canonical form.
+func StartBound(t, size int64) int64 {
+	if f := floorTo(t, size); f != t {
+		return f + 1
+	}
+	return t
+}
+
+// EndBound: see StartBound.
+func EndBound(t, size int64) int64 {
+	if f := floorTo(t, size); f != t {
+		return min(f+size-1, maxUnix) // the last bucket is cut short by the digits allowed
+	}
+	return t
 }
 
 // parseUnix parses unix seconds written strictly: 1 to 10 decimal digits,
@@ -630,15 +655,6 @@ func floorTo(t, size int64) int64 {
 		r += size
 	}
 	return t - r
-}
-
-// ceilTo rounds t up to a multiple of size.
-func ceilTo(t, size int64) int64 {
-	f := floorTo(t, size)
-	if f < t {
-		f += size
-	}
-	return f
 }
 
 // Key returns the versioned canonical cache key, for example
@@ -702,11 +718,10 @@ func (q Request) UpstreamPath() string {
 
 // UpstreamQuery returns the upstream query string in a fixed order:
 // "bucket=hour&interval=1w", or for an absolute window
-// "bucket=day&start=<Start>&end=<last second of the End bucket>". The end
-// sent is End plus one bucket minus one second, so the upstream selects the
-// same buckets whether it reads end as inclusive or exclusive, and a
-// one-bucket window (Start == End) still has start < end. It is "" for the
-// other endpoints and for a zero Request.
+// "bucket=day&start=<Start>&end=<End>" (without end when the client gave
+// only start). The bounds sent are the canonical ones, which the upstream
+// reads as it would read the client's own. It is "" for the other
+// endpoints and for a zero Request.
 func (q Request) UpstreamQuery() string {
 	if q.Endpoint != EndpointSeries {
 		return ""
@@ -719,21 +734,28 @@ func (q Request) UpstreamQuery() string {
 	b = append(b, q.Bucket...)
 	b = append(b, "&start="...)
 	b = strconv.AppendInt(b, q.Start, 10)
-	b = append(b, "&end="...)
-	b = strconv.AppendInt(b, q.End+bucketSeconds(q.Bucket)-1, 10)
+	if q.End != 0 {
+		b = append(b, "&end="...)
+		b = strconv.AppendInt(b, q.End, 10)
+	}
 	return string(b)
 }
 
+// BucketSeconds is the length of q's buckets in seconds: 3600 or 86400 for
+// a time series, 0 for anything else.
+func (q Request) BucketSeconds() int64 { return bucketSeconds(q.Bucket) }
+
 // WindowEnd tells freshness when the data selected by q stops changing. It
-// is the zero time when the window reaches now (an interval, and every
-// endpoint other than the series); for an absolute window it is the moment
-// the End bucket closes, End plus one bucket, because the End bucket itself
-// is still filling until then.
+// is the zero time when the window reaches now (an interval, a window with
+// only start, and every endpoint other than the series); for an absolute
+// window it is the moment the last bucket End can select closes: the
+// bucket End falls in (or begins, on a boundary) ends then.
 func (q Request) WindowEnd() time.Time {
-	if q.Endpoint != EndpointSeries || (q.Start == 0 && q.End == 0) {
+	if q.Endpoint != EndpointSeries || q.End == 0 {
 		return time.Time{}
 	}
-	return time.Unix(q.End+bucketSeconds(q.Bucket), 0)
+	size := bucketSeconds(q.Bucket)
+	return time.Unix(floorTo(q.End, size)+size, 0)
 }
 
 const upperHex = "0123456789ABCDEF"

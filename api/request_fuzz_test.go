@@ -152,7 +152,7 @@ func fuzzRequest(path, rawQuery string) *http.Request {
 // checkCanonical checks the invariants every accepted Request holds.
 func checkCanonical(t *testing.T, q Request) {
 	t.Helper()
-	if !strings.HasPrefix(q.Key(), "v1|") {
+	if !strings.HasPrefix(q.Key(), "v2|") {
 		t.Fatalf("Key() = %q; want a v1 key", q.Key())
 	}
 	if q.Endpoint == EndpointList {
@@ -186,8 +186,8 @@ func checkCanonical(t *testing.T, q Request) {
 			}
 			return
 		}
-		if q.Start <= 0 || q.Start > q.End || q.Start%size != 0 || q.End%size != 0 {
-			t.Fatalf("window %d..%d is not aligned to %d-second buckets", q.Start, q.End, size)
+		if q.Start <= 0 || q.End != 0 && q.Start >= q.End || q.Start != StartBound(q.Start, size) || q.End != EndBound(q.End, size) {
+			t.Fatalf("window %d..%d is not canonical for %d-second buckets", q.Start, q.End, size)
 		}
 	default:
 		t.Fatalf("endpoint %v is not one of the four", q.Endpoint)

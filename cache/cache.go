@@ -31,6 +31,47 @@ var (
 // "do not cache"; the entry's FreshUntil must be set by the fetcher.
 type Fetcher func(ctx context.Context, background bool) (*Entry, error)
 
+// Reason says why the cache asks a Fetcher for an entry; the fetcher reads
+// it from its context with ReasonFrom (for example to label upstream calls).
+type Reason uint8
+
+// The reasons of a fetch.
+const (
+	// ReasonMiss: a client asked for a key the cache does not hold (or
+	// holds past max_stale).
+	ReasonMiss Reason = iota
+	// ReasonRefresh: the entry is stale; a background refresh, or a client
+	// waiting for fresh data with the stale entry in hand.
+	ReasonRefresh
+	// ReasonLeaseTimeout: another instance held the key's lease and did not
+	// store an answer in time, so this one fetches too.
+	ReasonLeaseTimeout
+)
+
+// String returns the reason's label: "miss", "refresh" or "lease_timeout".
+func (r Reason) String() string {
+	switch r {
+	case ReasonRefresh:
+		return "refresh"
+	case ReasonLeaseTimeout:
+		return "lease_timeout"
+	}
+	return "miss"
+}
+
+type reasonKey struct{}
+
+// ReasonFrom returns the reason of the fetch ctx belongs to; ReasonMiss
+// when ctx carries none.
+func ReasonFrom(ctx context.Context) Reason {
+	r, _ := ctx.Value(reasonKey{}).(Reason)
+	return r
+}
+
+func withReason(ctx context.Context, r Reason) context.Context {
+	return context.WithValue(ctx, reasonKey{}, r)
+}
+
 // Option configures a Cache.
 type Option func(*Cache)
 
@@ -163,7 +204,7 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 		// A stale entry can answer: wait for the upstream only so long.
 		// The fill runs detached, so it goes on and stores its result.
 		var cancel context.CancelFunc
-		fillCtx, cancel = context.WithTimeout(ctx, cfg.StaleIfErrorWait)
+		fillCtx, cancel = context.WithTimeout(withReason(ctx, ReasonRefresh), cfg.StaleIfErrorWait)
 		defer cancel()
 	}
 	got, coalesced, err := c.fill(fillCtx, key, fetch)
@@ -271,7 +312,7 @@ func (c *Cache) refresh(ctx context.Context, key string, fetch Fetcher) {
 	c.wg.Add(1)
 	c.mu.Unlock()
 	c.m.refreshes.Inc()
-	detached := context.WithoutCancel(ctx)
+	detached := withReason(context.WithoutCancel(ctx), ReasonRefresh)
 	go func() { // owned by c: ends when the fill does, which Close cancels
 		defer c.wg.Done()
 		defer func() {
@@ -342,12 +383,15 @@ func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, backgr
 		return filled{e: e}, nil
 	}
 	if c.lease != nil {
-		release, e, ok := c.awaitLease(ctx, key)
+		release, e, ok, timedOut := c.awaitLease(ctx, key)
 		if ok {
 			return filled{e: e, fetched: true}, nil
 		}
 		if release != nil {
 			defer release()
+		}
+		if timedOut {
+			ctx = withReason(ctx, ReasonLeaseTimeout)
 		}
 	}
 	e, err := fetch(ctx, background)
@@ -393,14 +437,15 @@ func (c *Cache) freshIn(ctx context.Context, s Store, key string) (*Entry, bool)
 // awaitLease acquires key's lease for this fill. When another instance holds
 // it, it polls the shared tier for that instance's result and returns it
 // (ok); otherwise it returns the release func to call after fetching (nil
-// when the lease could not be taken or failed: fetch anyway).
-func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok bool) {
+// when the lease could not be taken or failed: fetch anyway; timedOut when
+// another instance held it and stored nothing in time).
+func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *Entry, ok, timedOut bool) {
 	release, acquired, err := c.lease.Acquire(ctx, key, c.cfg.Load().FetchTimeout)
 	if err != nil {
 		if ce := c.log.Check(zap.DebugLevel, "cache lease failed; fetching"); ce != nil {
 			ce.Write(zap.String("key", key), zap.Error(err))
 		}
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	if acquired {
 		// The previous holder may have stored and released between our
@@ -408,9 +453,9 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 			release()
 			c.keepLocal(ctx, e)
-			return nil, e, true
+			return nil, e, true, false
 		}
-		return release, nil, false
+		return release, nil, false, false
 	}
 	wait, cancel := context.WithTimeout(ctx, c.leaseWait)
 	defer cancel()
@@ -420,12 +465,12 @@ func (c *Cache) awaitLease(ctx context.Context, key string) (release func(), e *
 		select {
 		case <-wait.Done():
 			c.m.leaseTimeout.Inc()
-			return nil, nil, false
+			return nil, nil, false, true
 		case <-t.C:
 			if e, ok := c.freshIn(ctx, c.leaseShared, key); ok {
 				c.m.leaseShared.Inc()
 				c.keepLocal(ctx, e)
-				return nil, e, true
+				return nil, e, true, false
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"trendgate/internal/clock"
 )
 
-const key = "v1|series|bitcoin|hour|1w||"
+const key = "v2|series|bitcoin|hour|1w||"
 
 // counting returns a Fetcher that counts calls and answers an entry fresh
 // for ttl from clk's now, or err when err is set.
@@ -227,7 +227,7 @@ func TestFetcherContractViolations(t *testing.T) {
 	}{
 		{"nil entry", func(context.Context, bool) (*Entry, error) { return nil, nil }, ErrNoEntry},
 		{"other key", func(context.Context, bool) (*Entry, error) {
-			return entry("v1|list||||", "", t0, time.Minute, "{}"), nil
+			return entry("v2|list||||", "", t0, time.Minute, "{}"), nil
 		}, ErrKeyMismatch},
 	}
 	for _, tc := range tests {
@@ -535,7 +535,7 @@ func TestLeaseHolderRechecksShared(t *testing.T) {
 func TestEntryWithAnotherKeyIsAMiss(t *testing.T) {
 	h := newHarness(t)
 	// A store that does not check keys hands back another request's entry.
-	h.store.m[key] = entry("v1|list||||", "", t0, time.Hour, `{"list":1}`)
+	h.store.m[key] = entry("v2|list||||", "", t0, time.Hour, `{"list":1}`)
 	fetch, n := counting(h, time.Minute, nil)
 	res, err := h.c.Get(context.Background(), key, fetch)
 	if err != nil || res.Outcome != Miss || res.Entry.Key != key || n.Load() != 1 {

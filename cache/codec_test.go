@@ -20,8 +20,8 @@ func TestCodecRoundTrip(t *testing.T) {
 	}{
 		{"full", &Entry{Key: key, Topic: "bitcoin", Status: 200, ContentType: "application/json",
 			Body: []byte(`{"data":[1,2,3]}`), Generated: 1763800000, Fetched: t0, FreshUntil: t0.Add(time.Minute)}},
-		{"negative with empty body and zero times", &Entry{Key: "v1|whatsup|nope||||", Topic: "nope", Status: 404}},
-		{"topics list", &Entry{Key: "v1|list||||", Status: 200, Body: []byte("[]"), Fetched: t0.Add(time.Nanosecond)}},
+		{"negative with empty body and zero times", &Entry{Key: "v2|whatsup|nope||||", Topic: "nope", Status: 404}},
+		{"topics list", &Entry{Key: "v2|list||||", Status: 200, Body: []byte("[]"), Fetched: t0.Add(time.Nanosecond)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func FuzzDecodeEntry(f *testing.F) {
 	// A complete, valid entry.
 	f.Add(encodeEntry(entry(key, "bitcoin", t0, time.Minute, `{"data":[]}`)))
 	// A negative entry with zero times and an empty body.
-	f.Add(encodeEntry(&Entry{Key: "v1|whatsup|x||||", Topic: "x", Status: 404}))
+	f.Add(encodeEntry(&Entry{Key: "v2|whatsup|x||||", Topic: "x", Status: 404}))
 	// Only the header.
 	f.Add([]byte(codecMagic + "\x01"))
 	// A huge declared key length.

@@ -14,7 +14,7 @@ import (
 // any other field may be changed afterwards; derived representations go in
 // the memo instead. The zero value is an empty, already stale entry.
 type Entry struct {
-	// Key is the canonical key, e.g. "v1|series|bitcoin|hour|1w||". Stores
+	// Key is the canonical key, e.g. "v2|series|bitcoin|hour|1w||". Stores
 	// compare it on every read; a mismatch is a miss.
 	Key string
 	// Topic is the canonical topic ("" for the topics list); Purge by topic

@@ -40,9 +40,9 @@ func TestLocalGetChecksKey(t *testing.T) {
 		t.Fatalf("Get = %v, %v; want the entry", got, ok)
 	}
 	// An entry stored under a key it does not carry is a miss.
-	l.rc.Set("v1|list||||", e, cost(e))
+	l.rc.Set("v2|list||||", e, cost(e))
 	l.Wait()
-	if _, ok := l.Get(context.Background(), "v1|list||||"); ok {
+	if _, ok := l.Get(context.Background(), "v2|list||||"); ok {
 		t.Errorf("Get of an entry with a mismatched Key hit; want miss")
 	}
 }
@@ -54,7 +54,7 @@ func TestLocalMemoryBound(t *testing.T) {
 	body := strings.Repeat("x", 1000)
 	const n = 2000 // about 40 times what fits
 	for i := range n {
-		k := fmt.Sprintf("v1|whatsup|topic%d||||", i)
+		k := fmt.Sprintf("v2|whatsup|topic%d||||", i)
 		l.Set(context.Background(), &Entry{Key: k, Topic: fmt.Sprintf("topic%d", i), Status: 200,
 			Body: []byte(body), Fetched: t0, FreshUntil: t0.Add(time.Hour)})
 		if i%100 == 0 {
@@ -67,11 +67,11 @@ func TestLocalMemoryBound(t *testing.T) {
 	}
 	held := 0
 	for i := range n {
-		if _, ok := l.Get(context.Background(), fmt.Sprintf("v1|whatsup|topic%d||||", i)); ok {
+		if _, ok := l.Get(context.Background(), fmt.Sprintf("v2|whatsup|topic%d||||", i)); ok {
 			held++
 		}
 	}
-	per := cost(&Entry{Key: "v1|whatsup|topic0||||", Topic: "topic0", Body: []byte(body)})
+	per := cost(&Entry{Key: "v2|whatsup|topic0||||", Topic: "topic0", Body: []byte(body)})
 	if int64(held)*per > maxBytes || held == 0 {
 		t.Errorf("%d entries of cost >= %d held; want > 0 and at most %d bytes", held, per, maxBytes)
 	}
@@ -92,9 +92,9 @@ func TestLocalMemoryBound(t *testing.T) {
 func TestLocalIndexFollowsDeletesAndUpdates(t *testing.T) {
 	l := newLocal(t, 1<<20, nil)
 	ctx := context.Background()
-	a1 := entry("v1|whatsup|a||||", "a", t0, time.Minute, `1`)
-	a2 := entry("v1|whatsup|a||||", "a", t0, time.Minute, `2`)
-	b := entry("v1|whatsup|b||||", "b", t0, time.Minute, `3`)
+	a1 := entry("v2|whatsup|a||||", "a", t0, time.Minute, `1`)
+	a2 := entry("v2|whatsup|a||||", "a", t0, time.Minute, `2`)
+	b := entry("v2|whatsup|b||||", "b", t0, time.Minute, `3`)
 	l.Set(ctx, a1)
 	l.Set(ctx, b)
 	l.Wait()
@@ -122,11 +122,11 @@ func TestLocalIndexFollowsDeletesAndUpdates(t *testing.T) {
 
 func TestPurge(t *testing.T) {
 	keys := map[string]string{ // key -> topic
-		"v1|list||||":               "",
-		"v1|whatsup|bitcoin||||":    "bitcoin",
-		"v1|series|bitcoin|hour|1w": "bitcoin",
-		"v1|series|bitcoin|day|1y":  "bitcoin",
-		"v1|whatsup|ethereum||||":   "ethereum",
+		"v2|list||||":               "",
+		"v2|whatsup|bitcoin||||":    "bitcoin",
+		"v2|series|bitcoin|hour|1w": "bitcoin",
+		"v2|series|bitcoin|day|1y":  "bitcoin",
+		"v2|whatsup|ethereum||||":   "ethereum",
 	}
 	tests := []struct {
 		name string
@@ -135,11 +135,11 @@ func TestPurge(t *testing.T) {
 		gone []string
 	}{
 		{"nothing", Selector{}, 0, nil},
-		{"by key", Selector{Key: "v1|list||||"}, 1, []string{"v1|list||||"}},
-		{"missing key", Selector{Key: "v1|whatsup|nope||||"}, 0, nil},
-		{"by topic", Selector{Topic: "bitcoin"}, 3, []string{"v1|whatsup|bitcoin||||", "v1|series|bitcoin|hour|1w", "v1|series|bitcoin|day|1y"}},
-		{"key and its topic count once", Selector{Key: "v1|whatsup|ethereum||||", Topic: "ethereum"}, 1, []string{"v1|whatsup|ethereum||||"}},
-		{"all", Selector{All: true}, 5, []string{"v1|list||||", "v1|whatsup|bitcoin||||", "v1|series|bitcoin|hour|1w", "v1|series|bitcoin|day|1y", "v1|whatsup|ethereum||||"}},
+		{"by key", Selector{Key: "v2|list||||"}, 1, []string{"v2|list||||"}},
+		{"missing key", Selector{Key: "v2|whatsup|nope||||"}, 0, nil},
+		{"by topic", Selector{Topic: "bitcoin"}, 3, []string{"v2|whatsup|bitcoin||||", "v2|series|bitcoin|hour|1w", "v2|series|bitcoin|day|1y"}},
+		{"key and its topic count once", Selector{Key: "v2|whatsup|ethereum||||", Topic: "ethereum"}, 1, []string{"v2|whatsup|ethereum||||"}},
+		{"all", Selector{All: true}, 5, []string{"v2|list||||", "v2|whatsup|bitcoin||||", "v2|series|bitcoin|hour|1w", "v2|series|bitcoin|day|1y", "v2|whatsup|ethereum||||"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,7 +189,7 @@ func TestLocalSetIsVisibleAtOnce(t *testing.T) {
 	l := newLocal(t, 1<<20, nil)
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	for i := range 200 {
-		key := fmt.Sprintf("v1|series|topic%d|hour|1w||", i)
+		key := fmt.Sprintf("v2|series|topic%d|hour|1w||", i)
 		l.Set(context.Background(), entry(key, "topic", now, time.Minute, "{}"))
 		if _, ok := l.Get(context.Background(), key); !ok {
 			t.Fatalf("Get right after Set of %q missed", key)

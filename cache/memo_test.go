@@ -21,7 +21,7 @@ func fillLocal(t *testing.T, l *Local, n int) []*Entry {
 	var es []*Entry
 	body := strings.Repeat("x", 1000)
 	for i := range n {
-		e := entry(fmt.Sprintf("v1|whatsup|topic%d||||", i), fmt.Sprintf("topic%d", i), t0, time.Hour+time.Duration(i)*time.Second, body)
+		e := entry(fmt.Sprintf("v2|whatsup|topic%d||||", i), fmt.Sprintf("topic%d", i), t0, time.Hour+time.Duration(i)*time.Second, body)
 		l.Set(context.Background(), e)
 		es = append(es, e)
 	}
@@ -220,7 +220,7 @@ func TestMemoConcurrentLedger(t *testing.T) {
 	for w := range 4 {
 		wg.Go(func() {
 			for i := range 300 {
-				e := entry(fmt.Sprintf("v1|series|t%d-%d||||", w, i), "t", t0, time.Hour, body)
+				e := entry(fmt.Sprintf("v2|series|t%d-%d||||", w, i), "t", t0, time.Hour, body)
 				l.Set(context.Background(), e)
 				e.StoreMemo(memoKey("gz"), "copy", int64(200+i%7*100))
 				e.GrowMemo(memoKey("gz"), 50)

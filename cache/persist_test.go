@@ -35,12 +35,12 @@ func newTestLocal(t *testing.T) *Local {
 // a minute apart before t0 (the first is the newest).
 func sampleEntries() []*Entry {
 	es := []*Entry{
-		entry("v1|list", "", t0.Add(-1*time.Minute), 10*time.Minute, `{"data":[{"topic":"bitcoin"}]}`),
-		entry("v1|whatsup|bitcoin", "bitcoin", t0.Add(-2*time.Minute), time.Hour, `{"summary":"up"}`),
-		entry("v1|series|#ai|hour|1w||", "#ai", t0.Add(-3*time.Minute), 10*time.Minute, `{"data":[]}`),
-		entry("v1|series|ai agents|day||1763164800|1763683200", "ai agents", t0.Add(-4*time.Minute), time.Hour, `{"data":[{"time":1}]}`),
-		entry("v1|tsv|$btc|sentiment", "$btc", t0.Add(-5*time.Minute), 15*time.Minute, "time\tsentiment\n"),
-		entry("v1|whatsup|nosuchtopic", "nosuchtopic", t0.Add(-6*time.Minute), time.Minute, `{"error":"not found"}`),
+		entry("v2|list", "", t0.Add(-1*time.Minute), 10*time.Minute, `{"data":[{"topic":"bitcoin"}]}`),
+		entry("v2|whatsup|bitcoin", "bitcoin", t0.Add(-2*time.Minute), time.Hour, `{"summary":"up"}`),
+		entry("v2|series|#ai|hour|1w||", "#ai", t0.Add(-3*time.Minute), 10*time.Minute, `{"data":[]}`),
+		entry("v2|series|ai agents|day||1763164800|1763683200", "ai agents", t0.Add(-4*time.Minute), time.Hour, `{"data":[{"time":1}]}`),
+		entry("v2|tsv|$btc|sentiment", "$btc", t0.Add(-5*time.Minute), 15*time.Minute, "time\tsentiment\n"),
+		entry("v2|whatsup|nosuchtopic", "nosuchtopic", t0.Add(-6*time.Minute), time.Minute, `{"error":"not found"}`),
 	}
 	es[5].Status = 404
 	es[1].Generated = 1763806000
@@ -92,8 +92,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			t.Errorf("%q: got %+v; want %+v", w.Key, got, w)
 		}
 	}
-	if got := dst.TopicKeys(t.Context(), "bitcoin"); len(got) != 1 || got[0] != "v1|whatsup|bitcoin" {
-		t.Errorf("topic index after load: got %v; want [v1|whatsup|bitcoin]", got)
+	if got := dst.TopicKeys(t.Context(), "bitcoin"); len(got) != 1 || got[0] != "v2|whatsup|bitcoin" {
+		t.Errorf("topic index after load: got %v; want [v2|whatsup|bitcoin]", got)
 	}
 }
 
@@ -197,26 +197,26 @@ func fixTrailer(good []byte, count uint64) []byte {
 // are left out one by one, each for its reason, and the rest load.
 func TestSnapshotDropsEntries(t *testing.T) {
 	now := t0
-	ok := entry("v1|whatsup|bitcoin", "bitcoin", now.Add(-time.Minute), time.Hour, `{"summary":"up"}`)
+	ok := entry("v2|whatsup|bitcoin", "bitcoin", now.Add(-time.Minute), time.Hour, `{"summary":"up"}`)
 	tests := []struct {
 		name   string
 		e      *Entry
 		reason string
 	}{
-		{"tampered key: not canonical", entry("v1|whatsup|Bitcoin", "bitcoin", now, time.Hour, "{}"), DropKey},
+		{"tampered key: not canonical", entry("v2|whatsup|Bitcoin", "bitcoin", now, time.Hour, "{}"), DropKey},
 		{"tampered key: other version", entry("v0|whatsup|bitcoin", "bitcoin", now, time.Hour, "{}"), DropKey},
-		{"tampered key: unaligned window", entry("v1|series|bitcoin|hour||1763164801|1763805600", "bitcoin", now, time.Hour, "{}"), DropKey},
-		{"topic differs from the key's", entry("v1|whatsup|ethereum", "bitcoin", now, time.Hour, "{}"), DropKey},
-		{"status never cached", func() *Entry { e := entry("v1|whatsup|eth", "eth", now, time.Hour, "{}"); e.Status = 500; return e }(), DropStatus},
-		{"fetched in the future", entry("v1|whatsup|sol", "sol", now.Add(time.Minute), time.Hour, "{}"), DropFetched},
+		{"tampered key: unaligned window", entry("v2|series|bitcoin|hour||1763164801|1763805600", "bitcoin", now, time.Hour, "{}"), DropKey},
+		{"topic differs from the key's", entry("v2|whatsup|ethereum", "bitcoin", now, time.Hour, "{}"), DropKey},
+		{"status never cached", func() *Entry { e := entry("v2|whatsup|eth", "eth", now, time.Hour, "{}"); e.Status = 500; return e }(), DropStatus},
+		{"fetched in the future", entry("v2|whatsup|sol", "sol", now.Add(time.Minute), time.Hour, "{}"), DropFetched},
 		{"fetch time unknown", func() *Entry {
-			e := entry("v1|whatsup|ada", "ada", now, time.Hour, "{}")
+			e := entry("v2|whatsup|ada", "ada", now, time.Hour, "{}")
 			e.Fetched = time.Time{}
 			return e
 		}(), DropFetched},
-		{"past max stale", entry("v1|whatsup|doge", "doge", now.Add(-26*time.Hour), time.Hour, "{}"), DropExpired},
-		{"exactly at max stale", entry("v1|whatsup|xrp", "xrp", now.Add(-25*time.Hour), time.Hour, "{}"), DropExpired},
-		{"duplicate key", entry("v1|whatsup|bitcoin", "bitcoin", now.Add(-2*time.Minute), time.Hour, `{"summary":"old"}`), DropDuplicate},
+		{"past max stale", entry("v2|whatsup|doge", "doge", now.Add(-26*time.Hour), time.Hour, "{}"), DropExpired},
+		{"exactly at max stale", entry("v2|whatsup|xrp", "xrp", now.Add(-25*time.Hour), time.Hour, "{}"), DropExpired},
+		{"duplicate key", entry("v2|whatsup|bitcoin", "bitcoin", now.Add(-2*time.Minute), time.Hour, `{"summary":"old"}`), DropDuplicate},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,8 +250,8 @@ func TestSnapshotDropsEntries(t *testing.T) {
 // are not written.
 func TestSnapshotSaveSkipsExpired(t *testing.T) {
 	l := newTestLocal(t)
-	l.Set(t.Context(), entry("v1|list", "", t0.Add(-30*time.Hour), time.Hour, "{}"))
-	l.Set(t.Context(), entry("v1|whatsup|bitcoin", "bitcoin", t0, time.Hour, "{}"))
+	l.Set(t.Context(), entry("v2|list", "", t0.Add(-30*time.Hour), time.Hour, "{}"))
+	l.Set(t.Context(), entry("v2|whatsup|bitcoin", "bitcoin", t0, time.Hour, "{}"))
 	stats, err := l.SaveSnapshot(filepath.Join(t.TempDir(), "s"), snapOpts(t0))
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +269,7 @@ func TestSnapshotSizeBound(t *testing.T) {
 	body := strings.Repeat("x", 1000)
 	topics := []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8", "a9", "b1"}
 	for i, tp := range topics { // a1 is the newest
-		l.Set(t.Context(), entry("v1|whatsup|"+tp, tp, t0.Add(-time.Duration(i)*time.Minute), time.Hour, body))
+		l.Set(t.Context(), entry("v2|whatsup|"+tp, tp, t0.Add(-time.Duration(i)*time.Minute), time.Hour, body))
 	}
 	const bound = 4500 // room for four ~1040-byte records plus header and trailer
 	path := filepath.Join(t.TempDir(), "cache.snap")
@@ -289,7 +289,7 @@ func TestSnapshotSizeBound(t *testing.T) {
 		t.Fatalf("load under a smaller bound: got %+v; want 2 loaded, 2 dropped for the bound", stats)
 	}
 	for i, tp := range topics {
-		_, found := loaded.Get(t.Context(), "v1|whatsup|"+tp)
+		_, found := loaded.Get(t.Context(), "v2|whatsup|"+tp)
 		if want := i < 2; found != want {
 			t.Errorf("%s loaded: got %v; want %v (the newest two)", tp, found, want)
 		}
@@ -301,7 +301,7 @@ func TestSnapshotSizeBound(t *testing.T) {
 func TestSnapshotFailedSaveKeepsOldFile(t *testing.T) {
 	path, good := saveSample(t)
 	l := newTestLocal(t)
-	l.Set(t.Context(), entry("v1|list", "", t0, time.Hour, "{}"))
+	l.Set(t.Context(), entry("v2|list", "", t0, time.Hour, "{}"))
 	if _, err := l.SaveSnapshot(path, SnapshotOptions{MaxBytes: 0, Now: t0}); err == nil {
 		t.Fatal("save with MaxBytes 0: got nil error")
 	}
@@ -369,7 +369,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	defer src.Close()
 	for i := range n {
 		tp := "t" + strconv.Itoa(i)
-		src.Set(b.Context(), entry("v1|whatsup|"+tp, tp, t0.Add(-time.Duration(i)*time.Millisecond), time.Hour, string(body)))
+		src.Set(b.Context(), entry("v2|whatsup|"+tp, tp, t0.Add(-time.Duration(i)*time.Millisecond), time.Hour, string(body)))
 	}
 	opts := SnapshotOptions{MaxBytes: 256 << 20, MaxStale: 24 * time.Hour, Now: t0, Origin: testOrigin}
 	path := filepath.Join(b.TempDir(), "cache.snap")

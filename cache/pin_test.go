@@ -87,7 +87,7 @@ func TestPinnedBytesKeepBound(t *testing.T) {
 		t.Fatal("no pinned bytes after deleting pinned entries")
 	}
 	for i := range 200 {
-		l.Set(context.Background(), entry(fmt.Sprintf("v1|whatsup|new%d||||", i), fmt.Sprintf("new%d", i), t0, time.Hour, strings.Repeat("y", 1000)))
+		l.Set(context.Background(), entry(fmt.Sprintf("v2|whatsup|new%d||||", i), fmt.Sprintf("new%d", i), t0, time.Hour, strings.Repeat("y", 1000)))
 	}
 	l.Wait()
 	if got := l.Bytes() + l.PinnedBytes(); got > maxBytes {
@@ -129,7 +129,7 @@ func TestCountPinnedUnheldEntry(t *testing.T) {
 	const maxBytes = 64 << 10
 	l := newLocal(t, maxBytes, nil)
 	fillLocal(t, l, 60)
-	big := entry("v1|whatsup|big||||", "big", t0, time.Hour, strings.Repeat("z", 12<<10))
+	big := entry("v2|whatsup|big||||", "big", t0, time.Hour, strings.Repeat("z", 12<<10))
 	if l.Admits(big) {
 		t.Fatal("the big entry is admitted; the test needs one that is not")
 	}

@@ -85,7 +85,7 @@ func TestRedisStoreInvalidEntriesAreMisses(t *testing.T) {
 		name string
 		raw  []byte
 	}{
-		{"wrong key", encodeEntry(entry("v1|list||||", "", t0, time.Minute, `{}`))},
+		{"wrong key", encodeEntry(entry("v2|list||||", "", t0, time.Minute, `{}`))},
 		{"bad bytes", []byte("not an entry")},
 		{"other schema", oldSchema},
 		{"oversized", big},
@@ -168,7 +168,7 @@ func TestTiered(t *testing.T) {
 	if _, ok := tier.Get(ctx, key); ok {
 		t.Errorf("Get after Delete hit")
 	}
-	other := entry("v1|whatsup|bitcoin||||", "bitcoin", time.Now(), time.Minute, `{}`)
+	other := entry("v2|whatsup|bitcoin||||", "bitcoin", time.Now(), time.Minute, `{}`)
 	tier.Set(ctx, other)
 	if _, ok := shared.Get(ctx, other.Key); !ok {
 		t.Errorf("Set did not reach the shared tier")
@@ -189,7 +189,7 @@ func TestPurgeTopicReachesSharedTier(t *testing.T) {
 	ctx := context.Background()
 	shared := newRedisStore(t, rdb, RedisStoreOptions{Prefix: prefix}, nil)
 	// Another instance stored these; this instance's local tier never saw them.
-	for _, k := range []string{"v1|whatsup|bitcoin||||", "v1|series|bitcoin|hour|1w||"} {
+	for _, k := range []string{"v2|whatsup|bitcoin||||", "v2|series|bitcoin|hour|1w||"} {
 		shared.Set(ctx, entry(k, "bitcoin", time.Now(), time.Minute, `{}`))
 	}
 	c, err := New(DefaultConfig(), Tiered(newLocal(t, 1<<20, nil), shared), nil, nil, nil)
@@ -199,7 +199,7 @@ func TestPurgeTopicReachesSharedTier(t *testing.T) {
 	if got := c.Purge(ctx, Selector{Topic: "bitcoin"}); got != 2 {
 		t.Errorf("Purge(topic) = %d; want 2", got)
 	}
-	if _, ok := c.Peek(ctx, "v1|whatsup|bitcoin||||"); ok {
+	if _, ok := c.Peek(ctx, "v2|whatsup|bitcoin||||"); ok {
 		t.Errorf("purged entry still readable")
 	}
 }

@@ -28,7 +28,7 @@ func TestRedisStoreOnCluster(t *testing.T) {
 	var keys []string
 	for i := range 30 {
 		topic := fmt.Sprintf("topic%d", i%10)
-		k := fmt.Sprintf("v1|series|%s|hour|%dd||", topic, i)
+		k := fmt.Sprintf("v2|series|%s|hour|%dd||", topic, i)
 		keys = append(keys, k)
 		s.Set(ctx, entry(k, topic, clk.Now(), time.Minute, `{"data":[]}`))
 	}

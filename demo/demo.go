@@ -5,8 +5,14 @@
 //
 // It backs demo mode, every gateway test (it records each API request it
 // receives, so tests can assert what reached the upstream) and the
-// benchmarks. Data is a pure function of (seed, topic, bucket time): the same
-// request at the same clock time yields byte-identical bodies.
+// benchmarks. Data is a pure function of (seed, topic, bucket time, now):
+// the same request at the same clock time yields byte-identical bodies, and
+// Server.AnswerAt computes that body for any instant.
+//
+// Options can make the upstream differ from the gateway the way a real one
+// might: how an absolute window's start and end select buckets, a clock
+// ahead or behind, a current bucket that appears late, and closed hours
+// whose values are still being revised.
 //
 // Nothing in the gateway imports demo except demo mode's wiring in cmd and
 // the tests: the gateway talks to it over HTTP exactly as to the real
@@ -81,6 +87,34 @@ type Options struct {
 	// Control serves the /_demo/ control routes (fault, latency, requests,
 	// count, reset); false treats those paths as ordinary unknown routes.
 	Control bool
+
+	// StartReading is how an absolute window's start (time-series start=)
+	// selects buckets: "floor" also includes the bucket that holds start;
+	// "ceil" only buckets that begin at or after start. "" means "floor".
+	StartReading string
+	// EndReading is how an absolute window's end (time-series end=)
+	// selects buckets: "inclusive": buckets that begin at or before end
+	// (t <= end); "exclusive": buckets that begin before end (t < end);
+	// "floor_exclusive": end is first floored to its bucket, then
+	// exclusive (t < floor(end)). "" means "inclusive". Either way no row
+	// goes past the upstream's own current bucket.
+	EndReading string
+	// ClockOffset is added to Clock's time for everything the upstream
+	// does: the current bucket, interval windows, generated stamps,
+	// rate-limit windows. Negative: the upstream's clock is behind the
+	// gateway's. 0: none. Recorded.At stays on Clock, without the offset.
+	ClockOffset time.Duration
+	// Lag hides the current bucket's row (hour or day) until Lag has
+	// passed since the current hour began: a current bucket that appears
+	// late. It applies to every time-series window and to the TSV
+	// downloads. 0: shown at once; time.Hour (the maximum): never shown.
+	Lag time.Duration
+	// Revise makes the social counts of closed hourly buckets keep
+	// changing for two hours after they close (late-counted
+	// interactions), in steps of one minute, deterministically in (seed,
+	// topic, bucket, now); daily rows, which sum hours, change with them.
+	// false: closed buckets never change.
+	Revise bool
 }
 
 // Recorded is one API request as the server received it. The zero value
@@ -90,7 +124,7 @@ type Recorded struct {
 	EscapedPath string      `json:"escaped_path"` // r.URL.EscapedPath(), as sent
 	RawQuery    string      `json:"raw_query"`    // r.URL.RawQuery, as sent
 	Header      http.Header `json:"header"`       // a copy of the request headers
-	At          time.Time   `json:"at"`           // Options.Clock time of arrival
+	At          time.Time   `json:"at"`           // Options.Clock time of arrival, without ClockOffset
 }
 
 // Server is the synthetic upstream. It implements http.Handler and is safe
@@ -100,6 +134,7 @@ type Server struct {
 	clock clock.Clock
 	seed  uint64
 	cat   *catalog
+	v     variant // how windows are read and the newest data shown
 
 	fault   atomic.Int32  // current Fault
 	flap    atomic.Uint64 // requests seen under FaultFlap
@@ -129,6 +164,10 @@ func New(opts Options) (*Server, error) {
 	case opts.Latency < 0:
 		return nil, fmt.Errorf("%w: negative latency", ErrInvalidOptions)
 	}
+	v, msg := newVariant(opts.StartReading, opts.EndReading, opts.Lag, opts.Revise)
+	if msg != "" {
+		return nil, fmt.Errorf("%w: %s", ErrInvalidOptions, msg)
+	}
 	if opts.Seed == 0 {
 		opts.Seed = 1
 	}
@@ -143,7 +182,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, clock: opts.Clock, seed: seed, cat: cat, closed: make(chan struct{})}
+	s := &Server{opts: opts, clock: opts.Clock, seed: seed, cat: cat, v: v, closed: make(chan struct{})}
 	s.latency.Store(int64(opts.Latency))
 	return s, nil
 }
@@ -189,6 +228,48 @@ func (s *Server) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
 // Topics returns the known topics in rank order.
 func (s *Server) Topics() []string { return append([]string(nil), s.cat.names...) }
 
+// now is the upstream's own time: Clock's plus ClockOffset.
+func (s *Server) now() time.Time { return s.clock.Now().Add(s.opts.ClockOffset) }
+
+// AnswerAt returns the status and body the server would answer r with at
+// now, a time on Options.Clock (ClockOffset is added as for a live
+// request, so a Recorded.At can be passed as is). It ignores latency, the
+// account rate limit and the current fault, and records, counts and spends
+// nothing; authentication still applies. Only API routes are answered: a
+// /_demo/ path gets the API's 404. A HEAD request gets an empty body.
+func (s *Server) AnswerAt(r *http.Request, now time.Time) (status int, body []byte) {
+	now = now.Add(s.opts.ClockOffset)
+	w := &answerWriter{header: http.Header{}}
+	u := s.unspent(now.Unix())
+	if !s.authorized(r) {
+		s.writeError(w, r, http.StatusUnauthorized, msgDemoMode, u, now)
+	} else {
+		s.serveAPI(w, r, r.URL.EscapedPath(), now, u)
+	}
+	return w.status, w.body
+}
+
+// answerWriter is the http.ResponseWriter behind AnswerAt.
+type answerWriter struct {
+	header http.Header
+	status int // 0 until WriteHeader or Write
+	body   []byte
+}
+
+func (w *answerWriter) Header() http.Header { return w.header }
+
+func (w *answerWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *answerWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.body = append(w.body, b...)
+	return len(b), nil
+}
+
 // usage is a snapshot of the account rate-limit state.
 type usage struct {
 	minuteLimit, minuteUsed int
@@ -209,10 +290,22 @@ func (s *Server) roll(now int64) {
 
 // snapshot returns the usage; s.mu must be held.
 func (s *Server) snapshot() usage {
-	u := usage{
-		minuteLimit: s.opts.PerMinute, minuteUsed: s.minuteUsed, minuteReset: s.minuteStart + 60,
-		dayLimit: s.opts.PerDay, dayUsed: s.dayUsed, dayReset: s.dayStart + day,
-	}
+	return s.limited(usage{
+		minuteUsed: s.minuteUsed, minuteReset: s.minuteStart + 60,
+		dayUsed: s.dayUsed, dayReset: s.dayStart + day,
+	})
+}
+
+// unspent is the usage at now of an account that has spent nothing; it
+// reads no server state.
+func (s *Server) unspent(now int64) usage {
+	return s.limited(usage{minuteReset: alignDown(now, 60) + 60, dayReset: alignDown(now, day) + day})
+}
+
+// limited fills in u's limits: the configured ones, or the reported
+// stand-ins for an unlimited dimension.
+func (s *Server) limited(u usage) usage {
+	u.minuteLimit, u.dayLimit = s.opts.PerMinute, s.opts.PerDay
 	if u.minuteLimit == 0 {
 		u.minuteLimit = unlimitedMinute
 	}
@@ -265,7 +358,8 @@ func (s *Server) record(r *http.Request, now time.Time) {
 
 // ServeHTTP answers one request: control routes when enabled, otherwise
 // the API in this order: count and record, latency, authentication, fault,
-// account rate limit, routing.
+// account rate limit, routing. Everything after recording runs on the
+// upstream's own time, Clock's plus ClockOffset.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	if s.opts.Control && strings.HasPrefix(path, "/_demo/") {
@@ -277,7 +371,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := time.Duration(s.latency.Load()); d > 0 && !s.wait(r.Context(), d) {
 		return
 	}
-	now := s.clock.Now()
+	now := s.now()
 	if !s.authorized(r) {
 		s.writeError(w, r, http.StatusUnauthorized, msgDemoMode, s.peek(now.Unix()), now)
 		return
@@ -495,7 +589,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 			return
 		}
 		generated = s.generated(unixNow, "series "+topic, 60, 1)
-		win := resolveWindow(now, generated, q.bucket, q.interval, q.start, q.end, q.hasStart, q.hasEnd)
+		win := resolveWindow(now, generated, q, s.v)
 		if win.start >= win.end {
 			s.writeError(w, r, http.StatusBadRequest, "start must be before end", u, now)
 			return
@@ -509,7 +603,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 	case epTSV:
 		ctype = "text/tab-separated-values"
 		generated = s.generated(unixNow, "tsv "+topic, 60, 1)
-		b = appendTSV(b, metric, t, now)
+		b = appendTSV(b, metric, t, tsvWindow(now, s.v), now)
 	}
 	rb.b = b
 	h := w.Header()

@@ -157,6 +157,12 @@ func TestNewValidates(t *testing.T) {
 		{"negative per minute", Options{PerMinute: -1}},
 		{"negative per day", Options{PerDay: -5}},
 		{"negative latency", Options{Latency: -time.Second}},
+		{"unknown start reading", Options{StartReading: "round"}},
+		{"start reading case", Options{StartReading: "Floor"}},
+		{"unknown end reading", Options{EndReading: "closed"}},
+		{"end reading of start", Options{EndReading: "floor"}},
+		{"negative lag", Options{Lag: -time.Minute}},
+		{"lag above an hour", Options{Lag: time.Hour + time.Second}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -404,10 +410,11 @@ func TestSeriesWindows(t *testing.T) {
 		{"1y day", "?bucket=day&interval=1y", "1y", "day", midnight - 365*86400, -1, midnight - 365*86400, midnight, 366},
 		{"all day capped", "?bucket=day&interval=all", "all", "day", -1, -1, -1, midnight, 2 * 366},
 		{"all hour capped", "?interval=all", "all", "hour", -1, -1, -1, cur, 366 * 24},
-		{"start only", "?start=1760000000&interval=1m", "", "hour", 1760000000, now, 1760000400, cur, 180},
-		{"end only", "?end=1760000000", "", "hour", 1760000000 - 7*86400, 1760000000, 1760000000 - 7*86400 + 400, 1759996800, 7 * 24},
+		// Unaligned starts include the bucket that holds them (StartReading "floor").
+		{"start only", "?start=1760000000&interval=1m", "", "hour", 1760000000, now, 1760000000 - 3200, cur, 181},
+		{"end only", "?end=1760000000", "", "hour", 1760000000 - 7*86400, 1760000000, 1760000000 - 7*86400 - 3200, 1759996800, 7*24 + 1},
 		{"start and end", "?start=1759968000&end=1760054400&interval=1y&bucket=day", "", "day", 1759968000, 1760054400, 1759968000, 1760054400, 2},
-		{"end in future capped", "?start=1760600000&end=1999999999", "", "hour", 1760600000, 1999999999, 1760601600, cur, 14},
+		{"end in future capped", "?start=1760600000&end=1999999999", "", "hour", 1760600000, 1999999999, 1760600000 - 2000, cur, 15},
 	}
 	s, _ := newServer(t, Options{})
 	for _, tc := range tests {

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -17,6 +18,7 @@ const (
 	tagList
 	tagAge
 	tagWhatsup
+	tagRevise
 )
 
 const (
@@ -194,6 +196,90 @@ type window struct {
 	end      int64  // echoed end
 	first    int64  // first bucket start to emit
 	last     int64  // last bucket start to emit (at most the current bucket)
+	revise   bool   // closed hours are still being revised (Options.Revise)
+}
+
+// The values of Options.StartReading and Options.EndReading.
+const (
+	startFloor          = "floor"
+	startCeil           = "ceil"
+	endInclusive        = "inclusive"
+	endExclusive        = "exclusive"
+	endFloorExclusive   = "floor_exclusive"
+	defaultStartReading = startFloor
+	defaultEndReading   = endInclusive
+)
+
+// variant is how one upstream reads absolute windows and shows its newest
+// data: Options.StartReading, EndReading, Lag and Revise with their
+// defaults filled in. The zero value is not meaningful; see newVariant.
+type variant struct {
+	start  string        // startFloor or startCeil
+	end    string        // endInclusive, endExclusive or endFloorExclusive
+	lag    time.Duration // the current bucket is hidden this long into each hour
+	revise bool          // closed hours keep changing for reviseSpan
+}
+
+// newVariant validates the reading, lag and revise options and fills in
+// their defaults. A non-empty msg says what is wrong.
+func newVariant(startReading, endReading string, lag time.Duration, revise bool) (v variant, msg string) {
+	v = variant{start: startReading, end: endReading, lag: lag, revise: revise}
+	switch v.start {
+	case "":
+		v.start = defaultStartReading
+	case startFloor, startCeil:
+	default:
+		return v, fmt.Sprintf("start reading %q: want floor or ceil", startReading)
+	}
+	switch v.end {
+	case "":
+		v.end = defaultEndReading
+	case endInclusive, endExclusive, endFloorExclusive:
+	default:
+		return v, fmt.Sprintf("end reading %q: want inclusive, exclusive or floor_exclusive", endReading)
+	}
+	if lag < 0 || lag > time.Hour {
+		return v, fmt.Sprintf("lag %v not in 0..1h", lag)
+	}
+	return v, ""
+}
+
+// firstBucket is the first bucket of size b that an absolute window
+// starting at start selects.
+func (v variant) firstBucket(start, b int64) int64 {
+	if v.start == startCeil {
+		return alignUp(start, b)
+	}
+	return alignDown(start, b)
+}
+
+// lastBucket is the last bucket of size b that an absolute window ending at
+// end selects (before capping at the current bucket).
+func (v variant) lastBucket(end, b int64) int64 {
+	switch v.end {
+	case endExclusive:
+		return alignDown(end-1, b)
+	case endFloorExclusive:
+		return alignDown(end, b) - b
+	}
+	return alignDown(end, b)
+}
+
+// hidesCurrent reports whether, at now, the current bucket's row is still
+// hidden by the lag: less than lag has passed since the current hour began.
+// With a lag of a whole hour the current bucket is never shown.
+func (v variant) hidesCurrent(now time.Time) bool {
+	return now.Sub(time.Unix(alignDown(now.Unix(), hour), 0)) < v.lag
+}
+
+// newest is the start of the newest bucket of size b this upstream shows
+// at now: the current one, or the one before while the lag hides it.
+func (v variant) newest(now time.Time, b int64) int64 {
+	cur := alignDown(now.Unix(), b)
+	if v.hidesCurrent(now) {
+		cur -= b
+	}
+	return cur
 }
 
 // intervalDays maps the accepted interval values to their length in days.
@@ -221,40 +307,49 @@ func alignUp(x, b int64) int64 {
 // alignDown returns the last multiple of b at or before x.
 func alignDown(x, b int64) int64 { return x - ((x%b)+b)%b }
 
-// resolveWindow applies the interval/start/end rules at now. hasStart and
-// hasEnd say which absolute bounds were given; when either is, interval is
-// ignored. generated is the echoed generation time (the default window's end
-// echoes generated + 2 h, a quirk of the real API).
-func resolveWindow(now time.Time, generated, bucket int64, interval string, start, end int64, hasStart, hasEnd bool) window {
+// resolveWindow applies the interval/start/end rules of q at now, the
+// upstream's own time, read the way v reads them. When q has start or end,
+// interval is ignored. generated is the echoed generation time (the default
+// window's end echoes generated + 2 h, a quirk of the real API). Rows never
+// go past the newest bucket v shows at now.
+func resolveWindow(now time.Time, generated int64, q seriesQuery, v variant) window {
 	unixNow := now.Unix()
-	cur := alignDown(unixNow, bucket)
-	w := window{bucket: bucket}
-	if hasStart || hasEnd {
-		if !hasEnd {
+	newest := v.newest(now, q.bucket)
+	w := window{bucket: q.bucket, revise: v.revise}
+	if q.hasStart || q.hasEnd {
+		start, end := q.start, q.end
+		if !q.hasEnd {
 			end = unixNow
 		}
-		if !hasStart {
+		if !q.hasStart {
 			start = end - 7*day
 		}
 		w.start, w.end = start, end
-		w.first = alignUp(start, bucket)
-		w.last = min(alignDown(end, bucket), cur)
+		w.first = v.firstBucket(start, q.bucket)
+		w.last = min(v.lastBucket(end, q.bucket), newest)
 	} else {
-		w.interval = interval
-		if days := intervalDays[interval]; days > 0 {
+		w.interval = q.interval
+		if days := intervalDays[q.interval]; days > 0 {
 			w.start = alignDown(unixNow-days*day, day)
 		} else {
 			w.start = earliest
 		}
 		w.end = generated + 7200
 		w.first = w.start
-		w.last = cur
+		w.last = newest
 	}
-	w.first = max(w.first, earliest, w.last-(maxRows(bucket)-1)*bucket)
-	if !hasStart && !hasEnd && interval == "all" {
+	w.first = max(w.first, earliest, w.last-(maxRows(q.bucket)-1)*q.bucket)
+	if !q.hasStart && !q.hasEnd && q.interval == "all" {
 		w.start = w.first
 	}
 	return w
+}
+
+// tsvWindow is the window of a raw TSV download at now: the last 24 hours
+// up to the newest hour v shows.
+func tsvWindow(now time.Time, v variant) window {
+	last := v.newest(now, hour)
+	return window{bucket: hour, first: last - 23*hour, last: last, revise: v.revise}
 }
 
 // rows generates the samples of w for topic t at now, ascending by time.
@@ -273,10 +368,14 @@ func (t *topicInfo) rows(w window, now time.Time, dst []sample, spikes []float64
 			if b < cur && t.missing(b) {
 				continue
 			}
-			dst = append(dst, t.hourSample(b, elapsed(b, hour, unixNow), spikes[(b-w.first)/hour]))
+			s := t.hourSample(b, elapsed(b, hour, unixNow), spikes[(b-w.first)/hour])
+			if w.revise {
+				t.revise(&s, unixNow)
+			}
+			dst = append(dst, s)
 			continue
 		}
-		if s, ok := t.daySample(b, unixNow, spikes[(b-w.first)/hour:]); ok {
+		if s, ok := t.daySample(b, unixNow, spikes[(b-w.first)/hour:], w.revise); ok {
 			dst = append(dst, s)
 		}
 	}
@@ -292,8 +391,8 @@ func elapsed(b, size, now int64) float64 {
 
 // daySample aggregates the hours of day b that have started by now; spikes
 // holds spikeFactor for the hours from b on. The current hour is never
-// missing.
-func (t *topicInfo) daySample(b, now int64, spikes []float64) (sample, bool) {
+// missing. revise applies the late-count revisions to each hour.
+func (t *topicInfo) daySample(b, now int64, spikes []float64, revise bool) (sample, bool) {
 	cur := alignDown(now, hour)
 	agg := sample{time: b}
 	var n int
@@ -303,6 +402,9 @@ func (t *topicInfo) daySample(b, now int64, spikes []float64) (sample, bool) {
 			continue
 		}
 		s := t.hourSample(h, elapsed(h, hour, now), spikes[(h-b)/hour])
+		if revise {
+			t.revise(&s, now)
+		}
 		if n == 0 {
 			agg.open, agg.high, agg.low = s.open, s.high, s.low
 		}
@@ -332,6 +434,43 @@ func (t *topicInfo) daySample(b, now int64, spikes []float64) (sample, bool) {
 	agg.sentiment = int64(math.Round(sentSum / sentW))
 	agg.socialDom = socialSum / float64(n)
 	return agg, true
+}
+
+// reviseSpan is how long a closed hour keeps being revised under
+// Options.Revise; reviseStep is how often its values change.
+const (
+	reviseSpan = 2 * hour
+	reviseStep = int64(60)
+)
+
+// revise scales the social counts of hour s.time as they are known at now,
+// for an upstream that counts interactions late: until the hour closes, a
+// per-(topic, hour) share of 4-12% of its counts is still uncounted; in the
+// reviseSpan after it closes that share arrives, front-loaded, in steps of
+// one minute; after that the hour is final and equals the unrevised
+// sample. The current hour carries the whole deficit so that closing does
+// not make its values drop. Market fields (prices, supply) are not revised.
+func (t *topicInfo) revise(s *sample, now int64) {
+	closed := s.time + hour
+	if now >= closed+reviseSpan {
+		return
+	}
+	deficit := 0.04 + 0.08*unit(hash3(t.key, uint64(s.time), tagRevise))
+	left := 1.0 // share of the deficit still outstanding
+	if now >= closed {
+		steps := float64(reviseSpan / reviseStep)
+		k := float64((now - closed) / reviseStep)
+		left = (steps - k) / steps
+		left *= left
+	}
+	f := 1 - deficit*left
+	scale := func(x int64) int64 { return int64(float64(x) * f) }
+	s.interactions = scale(s.interactions)
+	s.contribActive = scale(s.contribActive)
+	s.contribCreated = scale(s.contribCreated)
+	s.postsActive = scale(s.postsActive)
+	s.postsCreated = scale(s.postsCreated)
+	s.spam = scale(s.spam)
 }
 
 // listStats are one topic's topics-list numbers for the hour containing now.

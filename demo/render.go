@@ -202,8 +202,9 @@ var tsvMetrics = map[string]func(*sample) int64{
 	"sentiment":           func(s *sample) int64 { return s.sentiment },
 }
 
-// appendTSV renders the last 24 hours of metric for t (nil: header only).
-func appendTSV(b []byte, metric string, t *topicInfo, now time.Time) []byte {
+// appendTSV renders the hours of w (see tsvWindow) of metric for t at now
+// (nil t: header only).
+func appendTSV(b []byte, metric string, t *topicInfo, w window, now time.Time) []byte {
 	b = append(b, "time\t"...)
 	b = append(b, metric...)
 	b = append(b, '\n')
@@ -211,8 +212,6 @@ func appendTSV(b []byte, metric string, t *topicInfo, now time.Time) []byte {
 		return b
 	}
 	get := tsvMetrics[metric]
-	cur := alignDown(now.Unix(), hour)
-	w := window{bucket: hour, first: cur - 23*hour, last: cur}
 	var buf [24]sample
 	var spikes [24]float64
 	rows, _ := t.rows(w, now, buf[:0], spikes[:0])

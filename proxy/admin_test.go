@@ -93,10 +93,10 @@ func TestAdminPurge(t *testing.T) {
 		query  string
 		purged []string // targets that must miss afterwards; the rest must hit
 	}{
-		{"by key", "key=" + url.QueryEscape("v1|whatsup|bitcoin"), []string{btcWhatsup}},
+		{"by key", "key=" + url.QueryEscape("v2|whatsup|bitcoin"), []string{btcWhatsup}},
 		{"by topic", "topic=BitCoin", []string{btcWhatsup, btcSeries}},
 		{"all", "all=true", all},
-		{"unknown key", "key=" + url.QueryEscape("v1|whatsup|nosuch"), nil},
+		{"unknown key", "key=" + url.QueryEscape("v2|whatsup|nosuch"), nil},
 		// The public URL as a client sent it, in another spelling: the
 		// admin canonicalizes it exactly as the request path does.
 		{"by url", "url=/api4/public/topic/BITCOIN/time-series/v1?bucket=hours&interval=1w", []string{btcSeries}},

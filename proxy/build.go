@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/inflight"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/series"
 	"trendgate/upstream"
 )
 
@@ -47,11 +50,18 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
 	}
 
+	stated, err := series.Named(cfg.Upstream.WindowReading.Start, cfg.Upstream.WindowReading.End)
+	if err != nil {
+		return err
+	}
+	g.statedReading = stated
+	g.readings = newReadings(g.log.Named("series"), nil, "")
 	if cfg.ClusterMode() {
 		cl, err := g.buildCluster(cfg, local, limitMetrics, cacheMetrics, upMetrics)
 		if err != nil {
 			return err
 		}
+		g.readings = newReadings(g.log.Named("series"), cl.counters, cfg.Redis.Prefix)
 		g.limiter, g.usage = cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
@@ -97,6 +107,9 @@ type cluster struct {
 	shared  cache.Store
 	lease   cache.Lease
 	budget  upstream.Budget
+	// counters is the counters' Redis client, which also keeps what the
+	// cluster learned of the upstream (readings).
+	counters redis.UniversalClient
 }
 
 // buildCluster connects to Redis (counters and cache on separate
@@ -164,7 +177,7 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, lm *limi
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{limiter: rl, shared: shared, lease: lease, budget: budget}, nil
+	return &cluster{limiter: rl, shared: shared, lease: lease, budget: budget, counters: counters}, nil
 }
 
 // shareBudget scales an account budget to one instance's share, at least 1

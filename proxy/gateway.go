@@ -23,6 +23,7 @@ import (
 	"trendgate/internal/inflight"
 	"trendgate/limits"
 	"trendgate/projection"
+	"trendgate/series"
 	"trendgate/upstream"
 )
 
@@ -98,6 +99,13 @@ type Gateway struct {
 	inflight *inflight.Bound
 	// persistOrigin ties the snapshot to upstream.base_url (at start).
 	persistOrigin string
+	// statedReading is upstream.window_reading (at start); readings is
+	// what the upstream's answers taught (see ranges.go).
+	statedReading series.Reading
+	readings      *readings
+	// widenPausedUntil is when widening may resume (unix nanoseconds),
+	// after a widened answer did not cover its window.
+	widenPausedUntil atomic.Int64
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]

@@ -28,6 +28,9 @@ type metrics struct {
 	upByKey      *prometheus.CounterVec
 	rangeFills   prometheus.Counter
 	rangeWidened prometheus.Counter
+	// rangeWidenMisses counts widened answers that did not cover the
+	// window they were fetched for.
+	rangeWidenMisses prometheus.Counter
 }
 
 // watchInflight registers the gauges of the in-flight byte bound b.
@@ -95,6 +98,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_series_widened_fetches_total",
 			Help: "Cold hourly windows for which the one-week answer was fetched (and kept) instead, to cut the window from it.",
 		}),
+		rangeWidenMisses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_series_widen_uncovered_total",
+			Help: "Widened one-week answers whose rows did not cover the window they were fetched for (the upstream's clock or lag differs from the gateway's); the window was then fetched itself and widening paused for 10 minutes.",
+		}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trendgate_ready",
 			Help: "1 while the gateway reports ready.",
@@ -102,7 +109,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.restart, m.ready,
-			m.upByKey, m.rangeFills, m.rangeWidened, buildinfo.Read().Collector(),
+			m.upByKey, m.rangeFills, m.rangeWidened, m.rangeWidenMisses, buildinfo.Read().Collector(),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m

@@ -46,6 +46,9 @@ type info struct {
 	// (g.up.Do, refusals included). The fetch may outlive the request (it
 	// is detached), hence an atomic; a waiter on another's fetch has 0.
 	upstreamNanos atomic.Int64
+	// upstreamReason is why this request's own fetch called the upstream
+	// (reasonMiss, reasonWiden, ...); nil when it did not.
+	upstreamReason atomic.Pointer[string]
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
@@ -244,6 +247,9 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 			zap.Duration("duration", elapsed),
 			zap.String("remote", r.RemoteAddr),
 		)
+		if r := in.upstreamReason.Load(); r != nil {
+			f = append(f, zap.String("upstream_reason", *r))
+		}
 		if in.clientID != "" {
 			f = append(f, zap.String("client_request_id", in.clientID))
 		}

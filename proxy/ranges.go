@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -12,21 +11,38 @@ import (
 	"trendgate/upstream"
 )
 
-// Range-aware series: a time series over an absolute window (start and
-// end) is answered from the rows of a fresh interval answer of the same
-// topic and bucket the cache holds, without an upstream call and so
-// without spending budget (package series cuts it). The cut answer is an
-// ordinary entry under the narrow request's own key, so ETags, 304,
-// projection, gzip and later hits work as for any other; it carries the
-// wider answer's fetch time, and its freshness follows its own window from
-// that time (closed buckets never change).
+// Range-aware series: a time series over an absolute window (start, and
+// usually end) is answered from the rows of an interval answer of the same
+// topic and bucket the cache holds, without an upstream call and so without
+// spending budget (package series cuts it). The cut answer is an ordinary
+// entry under the narrow request's own key, so ETags, 304, projection, gzip
+// and later hits work as for any other; it carries the wider answer's fetch
+// time, and its freshness follows its own window from that time (closed
+// buckets never change).
 //
-// A cold hourly window that ends in the current hour and starts no earlier
-// than the one-week window's start (the sliding "last 7 days" of a
-// dashboard) is widened: the gateway fetches interval=1w instead, one
+// Truth before economy: a cut is made only when the wider answer's own rows
+// (and its own now, config.generated) show that it holds the whole window,
+// and only when the rows the window selects do not depend on a reading of
+// its bounds the gateway has not learned (readings). Otherwise the window
+// is forwarded like any other request, and its answer teaches the reading.
+//
+// A cold hourly window that reaches the current hour (by the gateway's
+// clock: a hint only) and starts no earlier than the one-week window's
+// start (the sliding "last 7 days" of a dashboard) is widened once the
+// reading it needs is known: the gateway fetches interval=1w instead, one
 // upstream request all the same and about the same bytes, keeps it, and
-// cuts the window from it. Every later window of that topic inside the
-// week is then answered from it until it goes stale.
+// cuts the window from it. When the week's rows do not cover the window
+// (the upstream's clock is behind ours, its current hour is late), the
+// window itself is fetched, and widening pauses for a while.
+
+// widenPause is how long widening stays off after a widened answer did not
+// cover the window it was fetched for.
+const widenPause = 10 * time.Minute
+
+// reading returns the reading of the upstream's bounds to cut req with.
+func (g *Gateway) reading(ctx context.Context, req api.Request, rt *runtime) series.Reading {
+	return g.readings.get(ctx, g.statedReading, func(r series.Reading) bool { return r.Needs(req) }, g.clk.Now())
+}
 
 // fromWider answers req, an absolute-window series request, from a wider
 // answer in the cache (within cache.max_stale), or returns nil. Freshness
@@ -34,44 +50,31 @@ import (
 // answer's fetch time, so a window of buckets that had closed by then is
 // fresh for series_closed even when the wider answer, which reaches the
 // then current bucket, has gone stale. With stale, a stale cut will do too:
-// the caller could not reach the upstream, and a stale answer beats none
-// (stale-if-error, for windows never asked before).
+// the caller could not get the upstream's answer, and a stale answer beats
+// none (stale-if-error, for windows never asked before).
 func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) *cache.Entry {
+	if !series.Derivable(req) {
+		return nil
+	}
 	now := g.clk.Now()
+	reading := g.reading(ctx, req, rt)
 	for _, src := range series.Sources(req, now) {
 		wide, ok := g.cache.Peek(ctx, src.Key())
 		if !ok || wide.Status != http.StatusOK {
 			continue
 		}
-		if e := g.cut(wide, req, rt, now, false, stale); e != nil {
+		if e := g.cut(wide, req, reading, rt, now, stale); e != nil {
 			return e
 		}
 	}
 	return nil
 }
 
-// serveStaleFromWider reports whether an upstream failure err leaves room
-// for a stale cut: the upstream could not be asked or did not answer.
-func serveStaleFromWider(err error) bool {
-	for _, e := range []error{upstream.ErrBudgetExhausted, upstream.ErrShareExhausted, upstream.ErrRateLimited,
-		upstream.ErrBreakerOpen, upstream.ErrUnavailable, upstream.ErrTimeout} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
 // cut makes req's entry from the wide entry, or returns nil when wide does
-// not cover req's window or (unless stale) the cut would not be fresh at
-// now. reaches says wide was fetched just now for a window reaching req's
-// end.
-func (g *Gateway) cut(wide *cache.Entry, req api.Request, rt *runtime, now time.Time, reaches, stale bool) *cache.Entry {
-	cutFn := series.Cut
-	if reaches {
-		cutFn = series.CutReaching
-	}
-	body, rows, err := cutFn(wide.Body, req)
+// not cover req's window, the rows depend on an unknown reading, or (unless
+// stale) the cut would not be fresh at now.
+func (g *Gateway) cut(wide *cache.Entry, req api.Request, reading series.Reading, rt *runtime, now time.Time, stale bool) *cache.Entry {
+	body, rows, err := series.Cut(wide.Body, req, reading)
 	if err != nil {
 		return nil
 	}
@@ -96,16 +99,21 @@ func (g *Gateway) cut(wide *cache.Entry, req api.Request, rt *runtime, now time.
 
 // widened returns the one-week request to fetch instead of req, a cold
 // hourly absolute window, when that window lies inside the week the
-// upstream would return at now and reaches the current hour.
-func widened(req api.Request, now time.Time) (api.Request, bool) {
-	if !series.Derivable(req) || req.Bucket != "hour" {
+// upstream would return at now and reaches the current hour (both by the
+// gateway's clock, a hint that the week will cover it), the reading the
+// cut needs is known, and widening is not paused.
+func (g *Gateway) widened(ctx context.Context, req api.Request, rt *runtime, now time.Time) (api.Request, bool) {
+	if !series.Derivable(req) || req.Bucket != "hour" || now.UnixNano() < g.widenPausedUntil.Load() {
 		return api.Request{}, false
 	}
-	const day = 24 * 3600
+	const day, hour = 24 * 3600, 3600
 	unix := now.Unix()
 	weekStart := (unix - 7*day) / day * day
-	if req.End != unix/3600*3600 || req.Start < weekStart {
+	if req.End != 0 && req.End/hour*hour != unix/hour*hour || req.Start < weekStart {
 		return api.Request{}, false
+	}
+	if g.reading(ctx, req, rt).Needs(req) {
+		return api.Request{}, false // the cut would be refused: fetch the window itself
 	}
 	w := req
 	w.Interval, w.Start, w.End = "1w", 0, 0
@@ -114,11 +122,12 @@ func widened(req api.Request, now time.Time) (api.Request, bool) {
 
 // fetchWidened fetches wide from the upstream for the caller of req,
 // stores it under its own key and cuts req's entry from it (an upstream
-// 404, an unknown topic, is req's answer too). It returns nil, nil when
-// the fresh answer cannot be cut for req (the caller then fetches req
-// itself).
+// 404, an unknown topic, is req's answer too). The entry is an answer that
+// needed the upstream, so it is not Derived. It returns nil, nil when the
+// week's rows do not cover req (the caller then fetches req itself) and
+// pauses widening.
 func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up upstream.Request, rt *runtime) (*cache.Entry, error) {
-	up.Path, up.RawQuery = wide.UpstreamPath(), wide.UpstreamQuery()
+	up.Path, up.RawQuery, up.Reason = wide.UpstreamPath(), wide.UpstreamQuery(), "widen"
 	resp, err := g.up.Do(ctx, up)
 	if err != nil {
 		return nil, err
@@ -129,12 +138,40 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 	g.metrics.rangeWidened.Inc()
 	if resp.Status == http.StatusNotFound {
 		// The topic is unknown to the upstream, in every window.
-		n := entryOf(req, resp, now, rt)
-		n.Derived = true
-		return n, nil
+		return entryOf(req, resp, now, rt), nil
 	}
 	if resp.Status != http.StatusOK {
 		return nil, nil
 	}
-	return g.cut(e, req, rt, now, true, false), nil
+	body, rows, err := series.Cut(e.Body, req, g.reading(ctx, req, rt))
+	if err != nil {
+		g.metrics.rangeWidenMisses.Inc()
+		g.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
+		return nil, nil
+	}
+	n := entryOf(req, resp, now, rt)
+	n.Body = body
+	if rows == 0 {
+		n.FreshUntil = rt.ttl.FreshUntil(cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: true}, now)
+	}
+	return n, nil
+}
+
+// learnReading teaches the gateway how the upstream reads bounds from
+// resp, its answer to req as forwarded, beside an interval answer of the
+// same topic and bucket the cache holds (series.Learn).
+func (g *Gateway) learnReading(ctx context.Context, req api.Request, resp *upstream.Response, rt *runtime) {
+	if !series.Derivable(req) || resp.Status != http.StatusOK {
+		return
+	}
+	var ref []byte
+	for _, src := range series.Sources(req, g.clk.Now()) {
+		if w, ok := g.cache.Peek(ctx, src.Key()); ok && w.Status == http.StatusOK {
+			ref = w.Body
+			break
+		}
+	}
+	if seen := series.Learn(req, resp.Body, ref); seen != (series.Reading{}) {
+		g.readings.learn(ctx, seen, g.statedReading)
+	}
 }

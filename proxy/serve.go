@@ -56,6 +56,10 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h["Cache-Status"] = cacheStatus(res, now)
+	if res.Outcome == cache.Miss && !res.Coalesced && !e.Derived && in.upstreamReason.Load() == &reasonWiden {
+		// Cut from the week fetched for it: forwarded, and says how.
+		h["Cache-Status"] = statusWidened
+	}
 	if e.Status == http.StatusNotFound {
 		g.fail(w, r, api.ErrUnknownTopic)
 		return
@@ -98,8 +102,9 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fetcher returns the cache's fetch for in's request: one upstream call
-// built from the canonical request only, turned into an entry with our
+// fetcher returns the cache's fetch for in's request: a cut from a wider
+// answer the cache holds (see ranges.go), else one upstream call built
+// from the canonical request only, turned into an entry with our
 // freshness. A cold fetch is claimed on behalf of in's key for the fair
 // share of the upstream budget; a background refresh on nobody's.
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
@@ -109,11 +114,13 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			return e, nil
 		}
 		start := g.clk.Now()
-		e, err := g.fetch(ctx, req, rt, start, upstream.Request{
+		reason := cache.ReasonFrom(ctx).String()
+		e, err := g.fetch(ctx, in, req, rt, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
 			Background: background,
+			Reason:     reason,
 			Tenant:     keyID,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
@@ -129,7 +136,8 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
 		}
-		if err != nil && serveStaleFromWider(err) {
+		if err != nil && ctx.Err() == nil {
+			// Every failure a stale entry answers, a stale cut answers.
 			if stale := g.fromWider(ctx, req, rt, true); stale != nil {
 				return stale, nil
 			}
@@ -139,18 +147,41 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 }
 
 // fetch asks the upstream for req with ur (its widened week instead, when
-// that applies) and turns the answer into an entry with our freshness.
-func (g *Gateway) fetch(ctx context.Context, req api.Request, rt *runtime, start time.Time, ur upstream.Request) (*cache.Entry, error) {
-	if wide, ok := widened(req, start); ok {
-		if e, err := g.fetchWidened(ctx, req, wide, ur, rt); e != nil || err != nil {
-			return e, err
+// that applies and covers req) and turns the answer into an entry with our
+// freshness. in (when the fetch is not a background refresh) records why
+// the upstream was called, for the access log.
+func (g *Gateway) fetch(ctx context.Context, in *info, req api.Request, rt *runtime, start time.Time, ur upstream.Request) (*cache.Entry, error) {
+	if !ur.Background {
+		if wide, ok := g.widened(ctx, req, rt, start); ok {
+			in.upstreamReason.Store(&reasonWiden)
+			if e, err := g.fetchWidened(ctx, req, wide, ur, rt); e != nil || err != nil {
+				return e, err
+			}
 		}
+		in.upstreamReason.Store(reasonPtr(ur.Reason))
 	}
 	resp, err := g.up.Do(ctx, ur)
 	if err != nil {
 		return nil, err
 	}
+	g.learnReading(ctx, req, resp, rt)
 	return entryOf(req, resp, g.clk.Now(), rt), nil
+}
+
+// The access log's upstream_reason values, shared so that storing one
+// allocates nothing.
+var (
+	reasonMiss, reasonRefresh, reasonWiden, reasonLease = "miss", "refresh", "widen", "lease_timeout"
+)
+
+func reasonPtr(r string) *string {
+	switch r {
+	case reasonRefresh:
+		return &reasonRefresh
+	case reasonLease:
+		return &reasonLease
+	}
+	return &reasonMiss
 }
 
 // entryOf is the cache entry of resp, the upstream's answer to q received
@@ -186,6 +217,7 @@ var (
 	statusCollapsed    = []string{"trendgate; fwd=miss; collapsed"}
 	statusRange        = []string{"trendgate; hit; detail=range"}
 	statusRangeStale   = []string{"trendgate; hit; stale; detail=range"}
+	statusWidened      = []string{"trendgate; fwd=miss; stored; detail=widened"}
 	statusTooLarge     = []string{`trendgate; fwd=miss; detail="too-large"`}
 )
 

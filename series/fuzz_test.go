@@ -28,7 +28,7 @@ func FuzzCut(f *testing.F) {
 	f.Add([]byte(`{"config":{"start":1,"bucket":"hour","topic":"a\"b}"},"data":[{"time":1794906000,"s":"]},{"}]}`))
 	narrow := parseFor(f, start, end)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, rows, err := series.Cut(body, narrow)
+		out, rows, err := series.Cut(body, narrow, series.Reading{StartInside: series.Include, EndOn: series.Include, EndInside: series.Include})
 		if err != nil {
 			if out != nil {
 				t.Fatalf("an error (%v) with a body", err)

@@ -1,12 +1,15 @@
 // Package series answers a time-series request for an absolute window from
-// the rows of a wider answer the gateway already holds.
+// the rows of a wider answer the gateway already holds, and learns from the
+// upstream's own answers how it reads a window's bounds.
 //
-// The rows of a bucket are the same whichever window asked for them, so a
-// request for the buckets from Start through End (an absolute window, see
-// api.Request) can be cut from any answer of the same topic and bucket
-// size whose rows cover that range: its rows in range, in order, under the
-// wider answer's config with the window rewritten as the upstream writes it
-// for an absolute window ("start" and "end" as sent, no "interval").
+// A cut is the upstream's answer or nothing. Whether a wider answer covers
+// a window is decided by that answer's rows and its own "now"
+// (config.generated), never by the gateway's clock: the upstream's clock,
+// its lag and its gaps are its own. And which buckets a window selects
+// depends on how the upstream reads its bounds (is the bucket an end falls
+// in, or begins at, selected? the bucket a start falls in?); until a
+// Reading knows what a window depends on, a cut is made only where every
+// reading gives the same rows.
 //
 // Series works on bytes and canonical requests only: it never sees a key, a
 // plan or a cache entry, and it never calls the upstream.
@@ -57,38 +60,153 @@ var sourceIntervals = []struct {
 }{{"1w", 7}, {"1m", 31}, {"3m", 92}, {"6m", 184}, {"1y", 366}, {"all", 0}}
 
 // Derivable reports whether q is a request Cut can answer: a time series
-// over an absolute window.
+// over an absolute window (with or without an end).
 func Derivable(q api.Request) bool {
-	return q.Endpoint == api.EndpointSeries && q.Interval == "" && q.Start != 0 && q.End != 0
+	return q.Endpoint == api.EndpointSeries && q.Interval == "" && q.Start != 0
 }
 
-// ErrNotCovered means the wider answer does not hold every bucket of the
-// narrow window (it starts later or ends earlier).
-var ErrNotCovered = errors.New("series: window not covered by the wider answer")
+// Fact is what is known of one way the upstream reads a bound: whether the
+// bucket in question is selected. The zero value is Unknown.
+type Fact uint8
 
-// Cut returns the answer to narrow made from wide, the body of an answer
-// for the same topic and bucket size whose window covers narrow's: the
-// rows whose time lies in [narrow.Start, narrow.End] and wide's config with
-// "interval" dropped and "start" and "end" set as the upstream echoes them
-// for narrow's upstream query. It reports the number of rows kept. wide
-// covers narrow when its config's start is at or before narrow.Start and it
-// has a row at or after narrow.End (the upstream always sends the current
-// bucket, so a row at or past End means nothing up to End is still to
-// come). Anything else, an answer without rows included, is
-// ErrNotCovered; a body that is not the upstream's series shape, or of
-// another bucket size, is an error.
-func Cut(wide []byte, narrow api.Request) (body []byte, rows int, err error) {
-	return cut(wide, narrow, false)
+// The values of a Fact.
+const (
+	Unknown Fact = iota
+	Include
+	Exclude
+)
+
+// String returns "unknown", "include" or "exclude".
+func (f Fact) String() string {
+	switch f {
+	case Include:
+		return "include"
+	case Exclude:
+		return "exclude"
+	}
+	return "unknown"
 }
 
-// CutReaching is Cut for a wide answer its caller knows to reach
-// narrow.End (it asked for a window that does, just now): only the start
-// is checked, so an answer without rows gives a narrow answer without rows.
-func CutReaching(wide []byte, narrow api.Request) (body []byte, rows int, err error) {
-	return cut(wide, narrow, true)
+// ParseFact is the inverse of Fact.String; anything else is Unknown.
+func ParseFact(s string) Fact {
+	switch s {
+	case "include":
+		return Include
+	case "exclude":
+		return Exclude
+	}
+	return Unknown
 }
 
-func cut(wide []byte, narrow api.Request, reaches bool) (body []byte, rows int, err error) {
+// Reading is what is known of how the upstream turns an absolute window's
+// bounds into buckets. Only three facts matter for canonical bounds (see
+// api.StartBound): a start on a bucket boundary selects the bucket that
+// begins there under any reading. The zero value knows nothing.
+type Reading struct {
+	// StartInside: does a start inside a bucket select that bucket?
+	StartInside Fact
+	// EndOn: does an end on a bucket boundary select the bucket that
+	// begins there?
+	EndOn Fact
+	// EndInside: does an end inside a bucket select that bucket?
+	EndInside Fact
+}
+
+// Named returns the reading of a named start rule ("floor": a start
+// selects the bucket it falls in; "ceil": only buckets beginning at or
+// after it) and end rule ("inclusive": buckets beginning at or before end;
+// "exclusive": before end; "floor_exclusive": before end floored to its
+// bucket). An empty name leaves its facts unknown; an unknown name is an
+// error.
+func Named(start, end string) (Reading, error) {
+	var r Reading
+	switch start {
+	case "":
+	case "floor":
+		r.StartInside = Include
+	case "ceil":
+		r.StartInside = Exclude
+	default:
+		return Reading{}, fmt.Errorf("series: start reading %q: want floor or ceil", start)
+	}
+	switch end {
+	case "":
+	case "inclusive":
+		r.EndOn, r.EndInside = Include, Include
+	case "exclusive":
+		r.EndOn, r.EndInside = Exclude, Include
+	case "floor_exclusive":
+		r.EndOn, r.EndInside = Exclude, Exclude
+	default:
+		return Reading{}, fmt.Errorf("series: end reading %q: want inclusive, exclusive or floor_exclusive", end)
+	}
+	return r, nil
+}
+
+// edges are the buckets whose selection depends on how q's bounds are
+// read: the bucket the start falls in (when it is not on a boundary) and
+// the bucket the end falls in or begins (none for an open end), each with
+// the fact that decides it. ok is false for an absent edge.
+type edges struct {
+	start, end         int64
+	startFact, endFact Fact
+	hasStart, hasEnd   bool
+}
+
+func edgesOf(q api.Request, r Reading) edges {
+	size := q.BucketSeconds()
+	var e edges
+	if f := floor(q.Start, size); f != q.Start {
+		e.start, e.startFact, e.hasStart = f, r.StartInside, true
+	}
+	if q.End != 0 {
+		e.end, e.hasEnd = floor(q.End, size), true
+		if e.end == q.End {
+			e.endFact = r.EndOn
+		} else {
+			e.endFact = r.EndInside
+		}
+	}
+	return e
+}
+
+// Needs reports whether the buckets q selects depend on a fact r does not
+// know, for a window whose edge buckets hold rows.
+func (r Reading) Needs(q api.Request) bool {
+	if !Derivable(q) {
+		return false
+	}
+	e := edgesOf(q, r)
+	return e.hasStart && e.startFact == Unknown || e.hasEnd && e.endFact == Unknown
+}
+
+// Errors of Cut.
+var (
+	// ErrNotCovered means the wider answer's rows do not show that it holds
+	// every bucket the window may select: it starts later, or neither a row
+	// nor its own now reaches the window's end.
+	ErrNotCovered = errors.New("series: window not covered by the wider answer")
+	// ErrAmbiguous means the rows the window selects depend on how the
+	// upstream reads a bound, which is not known yet.
+	ErrAmbiguous = errors.New("series: rows depend on an unknown reading of the window's bounds")
+)
+
+// Cut returns the answer to narrow made from wide, the body of an interval
+// answer for the same topic and bucket size: the rows narrow selects under
+// r, and wide's config with "interval" dropped and "start" and "end" set as
+// narrow's upstream query sends them. It reports the number of rows kept.
+//
+// wide covers narrow when its config's start is at or before the first
+// bucket narrow may select, and (for a window with an end) it has a row at
+// or past the last bucket narrow may select, or its config.generated (the
+// upstream's now when it answered) is past that bucket's end. A bucket
+// that began after the upstream's now proves nothing: an answer that has
+// no row for it shows only that the upstream had none yet. Then its rows are
+// what the upstream held for the window when it answered; otherwise Cut
+// returns ErrNotCovered. Where an edge bucket holds a row and r does not
+// know whether it is selected, Cut returns ErrAmbiguous. A body that is not
+// the upstream's series shape, or of another bucket size, is an error.
+func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err error) {
 	if !Derivable(narrow) {
 		return nil, 0, errors.New("series: not an absolute-window series request")
 	}
@@ -99,10 +217,26 @@ func cut(wide []byte, narrow api.Request, reaches bool) (body []byte, rows int, 
 	if p.bucket != narrow.Bucket {
 		return nil, 0, fmt.Errorf("series: wider answer has bucket %q, want %q", p.bucket, narrow.Bucket)
 	}
-	if p.start > narrow.Start || !reaches && (len(p.rows) == 0 || p.rows[len(p.rows)-1].time < narrow.End) {
+	size := narrow.BucketSeconds()
+	e := edgesOf(narrow, r)
+	from := floor(narrow.Start, size) // the first bucket narrow may select
+	if e.hasStart && e.startFact == Exclude {
+		from += size
+	}
+	if p.start > from {
 		return nil, 0, ErrNotCovered
 	}
-	sentEnd, err := upstreamEnd(narrow)
+	if e.hasEnd {
+		last := e.end // the last bucket narrow may select
+		if e.endFact == Exclude {
+			last -= size
+		}
+		reached := len(p.rows) > 0 && p.rows[len(p.rows)-1].time >= last
+		if !reached && (!p.hasGenerated || p.generated < last+size) {
+			return nil, 0, ErrNotCovered
+		}
+	}
+	lo, hi, err := e.span(narrow, p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -119,7 +253,11 @@ func cut(wide []byte, narrow api.Request, reaches bool) (body []byte, rows int, 
 		case "start":
 			v = strconv.AppendInt(nil, narrow.Start, 10)
 		case "end":
-			v = strconv.AppendInt(nil, sentEnd, 10)
+			if narrow.End == 0 {
+				v = f.value
+			} else {
+				v = strconv.AppendInt(nil, narrow.End, 10)
+			}
 		default:
 			v = f.value
 		}
@@ -132,14 +270,14 @@ func cut(wide []byte, narrow api.Request, reaches bool) (body []byte, rows int, 
 		b.Write(v)
 	}
 	b.WriteString(`},"data":[`)
-	for _, r := range p.rows {
-		if r.time < narrow.Start || r.time > narrow.End {
+	for _, row := range p.rows {
+		if row.time < lo || row.time > hi {
 			continue
 		}
 		if rows > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(r.raw)
+		b.Write(row.raw)
 		rows++
 	}
 	b.WriteString("]}")
@@ -147,15 +285,84 @@ func cut(wide []byte, narrow api.Request, reaches bool) (body []byte, rows int, 
 	return b.Bytes(), rows, nil
 }
 
-// upstreamEnd is the "end" narrow's upstream query sends.
-func upstreamEnd(narrow api.Request) (int64, error) {
-	_, after, ok := bytes.Cut([]byte(narrow.UpstreamQuery()), []byte("end="))
-	if !ok {
-		return 0, errors.New("series: the upstream query has no end")
+// span returns the first and last bucket times narrow selects among p's
+// rows, or ErrAmbiguous.
+func (e edges) span(narrow api.Request, p *parsed) (lo, hi int64, err error) {
+	size := narrow.BucketSeconds()
+	lo, hi = narrow.Start, int64(1<<62)
+	if e.hasStart {
+		lo = e.start + size // the bucket after the one start falls in
+		switch e.startFact {
+		case Include:
+			lo = e.start
+		case Unknown:
+			if p.has(e.start) {
+				return 0, 0, ErrAmbiguous
+			}
+		}
 	}
-	end, _, _ := bytes.Cut(after, []byte("&"))
-	return strconv.ParseInt(string(end), 10, 64)
+	if e.hasEnd {
+		hi = e.end - size
+		switch e.endFact {
+		case Include:
+			hi = e.end
+		case Unknown:
+			if p.has(e.end) {
+				return 0, 0, ErrAmbiguous
+			}
+		}
+	}
+	return lo, hi, nil
 }
+
+// Learn returns what answer, the upstream's answer to narrow (as forwarded,
+// with narrow's upstream query), shows of how the upstream reads bounds,
+// given ref, an interval answer of the same topic and bucket received no
+// later than answer (nil if none). A row in an edge bucket of answer shows
+// that bucket is selected; a row in ref, in a bucket answer leaves out,
+// shows it is not (rows do not disappear). Everything else stays Unknown.
+// A body that is not a series answer teaches nothing.
+func Learn(narrow api.Request, answer, ref []byte) Reading {
+	var r Reading
+	if !Derivable(narrow) {
+		return r
+	}
+	a, err := parse(answer)
+	if err != nil || a.bucket != narrow.Bucket {
+		return r
+	}
+	var w *parsed
+	if ref != nil {
+		if w, err = parse(ref); err != nil || w.bucket != narrow.Bucket {
+			w = nil
+		}
+	}
+	judge := func(bucket int64) Fact {
+		switch {
+		case a.has(bucket):
+			return Include
+		case w != nil && w.start <= bucket && w.has(bucket):
+			return Exclude
+		}
+		return Unknown
+	}
+	e := edgesOf(narrow, Reading{})
+	if e.hasStart {
+		r.StartInside = judge(e.start)
+	}
+	if e.hasEnd {
+		f := judge(e.end)
+		if e.end == narrow.End {
+			r.EndOn = f
+		} else {
+			r.EndInside = f
+		}
+	}
+	return r
+}
+
+// floor rounds t down to a multiple of size (t > 0).
+func floor(t, size int64) int64 { return t - t%size }
 
 // field is one member of the config object, as written.
 type field struct {
@@ -172,11 +379,27 @@ type row struct {
 
 // parsed is a series answer taken apart.
 type parsed struct {
-	config  []field
-	start   int64
-	bucket  string
-	rows    []row
-	trailer []byte // what follows the top-level object (a newline)
+	config       []field
+	start        int64
+	generated    int64 // config.generated: the upstream's now when it answered
+	hasGenerated bool
+	bucket       string
+	rows         []row
+	trailer      []byte // what follows the top-level object (a newline)
+}
+
+// has reports whether p holds a row for the bucket beginning at t.
+func (p *parsed) has(t int64) bool {
+	i, j := 0, len(p.rows)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if p.rows[h].time < t {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	return i < len(p.rows) && p.rows[i].time == t
 }
 
 // parse takes apart a series answer: exactly a config object and a data
@@ -265,6 +488,10 @@ func (p *parsed) parseConfig(d *json.Decoder, body []byte) error {
 				return bad("start is not an integer")
 			}
 			p.start, haveStart = n, true
+		case "generated":
+			if n, err := strconv.ParseInt(string(value), 10, 64); err == nil {
+				p.generated, p.hasGenerated = n, true
+			}
 		case "bucket":
 			if err := json.Unmarshal(value, &p.bucket); err != nil {
 				return bad("bucket is not a string")

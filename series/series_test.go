@@ -1,7 +1,9 @@
 package series_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -19,14 +21,31 @@ import (
 
 const upstreamKey = "series-test-upstream-credential"
 
-// fetch asks the demo upstream for q at the clock's time, as the gateway
-// would send it, and returns the body.
-func fetch(t *testing.T, up *demo.Server, q api.Request) []byte {
+// testNow is mid-hour, mid-day: the current buckets are partial.
+var testNow = time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
+
+// readings are the upstream's possible readings of a window's bounds, as
+// the demo upstream implements them and as series.Named names them.
+var readings = []struct{ start, end string }{
+	{"floor", "inclusive"}, {"floor", "exclusive"}, {"floor", "floor_exclusive"},
+	{"ceil", "inclusive"}, {"ceil", "exclusive"}, {"ceil", "floor_exclusive"},
+}
+
+func newUpstream(t *testing.T, clk clock.Clock, o demo.Options) *demo.Server {
 	t.Helper()
-	target := q.UpstreamPath()
-	if qs := q.UpstreamQuery(); qs != "" {
-		target += "?" + qs
+	o.Clock, o.APIKey = clk, upstreamKey
+	up, err := demo.New(o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(up.Close)
+	return up
+}
+
+// get asks the demo upstream for target at the clock's time and returns
+// the body.
+func get(t *testing.T, up *demo.Server, target string) []byte {
+	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, target, nil)
 	r.Header.Set("Authorization", "Bearer "+upstreamKey)
 	w := httptest.NewRecorder()
@@ -35,6 +54,16 @@ func fetch(t *testing.T, up *demo.Server, q api.Request) []byte {
 		t.Fatalf("demo %s: %d %s", target, w.Code, w.Body.String())
 	}
 	return w.Body.Bytes()
+}
+
+// fetch asks the demo upstream for q as the gateway sends it.
+func fetch(t *testing.T, up *demo.Server, q api.Request) []byte {
+	t.Helper()
+	target := q.UpstreamPath()
+	if qs := q.UpstreamQuery(); qs != "" {
+		target += "?" + qs
+	}
+	return get(t, up, target)
 }
 
 // parse canonicalizes a client request-target at now.
@@ -48,121 +77,297 @@ func parse(t *testing.T, target string, now time.Time) api.Request {
 	return q
 }
 
-// TestCutMatchesTheUpstream fetches random absolute windows from the demo
-// upstream both ways, directly and cut from a wider interval answer fetched
-// at the same moment, and requires the same bytes: hour and day buckets,
-// windows at the edges of the wide one, one-bucket windows, windows ending
-// in the current (partial) bucket, windows inside a gap, an asset and a
-// non-asset topic, and a topic the upstream does not know.
-func TestCutMatchesTheUpstream(t *testing.T) {
-	// Mid-hour, mid-day: the current buckets are partial.
-	now := time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
-	clk := clock.NewFake(now)
-	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
-	if err != nil {
-		t.Fatal(err)
+// rowTimes returns the times of a series body's rows.
+func rowTimes(t *testing.T, body []byte) []int64 {
+	t.Helper()
+	var v struct {
+		Data []struct {
+			Time int64 `json:"time"`
+		} `json:"data"`
 	}
-	defer up.Close()
-	topics := up.Topics()
-	rnd := rand.New(rand.NewPCG(13, 21))
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("not a series body: %v: %.200s", err, body)
+	}
+	out := make([]int64, len(v.Data))
+	for i, r := range v.Data {
+		out[i] = r.Time
+	}
+	return out
+}
 
-	for _, c := range []struct {
-		bucket   string
-		size     int64
-		interval string // the wide window
-		span     int64  // how far back the wide window reaches, in buckets
-	}{
-		{"hour", 3600, "1w", 7 * 24},
-		{"day", 86400, "3m", 89},
-		{"day", 86400, "1y", 364},
-	} {
-		for _, topic := range []string{topics[0], topics[1], topics[len(topics)-1], "not a known topic"} {
-			seg := url.PathEscape(topic)
-			base := "/api4/public/topic/" + seg + "/time-series/v1?bucket=" + c.bucket
-			wideQ := parse(t, base+"&interval="+c.interval, now)
-			wide := fetch(t, up, wideQ)
-			cur := now.Unix() / c.size * c.size
-			var windows [][2]int64
-			windows = append(windows,
-				[2]int64{cur - (c.span-1)*c.size, cur}, // from the wide start's next day-aligned bucket to now
-				[2]int64{cur, cur},                     // the partial bucket alone
-				[2]int64{cur - c.size, cur - c.size},   // the last closed bucket alone
-				[2]int64{cur - 5*c.size, cur - c.size}, // closed, ends before the partial bucket
-			)
-			for range 25 {
-				a := cur - rnd.Int64N(c.span-1)*c.size
-				b := cur - rnd.Int64N(c.span-1)*c.size
-				windows = append(windows, [2]int64{min(a, b), max(a, b)})
-			}
-			for _, w := range windows {
-				// Unaligned bounds inside the first and last bucket select
-				// the same buckets.
-				start := w[0] - rnd.Int64N(c.size) + 1
-				if start <= w[0]-c.size {
-					start = w[0]
+// dataOf returns a series body's data array as written.
+func dataOf(t *testing.T, body []byte) string {
+	t.Helper()
+	var v struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("not a series body: %v", err)
+	}
+	return string(v.Data)
+}
+
+// TestCanonicalBoundsKeepTheAnswer: for every reading of bounds the demo
+// upstream implements, a window sent as the client wrote it and as the
+// gateway forwards it (canonical bounds) selects the same rows. This is
+// what lets the gateway key and forward windows in canonical form without
+// knowing the upstream's reading.
+func TestCanonicalBoundsKeepTheAnswer(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	rnd := rand.New(rand.NewPCG(5, 8))
+	for _, rd := range readings {
+		up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+		topic := url.PathEscape(up.Topics()[2])
+		for _, c := range []struct {
+			bucket string
+			size   int64
+		}{{"hour", 3600}, {"day", 86400}} {
+			base := "/api4/public/topic/" + topic + "/time-series/v1?bucket=" + c.bucket
+			cur := testNow.Unix() / c.size * c.size
+			for range 40 {
+				start := cur - rnd.Int64N(20*c.size)
+				end := start + 1 + rnd.Int64N(6*c.size)
+				switch rnd.IntN(4) { // bounds on boundaries, often
+				case 0:
+					start = start / c.size * c.size
+				case 1:
+					end = end / c.size * c.size
 				}
-				end := w[1] + rnd.Int64N(c.size)
-				if end > now.Unix() {
-					end = now.Unix()
+				if end <= start {
+					continue
+				}
+				if rnd.IntN(5) == 0 {
+					end = cur + c.size + rnd.Int64N(c.size) // a clock that runs ahead
 				}
 				target := base + "&start=" + strconv.FormatInt(start, 10) + "&end=" + strconv.FormatInt(end, 10)
-				narrow := parse(t, target, now)
-				if narrow.Start != w[0] && narrow.Start != w[0]+c.size {
-					t.Fatalf("%s: start %d; the test meant %d", target, narrow.Start, w[0])
-				}
-				got, _, err := series.Cut(wide, narrow)
-				if topic == "not a known topic" {
-					// Its answers have no rows: nothing to cut from.
-					if !errors.Is(err, series.ErrNotCovered) {
-						t.Errorf("%s: got %v; want ErrNotCovered", target, err)
-					}
-					continue
-				}
-				if errors.Is(err, series.ErrNotCovered) {
-					t.Errorf("%s (%s, %s): not covered by %s", target, topic, c.bucket, c.interval)
-					continue
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", target, err)
-				}
-				want := fetch(t, up, narrow)
-				if string(got) != string(want) {
-					t.Errorf("%s:\ncut    %.300s\ndirect %.300s", target, got, want)
+				q := parse(t, target, testNow)
+				raw, canon := get(t, up, target), fetch(t, up, q)
+				if dataOf(t, raw) != dataOf(t, canon) {
+					t.Errorf("%s/%s %s: rows %v as sent, %v as forwarded (%s)", rd.start, rd.end, target,
+						rowTimes(t, raw), rowTimes(t, canon), q.UpstreamQuery())
 				}
 			}
 		}
 	}
 }
 
-// TestCutRefusesWhatItDoesNotHold: a window that starts before the wide
-// answer or ends after its last row is not covered, and bodies that are not
-// the upstream's series shape are errors, never a guess.
-func TestCutRefusesWhatItDoesNotHold(t *testing.T) {
-	now := time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
-	clk := clock.NewFake(now)
-	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
-	if err != nil {
-		t.Fatal(err)
+// TestCutMatchesTheUpstream fetches absolute windows from the demo upstream
+// both ways, directly and cut from a wider interval answer fetched at the
+// same moment, under each reading of bounds: with the reading known, the
+// bytes are the same; with it unknown, the cut is the same or refused
+// (ErrAmbiguous), never different. Hour and day buckets, windows at the
+// edges of the wide one, one-bucket windows, windows ending in the current
+// (partial) bucket or in the future, windows inside a gap, an asset and a
+// non-asset topic, and a topic the upstream does not know.
+func TestCutMatchesTheUpstream(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	rnd := rand.New(rand.NewPCG(13, 21))
+	for _, rd := range readings {
+		up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+		known, err := series.Named(rd.start, rd.end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		topics := up.Topics()
+		var cut, ambiguous int
+		for _, c := range []struct {
+			bucket   string
+			size     int64
+			interval string // the wide window
+			span     int64  // how far back the wide window reaches, in buckets
+		}{
+			{"hour", 3600, "1w", 7 * 24},
+			{"day", 86400, "3m", 89},
+			{"day", 86400, "1y", 364},
+		} {
+			for _, topic := range []string{topics[0], topics[1], topics[len(topics)-1], "not a known topic"} {
+				base := "/api4/public/topic/" + url.PathEscape(topic) + "/time-series/v1?bucket=" + c.bucket
+				wide := fetch(t, up, parse(t, base+"&interval="+c.interval, testNow))
+				cur := testNow.Unix() / c.size * c.size
+				windows := [][2]int64{
+					{cur - (c.span-1)*c.size, cur},
+					{cur, cur + c.size},                // the partial bucket alone, end on the next boundary
+					{cur - c.size, cur},                // the last closed bucket, end on a boundary
+					{cur - 5*c.size, cur - c.size + 1}, // closed, end inside a bucket
+					{cur - 2*c.size + 7, cur + 3*c.size},
+				}
+				for range 25 {
+					a := cur - rnd.Int64N(c.span-1)*c.size + rnd.Int64N(2)*rnd.Int64N(c.size)
+					b := cur - rnd.Int64N(c.span-1)*c.size + rnd.Int64N(2)*rnd.Int64N(c.size)
+					if a != b {
+						windows = append(windows, [2]int64{min(a, b), max(a, b)})
+					}
+				}
+				for _, w := range windows {
+					target := base + "&start=" + strconv.FormatInt(w[0], 10) + "&end=" + strconv.FormatInt(w[1], 10)
+					narrow := parse(t, target, testNow)
+					want := fetch(t, up, narrow)
+					got, _, err := series.Cut(wide, narrow, known)
+					if errors.Is(err, series.ErrNotCovered) && (topic == "not a known topic" || narrow.End/c.size*c.size > cur) {
+						// No row, and a window that may reach a bucket
+						// beyond the upstream's now: nothing shows coverage.
+						continue
+					}
+					if err != nil {
+						t.Errorf("%s/%s %s (%s, %s): %v", rd.start, rd.end, target, topic, c.interval, err)
+						continue
+					}
+					if string(got) != string(want) {
+						t.Errorf("%s/%s %s:\ncut    %.300s\ndirect %.300s", rd.start, rd.end, target, got, want)
+					}
+					cut++
+					got, _, err = series.Cut(wide, narrow, series.Reading{})
+					switch {
+					case errors.Is(err, series.ErrAmbiguous):
+						ambiguous++
+					case errors.Is(err, series.ErrNotCovered):
+						// Without the reading, the window may reach a bucket
+						// the wide answer does not show.
+					case err != nil:
+						t.Errorf("%s, reading unknown: %v", target, err)
+					case string(got) != string(want):
+						t.Errorf("%s, reading unknown: cut %v; the upstream sent %v", target, rowTimes(t, got), rowTimes(t, want))
+					}
+				}
+			}
+		}
+		if ambiguous == 0 || ambiguous == cut {
+			t.Errorf("%s/%s: %d of %d cuts ambiguous without the reading; want some, not all", rd.start, rd.end, ambiguous, cut)
+		}
 	}
-	defer up.Close()
+}
+
+// TestCoverageIsDecidedByRows: against an upstream whose clock is not the
+// gateway's, a window is cut only where the wide answer's own rows and
+// generated time show it holds the window; the gateway's clock decides
+// nothing. The windows are those of issue 26: the last 7 days up to the
+// gateway's current hour, the last 3 hours, and a window whose end is the
+// end of the current hour.
+func TestCoverageIsDecidedByRows(t *testing.T) {
+	known, _ := series.Named("floor", "inclusive")
+	cur := testNow.Unix() / 3600 * 3600
+	targets := []string{
+		fmt.Sprintf("start=%d&end=%d", cur-7*86400, cur),
+		fmt.Sprintf("start=%d&end=%d", cur-3*3600, cur),
+		fmt.Sprintf("start=%d&end=%d", cur-7*86400+3600, cur+3600),
+	}
+	for _, tc := range []struct {
+		name   string
+		offset time.Duration
+		lag    time.Duration
+	}{
+		{"upstream 3 days behind", -72 * time.Hour, 0},
+		{"upstream 20 minutes behind", -20 * time.Minute, 0},
+		{"current hour 45 minutes late", 0, 45 * time.Minute},
+		{"upstream 20 minutes ahead", 20 * time.Minute, 0},
+		{"upstream 2 days ahead", 48 * time.Hour, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewFake(testNow)
+			up := newUpstream(t, clk, demo.Options{ClockOffset: tc.offset, Lag: tc.lag})
+			base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+			wide := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+			for _, qs := range targets {
+				narrow := parse(t, base+"&"+qs, testNow)
+				want := fetch(t, up, narrow)
+				got, _, err := series.Cut(wide, narrow, known)
+				switch {
+				case errors.Is(err, series.ErrNotCovered):
+					// Refused: the gateway then forwards the window.
+				case err != nil:
+					t.Errorf("%s: %v", qs, err)
+				case dataOf(t, got) != dataOf(t, want):
+					t.Errorf("%s: cut rows %d, the upstream sent %d", qs, len(rowTimes(t, got)), len(rowTimes(t, want)))
+				}
+			}
+		})
+	}
+}
+
+// TestLearnTheReading: the upstream's answers to forwarded windows, beside
+// an interval answer held, teach each fact of its reading, and never the
+// opposite of it.
+func TestLearnTheReading(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	cur := testNow.Unix() / 3600 * 3600
+	windows := []string{
+		fmt.Sprintf("start=%d&end=%d", cur-20*3600+600, cur-2*3600),      // start inside, end on
+		fmt.Sprintf("start=%d&end=%d", cur-20*3600, cur-3*3600+1200),     // end inside
+		fmt.Sprintf("start=%d&end=%d", cur-30*3600+1, cur-10*3600+3599),  // both inside
+		fmt.Sprintf("start=%d&end=%d", cur-50*3600+1800, cur+3600),       // end on the next hour
+		fmt.Sprintf("start=%d&end=%d", cur-40*3600+1800, testNow.Unix()), // end at now
+	}
+	for _, rd := range readings {
+		t.Run(rd.start+"/"+rd.end, func(t *testing.T) {
+			up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+			want, _ := series.Named(rd.start, rd.end)
+			base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+			ref := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+			var learned series.Reading
+			merge := func(dst *series.Fact, f series.Fact, name string) {
+				if f == series.Unknown {
+					return
+				}
+				if *dst != series.Unknown && *dst != f || f != pick(want, name) {
+					t.Errorf("%s: learned %v; the upstream's is %v", name, f, pick(want, name))
+				}
+				*dst = f
+			}
+			for _, qs := range windows {
+				narrow := parse(t, base+"&"+qs, testNow)
+				seen := series.Learn(narrow, fetch(t, up, narrow), ref)
+				merge(&learned.StartInside, seen.StartInside, "start_inside")
+				merge(&learned.EndOn, seen.EndOn, "end_on")
+				merge(&learned.EndInside, seen.EndInside, "end_inside")
+			}
+			if learned != want {
+				t.Errorf("learned %+v; want %+v", learned, want)
+			}
+			// Without a reference only inclusion can be seen.
+			narrow := parse(t, base+"&"+windows[0], testNow)
+			if seen := series.Learn(narrow, fetch(t, up, narrow), nil); seen.StartInside == series.Exclude || seen.EndOn == series.Exclude {
+				t.Errorf("without a reference: learned an exclusion %+v", seen)
+			}
+		})
+	}
+}
+
+func pick(r series.Reading, name string) series.Fact {
+	switch name {
+	case "start_inside":
+		return r.StartInside
+	case "end_on":
+		return r.EndOn
+	}
+	return r.EndInside
+}
+
+// TestCutRefusesWhatItDoesNotHold: a window that starts before the wide
+// answer or ends after its last row and its generated time is not covered,
+// and bodies that are not the upstream's series shape are errors, never a
+// guess.
+func TestCutRefusesWhatItDoesNotHold(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	up := newUpstream(t, clk, demo.Options{})
+	known, _ := series.Named("floor", "inclusive")
 	seg := url.PathEscape(up.Topics()[0])
 	base := "/api4/public/topic/" + seg + "/time-series/v1?bucket=hour"
-	wide := fetch(t, up, parse(t, base+"&interval=1w", now))
-	cur := now.Unix() / 3600 * 3600
+	wide := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+	cur := testNow.Unix() / 3600 * 3600
 
-	before := parse(t, base+"&start="+strconv.FormatInt(cur-9*86400, 10)+"&end="+strconv.FormatInt(cur-86400, 10), now)
-	if _, _, err := series.Cut(wide, before); !errors.Is(err, series.ErrNotCovered) {
+	before := parse(t, base+"&start="+strconv.FormatInt(cur-9*86400, 10)+"&end="+strconv.FormatInt(cur-86400, 10), testNow)
+	if _, _, err := series.Cut(wide, before, known); !errors.Is(err, series.ErrNotCovered) {
 		t.Errorf("window starting before the wide one: got %v; want ErrNotCovered", err)
 	}
 	// An hour later the wide answer (fetched an hour ago) lacks the new
 	// current bucket.
-	later := now.Add(time.Hour)
+	later := testNow.Add(time.Hour)
 	after := parse(t, base+"&start="+strconv.FormatInt(cur, 10)+"&end="+strconv.FormatInt(later.Unix(), 10), later)
-	if _, _, err := series.Cut(wide, after); !errors.Is(err, series.ErrNotCovered) {
+	if _, _, err := series.Cut(wide, after, known); !errors.Is(err, series.ErrNotCovered) {
 		t.Errorf("window ending after the wide one's last row: got %v; want ErrNotCovered", err)
 	}
-	inside := parse(t, base+"&start="+strconv.FormatInt(cur-3600, 10)+"&end="+strconv.FormatInt(cur, 10), now)
-	dayWide := fetch(t, up, parse(t, "/api4/public/topic/"+seg+"/time-series/v1?bucket=day&interval=1m", now))
+	inside := parse(t, base+"&start="+strconv.FormatInt(cur-3600, 10)+"&end="+strconv.FormatInt(cur, 10), testNow)
+	dayWide := fetch(t, up, parse(t, "/api4/public/topic/"+seg+"/time-series/v1?bucket=day&interval=1m", testNow))
 	for name, body := range map[string]string{
 		"other bucket":     string(dayWide),
 		"not json":         "<html>",
@@ -174,11 +379,11 @@ func TestCutRefusesWhatItDoesNotHold(t *testing.T) {
 			`},{"time":` + strconv.FormatInt(cur-3600, 10) + `}]}`,
 		"trailing garbage": string(wide) + "{}",
 	} {
-		if _, _, err := series.Cut([]byte(body), inside); err == nil || errors.Is(err, series.ErrNotCovered) && name != "no data" {
+		if _, _, err := series.Cut([]byte(body), inside, known); err == nil || errors.Is(err, series.ErrNotCovered) && name != "no data" {
 			t.Errorf("%s: got %v; want an error", name, err)
 		}
 	}
-	if _, _, err := series.Cut(wide, parse(t, base+"&interval=1w", now)); err == nil {
+	if _, _, err := series.Cut(wide, parse(t, base+"&interval=1w", testNow), known); err == nil {
 		t.Error("an interval request: got no error; want one (only absolute windows are cut)")
 	}
 }
@@ -186,7 +391,6 @@ func TestCutRefusesWhatItDoesNotHold(t *testing.T) {
 // TestSourcesReach: only intervals that can reach back to a window's
 // start are offered as its sources, narrowest first; "all" always is.
 func TestSourcesReach(t *testing.T) {
-	now := time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
 	base := "/api4/public/topic/bitcoin/time-series/v1?bucket=day"
 	for _, tc := range []struct {
 		daysBack int
@@ -197,16 +401,36 @@ func TestSourcesReach(t *testing.T) {
 		{200, []string{"1y", "all"}},
 		{900, []string{"all"}},
 	} {
-		start := now.Add(-time.Duration(tc.daysBack) * 24 * time.Hour).Unix()
+		start := testNow.Add(-time.Duration(tc.daysBack) * 24 * time.Hour).Unix()
 		var got []string
-		for _, s := range series.Sources(parse(t, base+"&start="+strconv.FormatInt(start, 10), now), now) {
+		for _, s := range series.Sources(parse(t, base+"&start="+strconv.FormatInt(start, 10), testNow), testNow) {
 			got = append(got, s.Interval)
 		}
 		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 			t.Errorf("%d days back: got %v; want %v", tc.daysBack, got, tc.want)
 		}
 	}
-	if got := series.Sources(parse(t, base+"&interval=1m", now), now); got != nil {
+	if got := series.Sources(parse(t, base+"&interval=1m", testNow), testNow); got != nil {
 		t.Errorf("an interval request: got sources %v; want none", got)
+	}
+}
+
+func TestNamed(t *testing.T) {
+	for _, tc := range []struct {
+		start, end string
+		want       series.Reading
+		ok         bool
+	}{
+		{"", "", series.Reading{}, true},
+		{"floor", "", series.Reading{StartInside: series.Include}, true},
+		{"ceil", "exclusive", series.Reading{StartInside: series.Exclude, EndOn: series.Exclude, EndInside: series.Include}, true},
+		{"", "floor_exclusive", series.Reading{EndOn: series.Exclude, EndInside: series.Exclude}, true},
+		{"round", "", series.Reading{}, false},
+		{"", "inclusive-ish", series.Reading{}, false},
+	} {
+		got, err := series.Named(tc.start, tc.end)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("Named(%q, %q) = %+v, %v; want %+v (ok %v)", tc.start, tc.end, got, err, tc.want, tc.ok)
+		}
 	}
 }

@@ -44,11 +44,31 @@ type Request struct {
 	Tenant    string
 	Weight    float64
 	PerMinute int
+	// Reason says why the call is made, for the reason label of
+	// trendgate_upstream_requests_total and the access log: one of
+	// Reasons; "" means "miss". A retried attempt is counted as "retry".
+	Reason string
 	// Sent, when not nil, is called once for every attempt the budget paid
 	// for, as it starts (a retry is a second one; the same attempts
 	// trendgate_upstream_requests_total counts); never for a call the
 	// breaker or the budget refused.
 	Sent func()
+}
+
+// Reasons are the values of Request.Reason: a client's cold miss, the
+// refresh of a stale entry (in the background or with a client waiting), a
+// wider window fetched to cut a client's window from it, and a fetch made
+// because another instance's lease on the key ran out without an answer.
+var Reasons = []string{"miss", "refresh", "widen", "lease_timeout"}
+
+// reasonLabel bounds the label to Reasons ("miss" for anything else).
+func reasonLabel(r string) string {
+	for _, known := range Reasons {
+		if r == known {
+			return r
+		}
+	}
+	return "miss"
 }
 
 // Response is a validated upstream answer.
@@ -318,7 +338,11 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			req.Sent()
 		}
 		last = c.attempt(ctx, parent, req)
-		c.metrics.Requests.WithLabelValues(req.Endpoint.String(), resultOf(last.resp, last.err)).Inc()
+		reason := reasonLabel(req.Reason)
+		if attempt > 0 {
+			reason = "retry"
+		}
+		c.metrics.Requests.WithLabelValues(req.Endpoint.String(), resultOf(last.resp, last.err), reason).Inc()
 		if !last.retryable || attempt >= c.cfg.Retries || parent.Err() != nil {
 			break
 		}

@@ -27,6 +27,22 @@ type Config struct {
 	Budget BudgetConfig `yaml:"budget"`
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig `yaml:"breaker"`
+	// WindowReading states how the upstream reads a time series window's
+	// bounds. What it leaves empty the gateway learns from the upstream's
+	// answers; evidence that contradicts it wins (see package series).
+	WindowReading WindowReading `yaml:"window_reading"`
+}
+
+// WindowReading names how the upstream turns a time series window's start
+// and end into buckets. Empty fields are unknown, to be learned.
+type WindowReading struct {
+	// Start is "floor" (a start inside a bucket selects that bucket) or
+	// "ceil" (only buckets beginning at or after start).
+	Start string `yaml:"start"`
+	// End is "inclusive" (buckets beginning at or before end), "exclusive"
+	// (beginning before end) or "floor_exclusive" (beginning before end
+	// floored to its bucket).
+	End string `yaml:"end"`
 }
 
 // BudgetConfig is the upstream account's request budget.

@@ -124,6 +124,17 @@ func (c Config) Validate() error {
 		add("budget.fair_window", "must be >= 0 (0 means %s)", defaultFairWindow)
 	}
 
+	switch c.WindowReading.Start {
+	case "", "floor", "ceil":
+	default:
+		add("window_reading.start", "unknown reading %q (want floor or ceil, or empty to learn it)", c.WindowReading.Start)
+	}
+	switch c.WindowReading.End {
+	case "", "inclusive", "exclusive", "floor_exclusive":
+	default:
+		add("window_reading.end", "unknown reading %q (want inclusive, exclusive or floor_exclusive, or empty to learn it)", c.WindowReading.End)
+	}
+
 	k := c.Breaker
 	if k.Failures < 1 {
 		add("breaker.failures", "must be >= 1")

@@ -49,8 +49,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "HTTP requests sent to the upstream (each attempt, retries included) by shape and result.",
-		}, []string{"shape", "result"}),
+			Help: "HTTP requests sent to the upstream (each attempt, retries included) by shape, result and reason (miss, refresh, widen, lease_timeout, retry).",
+		}, []string{"shape", "result", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refusals_total",
 			Help: "Upstream client calls that sent nothing, by reason (breaker_open, budget, share, rate_limited).",

@@ -1,0 +1,175 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"trendgate/series"
+)
+
+// readings keeps what the gateway has learned of how the upstream reads a
+// window's bounds (series.Reading), from the upstream's own answers. In
+// cluster mode what one instance learns is written to a Redis hash that the
+// others read, so each fact is learned once for the cluster.
+//
+// A fact seen both ways (the upstream changed, or answers inconsistently)
+// is a conflict: it stays unknown for good, so nothing that depends on it
+// is cut again. Evidence also outweighs the operator's statement
+// (upstream.window_reading): a stated fact the answers contradict is
+// dropped with a warning.
+type readings struct {
+	log   *zap.Logger
+	redis redis.UniversalClient // nil: this instance alone
+	key   string                // the Redis hash
+
+	mu       sync.Mutex   // guards the fields below
+	learned  [3]series.Fact // by fact index (see series.Reading.Facts)
+	conflict [3]bool
+	polled   time.Time // when the Redis hash was last read
+}
+
+// readingPoll is how often an instance that needs a fact it does not know
+// looks for it in Redis.
+const readingPoll = 5 * time.Second
+
+// readingTimeout bounds one Redis call of readings.
+const readingTimeout = 250 * time.Millisecond
+
+// factNames are the Redis hash fields, in series.Reading.Facts order.
+var factNames = [3]string{"start_inside", "end_on", "end_inside"}
+
+func newReadings(log *zap.Logger, rdb redis.UniversalClient, prefix string) *readings {
+	return &readings{log: log, redis: rdb, key: prefix + "upstream:window_reading"}
+}
+
+func factsOf(r series.Reading) [3]series.Fact {
+	return [3]series.Fact{r.StartInside, r.EndOn, r.EndInside}
+}
+
+func readingOf(f [3]series.Fact) series.Reading {
+	return series.Reading{StartInside: f[0], EndOn: f[1], EndInside: f[2]}
+}
+
+// get returns the reading to cut with at now: the stated facts, and the
+// learned ones where nothing is stated, less every fact in conflict. When
+// the result lacks a fact need asks for, it first looks in Redis (at most
+// every readingPoll).
+func (k *readings) get(ctx context.Context, stated series.Reading, need func(series.Reading) bool, now time.Time) series.Reading {
+	r := k.merge(stated)
+	if need == nil || !need(r) || k.redis == nil {
+		return r
+	}
+	k.mu.Lock()
+	due := now.Sub(k.polled) >= readingPoll || now.Before(k.polled)
+	if due {
+		k.polled = now
+	}
+	k.mu.Unlock()
+	if !due {
+		return r
+	}
+	ctx, cancel := context.WithTimeout(ctx, readingTimeout)
+	defer cancel()
+	vals, err := k.redis.HGetAll(ctx, k.key).Result()
+	if err != nil {
+		return r
+	}
+	var seen [3]series.Fact
+	var conflicts [3]bool
+	for i, name := range factNames {
+		if vals[name] == "conflict" {
+			conflicts[i] = true
+			continue
+		}
+		seen[i] = series.ParseFact(vals[name])
+	}
+	k.note(readingOf(seen), conflicts, "redis")
+	return k.merge(stated)
+}
+
+// merge combines stated and learned facts; k.mu must not be held.
+func (k *readings) merge(stated series.Reading) series.Reading {
+	s := factsOf(stated)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out [3]series.Fact
+	for i := range out {
+		switch {
+		case k.conflict[i]:
+		case k.learned[i] != series.Unknown && s[i] != series.Unknown && k.learned[i] != s[i]:
+			// The upstream's answers contradict the statement: trust
+			// neither (learn warned when it saw it).
+		case s[i] != series.Unknown:
+			out[i] = s[i]
+		default:
+			out[i] = k.learned[i]
+		}
+	}
+	return readingOf(out)
+}
+
+// learn records what an answer showed (series.Learn), warns when it
+// contradicts stated, and shares new facts through Redis.
+func (k *readings) learn(ctx context.Context, seen, stated series.Reading) {
+	f, s := factsOf(seen), factsOf(stated)
+	for i, v := range f {
+		if v != series.Unknown && s[i] != series.Unknown && v != s[i] {
+			k.log.Warn("the upstream's answer contradicts upstream.window_reading; windows that depend on it are no longer cut",
+				zap.String("fact", factNames[i]), zap.Stringer("stated", s[i]), zap.Stringer("seen", v))
+		}
+	}
+	fresh := k.note(seen, [3]bool{}, "answer")
+	if k.redis == nil || fresh == [3]string{} {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readingTimeout)
+	defer cancel()
+	for i, v := range fresh {
+		if v == "" {
+			continue
+		}
+		// The first instance to learn a fact writes it; one that learned
+		// the opposite marks the conflict for all.
+		ok, err := k.redis.HSetNX(ctx, k.key, factNames[i], v).Result()
+		if err != nil || ok {
+			continue
+		}
+		if got, err := k.redis.HGet(ctx, k.key, factNames[i]).Result(); err == nil && got != v {
+			_ = k.redis.HSet(ctx, k.key, factNames[i], "conflict").Err()
+			k.note(series.Reading{}, conflictAt(i), "redis")
+		}
+	}
+}
+
+func conflictAt(i int) [3]bool {
+	var c [3]bool
+	c[i] = true
+	return c
+}
+
+// note merges facts and conflicts into what is known and returns, per
+// fact, the value to share when it was new ("" otherwise).
+func (k *readings) note(seen series.Reading, conflicts [3]bool, source string) (fresh [3]string) {
+	f := factsOf(seen)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range f {
+		switch {
+		case k.conflict[i]:
+		case conflicts[i] || f[i] != series.Unknown && k.learned[i] != series.Unknown && f[i] != k.learned[i]:
+			k.conflict[i], k.learned[i] = true, series.Unknown
+			k.log.Warn("the upstream read a window bound both ways; windows that depend on it are no longer cut",
+				zap.String("fact", factNames[i]), zap.String("source", source))
+		case f[i] != series.Unknown && k.learned[i] == series.Unknown:
+			k.learned[i] = f[i]
+			fresh[i] = f[i].String()
+			k.log.Info("learned how the upstream reads a window bound",
+				zap.String("fact", factNames[i]), zap.Stringer("value", f[i]), zap.String("source", source))
+		}
+	}
+	return fresh
+}
