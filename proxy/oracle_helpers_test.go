@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,29 +36,10 @@ import (
 // restarted from their snapshot, and the tally of the paths answers took.
 
 // upstreamRef answers a client request as the upstream would have at a
-// given instant, without rate limits, faults or recording: a twin of the
-// demo upstream (same options, so the same data) on a clock of its own.
-//
-// TODO(demo-variants): once (*demo.Server).AnswerAt lands, answer through
-// it instead of the twin; the twin exists only until then.
+// given instant on the shared clock, through (*demo.Server).AnswerAt: no
+// rate limits, faults or recording, the upstream's ClockOffset applied.
 type upstreamRef struct {
-	mu   sync.Mutex // serializes setting the twin's clock and asking it
-	clk  *clock.Fake
-	twin *demo.Server
-}
-
-// newUpstreamRef builds the twin of an upstream made with opts.
-func newUpstreamRef(t *testing.T, opts demo.Options) *upstreamRef {
-	t.Helper()
-	clk := clock.NewFake(time.Unix(0, 0))
-	opts.Clock = clk
-	opts.PerMinute, opts.PerDay, opts.Latency, opts.Control = 0, 0, 0, false
-	twin, err := demo.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(twin.Close)
-	return &upstreamRef{clk: clk, twin: twin}
+	up *demo.Server
 }
 
 // answerAt is the upstream's status and body for GET target (a request
@@ -68,12 +48,7 @@ func newUpstreamRef(t *testing.T, opts demo.Options) *upstreamRef {
 func (u *upstreamRef) answerAt(target string, at time.Time) (int, []byte) {
 	r := httptest.NewRequest(http.MethodGet, target, nil)
 	r.Header.Set("Authorization", "Bearer "+upstreamKey)
-	w := httptest.NewRecorder()
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.clk.Set(at)
-	u.twin.ServeHTTP(w, r)
-	return w.Code, w.Body.Bytes()
+	return u.up.AnswerAt(r, at)
 }
 
 // upstreamTarget is the request the oracle asks the upstream for a client
@@ -439,6 +414,8 @@ func pathOf(cs string) string {
 		return "range"
 	case strings.Contains(cs, "collapsed"):
 		return "coalesced"
+	case strings.Contains(cs, "widened"):
+		return "miss-widened"
 	case strings.Contains(cs, "too-large"):
 		return "too-large"
 	case strings.Contains(cs, "fwd=miss"):

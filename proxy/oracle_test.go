@@ -59,9 +59,6 @@ const (
 // against.
 type oracleVariant struct {
 	name string
-	// needs names the demo.Options field (branch demo-variants) this
-	// variant is waiting for; while set, the variant is skipped.
-	needs string
 	// demo sets the upstream variant's options; nil: the default upstream.
 	demo func(*demo.Options)
 	// offset is the upstream's clock offset (demo.Options.ClockOffset):
@@ -75,6 +72,8 @@ type oracleVariant struct {
 	cluster bool
 	// restart restarts a gateway from its snapshot now and then.
 	restart bool
+	// gaps picks only topics with missing hours in the run's first week.
+	gaps bool
 	// want lists paths (pathCounts labels) a run must take, beyond
 	// oracleAlwaysWant.
 	want []string
@@ -88,21 +87,45 @@ var oracleAlwaysWant = []string{"cache: miss", "cache: hit", "via: gzip", "via: 
 // whether the gateway stales, cuts or coalesces there is its decision
 // (a fixed gateway may rightly refuse to cut where the upstream's reading
 // of a window is unknown), and a short run may simply not line them up.
-var oracleSoftWant = []string{"cache: coalesced", "cache: stale", "cache: stale-if-error", "cache: range", "tier: snapshot"}
+var oracleSoftWant = []string{"cache: miss-widened", "cache: coalesced", "cache: stale", "cache: stale-if-error", "cache: range", "tier: snapshot"}
 
 func oracleVariants() []oracleVariant {
+	reading := func(start, end string) func(*demo.Options) {
+		return func(o *demo.Options) { o.StartReading, o.EndReading = start, end }
+	}
+	offset := func(d time.Duration) func(*demo.Options) {
+		return func(o *demo.Options) { o.ClockOffset = d }
+	}
+	stated := func(start, end string) func(*config.Config) {
+		return func(c *config.Config) { c.Upstream.WindowReading = upstream.WindowReading{Start: start, End: end} }
+	}
+	const minutes, days = 7 * time.Minute, 2*24*time.Hour + 5*time.Minute
 	return []oracleVariant{
+		// The demo's defaults: start floor, end inclusive, one clock.
 		{name: "default", restart: true},
 		{name: "cluster", cluster: true, restart: true, want: []string{"tier: redis"}},
-		{name: "start-floor", needs: "StartReading"},
-		{name: "end-exclusive", needs: "EndReading"},
-		{name: "end-floor-exclusive", needs: "EndReading"},
-		{name: "clock-ahead-minutes", needs: "ClockOffset", offset: 7 * time.Minute},
-		{name: "clock-behind-minutes", needs: "ClockOffset", offset: -7 * time.Minute},
-		{name: "clock-ahead-days", needs: "ClockOffset", offset: 2*24*time.Hour + 5*time.Minute},
-		{name: "clock-behind-days", needs: "ClockOffset", offset: -2*24*time.Hour - 5*time.Minute},
-		{name: "lag", needs: "Lag"},
-		{name: "revise", needs: "Revise"},
+		// Readings of the bounds, learned by the gateway.
+		{name: "start-ceil", demo: reading("ceil", "")},
+		{name: "end-exclusive", demo: reading("", "exclusive")},
+		{name: "end-floor-exclusive", demo: reading("", "floor_exclusive")},
+		{name: "start-ceil-end-exclusive", demo: reading("ceil", "exclusive"), restart: true},
+		// Readings stated in upstream.window_reading: right, and wrong
+		// (the gateway's evidence must win over a wrong statement).
+		{name: "stated-ceil-floor-exclusive", demo: reading("ceil", "floor_exclusive"), mutate: stated("ceil", "floor_exclusive")},
+		{name: "stated-floor-inclusive", mutate: stated("floor", "inclusive"), restart: true},
+		{name: "stated-wrong", demo: reading("ceil", "floor_exclusive"), mutate: stated("floor", "inclusive")},
+		// The upstream's clock ahead of and behind the gateway's.
+		{name: "clock-ahead-minutes", demo: offset(minutes), offset: minutes},
+		{name: "clock-behind-minutes", demo: offset(-minutes), offset: -minutes},
+		{name: "clock-ahead-days", demo: offset(days), offset: days},
+		{name: "clock-behind-days", demo: offset(-days), offset: -days},
+		// A current bucket that appears 10 minutes late.
+		{name: "lag", demo: func(o *demo.Options) { o.Lag = 10 * time.Minute }},
+		// Closed hours whose counts change for two hours (answers differ
+		// between two calls).
+		{name: "revise", demo: func(o *demo.Options) { o.Revise = true }, restart: true},
+		// Only topics with missing hours in the week before the start.
+		{name: "gaps", gaps: true},
 	}
 }
 
@@ -114,9 +137,6 @@ func TestOracle(t *testing.T) {
 	for _, v := range oracleVariants() {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", v.name, seed), func(t *testing.T) {
-				if v.needs != "" {
-					t.Skipf("needs demo.Options.%s from branch demo-variants (not merged yet)", v.needs)
-				}
 				t.Parallel()
 				runOracle(t, v, seed, steps)
 			})
@@ -204,7 +224,7 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 	r.tap = &countingTap{next: up}
 	upSrv := httptest.NewServer(r.tap)
 	t.Cleanup(func() { up.Close(); upSrv.Close() })
-	r.ref = newUpstreamRef(t, dopts)
+	r.ref = &upstreamRef{up: up}
 	r.pickTopics()
 
 	r.full, r.lim = newKey(t), newKey(t)
@@ -257,9 +277,34 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 
 // pickTopics chooses the run's few topics (few, so answers are reused):
 // plain, hashtag, cashtag and multi-word names, an asset, and a topic the
-// upstream does not know.
+// upstream does not know; in the gaps variant, topics whose last week has
+// missing hours instead.
 func (r *oracleRun) pickTopics() {
 	all := r.up.Topics()
+	if r.v.gaps {
+		for _, tp := range all {
+			if len(r.topics) == 5 {
+				break
+			}
+			week := "/api4/public/topic/" + api.EncodeTopic(tp) + "/time-series/v1?interval=1w"
+			status, body := r.ref.answerAt(week, r.clk.Now())
+			var sb seriesBody
+			if status != http.StatusOK || json.Unmarshal(body, &sb) != nil {
+				r.t.Fatalf("%s: %d %s", week, status, body)
+			}
+			// A week of hours from a UTC midnight through the current hour.
+			now := r.clk.Now().Add(r.v.offset).Unix()
+			full := (now-now%3600-(now-7*86400)/86400*86400)/3600 + 1
+			if int64(len(sb.Data)) < full {
+				r.topics = append(r.topics, tp)
+			}
+		}
+		if len(r.topics) == 0 {
+			r.t.Fatal("no topic has a missing hour in its last week")
+		}
+		r.t.Logf("topics with missing hours: %q", r.topics)
+		return
+	}
 	r.topics = []string{all[0]}
 	for _, want := range []string{"#", "$", " "} {
 		for _, tp := range all[1:] {
