@@ -51,7 +51,7 @@ var oracleFull = flag.Bool("oracle.full", false, "run the differential oracle lo
 
 // Steps per run.
 const (
-	oracleSteps     = 120
+	oracleSteps     = 100
 	oracleFullSteps = 5000
 )
 
@@ -372,6 +372,16 @@ func (r *oracleRun) restartNode(i int) {
 	r.retired += r.nodes[i].upstreamRequests() // its counters start again at 0
 	r.nodes[i].restart()
 	r.paths["event: restart"]++
+	// Clients come back with what they asked before: answers the snapshot
+	// should hold (restored entries keep their original fetch time).
+	for k := 0; k < 3 && k < len(r.seen); k++ {
+		q := r.seen[len(r.seen)-1-k].q
+		key := r.full
+		if q.limited {
+			key = r.lim
+		}
+		r.check(q, i, "GET after restart", r.nodes[i].send(http.MethodGet, q.target, key))
+	}
 }
 
 // quiesce waits until every upstream call that has reached the upstream
