@@ -187,7 +187,7 @@ type oracleRun struct {
 	healthyFrom time.Time // the upstream counts as healthy from then on
 	retired     float64   // upstream answers read by gateways since restarted
 
-	seen     []seenReq          // recent requests answered with a passing 200, to revalidate
+	seen     []seenReq         // recent requests answered with a passing 200, to revalidate
 	own      []map[string]bool // per node: canonical keys it fetched or cut since it started
 	restored []map[string]bool // per node: keys its snapshot may have brought back
 
