@@ -205,7 +205,7 @@ func TestSnapshotDropsEntries(t *testing.T) {
 	}{
 		{"tampered key: not canonical", entry("v2|whatsup|Bitcoin", "bitcoin", now, time.Hour, "{}"), DropKey},
 		{"tampered key: other version", entry("v0|whatsup|bitcoin", "bitcoin", now, time.Hour, "{}"), DropKey},
-		{"tampered key: unaligned window", entry("v2|series|bitcoin|hour||1763164801|1763805600", "bitcoin", now, time.Hour, "{}"), DropKey},
+		{"tampered key: window bound not canonical", entry("v2|series|bitcoin|hour||1763164802|1763805600", "bitcoin", now, time.Hour, "{}"), DropKey},
 		{"topic differs from the key's", entry("v2|whatsup|ethereum", "bitcoin", now, time.Hour, "{}"), DropKey},
 		{"status never cached", func() *Entry { e := entry("v2|whatsup|eth", "eth", now, time.Hour, "{}"); e.Status = 500; return e }(), DropStatus},
 		{"fetched in the future", entry("v2|whatsup|sol", "sol", now.Add(time.Minute), time.Hour, "{}"), DropFetched},

@@ -115,6 +115,11 @@ type Options struct {
 	// topic, bucket, now); daily rows, which sum hours, change with them.
 	// false: closed buckets never change.
 	Revise bool
+	// IntervalDelay answers time series by interval (interval=1w, ...) as
+	// they were IntervalDelay ago, rows, generated stamp and current
+	// bucket alike, while absolute windows (start, end) are answered live:
+	// an edge cache in front of the interval answers. 0: none.
+	IntervalDelay time.Duration
 }
 
 // Recorded is one API request as the server received it. The zero value
@@ -163,6 +168,9 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: negative rate limit", ErrInvalidOptions)
 	case opts.Latency < 0:
 		return nil, fmt.Errorf("%w: negative latency", ErrInvalidOptions)
+	}
+	if opts.IntervalDelay < 0 {
+		return nil, fmt.Errorf("%w: negative interval delay", ErrInvalidOptions)
 	}
 	v, msg := newVariant(opts.StartReading, opts.EndReading, opts.Lag, opts.Revise)
 	if msg != "" {
@@ -587,6 +595,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		if msg != "" {
 			s.writeError(w, r, http.StatusBadRequest, msg, u, now)
 			return
+		}
+		if !q.hasStart && !q.hasEnd && s.opts.IntervalDelay > 0 {
+			now = now.Add(-s.opts.IntervalDelay)
+			unixNow = now.Unix()
 		}
 		generated = s.generated(unixNow, "series "+topic, 60, 1)
 		win := resolveWindow(now, generated, q, s.v)

@@ -163,15 +163,20 @@ func TestWindowRules(t *testing.T) {
 	tests := []struct {
 		name, query, wantQuery string
 	}{
-		// The upstream gets the aligned start and the last second of the
-		// last whole bucket, which selects the same rows as its start.
+		// The upstream gets bounds inside the same buckets as the client's
+		// (the second of a start's bucket, the last second of an end's),
+		// which it reads as it would read the client's own.
 		{"interval dropped with start and end", fmt.Sprintf("interval=1m&start=%d&end=%d", start, end),
-			fmt.Sprintf("bucket=hour&start=%d&end=%d", ceil(start, hour), floor(end, hour)+hour-1)},
-		// A cold hourly window inside the week that reaches now is widened
-		// to the week (one call either way), then cut from it.
+			fmt.Sprintf("bucket=hour&start=%d&end=%d", floor(start, hour)+1, floor(end, hour)+hour-1)},
+		// That answer taught the gateway how the upstream reads a start
+		// inside a bucket, so a cold hourly window inside the week that
+		// reaches now is widened to the week (one call either way), then
+		// cut from it.
 		{"only start ends now, widened to the week", fmt.Sprintf("start=%d", start), "bucket=hour&interval=1w"},
 		{"only end starts a week before", fmt.Sprintf("end=%d&bucket=day", end),
-			fmt.Sprintf("bucket=day&start=%d&end=%d", floor(end, 86400)-7*86400, floor(end, 86400)+86400-1)},
+			fmt.Sprintf("bucket=day&start=%d&end=%d", floor(end, 86400)-7*86400+1, floor(end, 86400)+86400-1)},
+		{"end at the next hour's start is forwarded as sent", fmt.Sprintf("start=%d&end=%d", floor(start, hour), ceil(now, hour)),
+			fmt.Sprintf("bucket=hour&start=%d&end=%d", floor(start, hour), ceil(now, hour))},
 		{"interval kept without window", "interval=3m&bucket=days", "bucket=day&interval=3m"},
 	}
 	for _, tc := range tests {
@@ -227,7 +232,8 @@ func TestBadInputs(t *testing.T) {
 		{"end eleven digits", "GET", s + "?end=17630000000", nil, 400, "invalid_end"},
 		{"start after end", "GET", s + "?start=1763000000&end=1762000000", nil, 400, ""},
 		{"start equals end", "GET", s + "?start=1763000000&end=1763000000", nil, 400, ""},
-		{"end in the future", "GET", fmt.Sprintf("%s?end=%d", s, future), nil, 400, "invalid_end"},
+		{"start in the future", "GET", fmt.Sprintf("%s?start=%d", s, future), nil, 400, "invalid_start"},
+		{"end so far ahead that its week starts in the future", "GET", fmt.Sprintf("%s?end=%d", s, future+8*86400), nil, 400, "invalid_end"},
 		{"bad tsv metric", "GET", "/topic/bitcoin/time-series/price.tsv", nil, 400, "invalid_metric"},
 		{"query on tsv", "GET", "/topic/bitcoin/time-series/sentiment.tsv?x=1", nil, 400, "unknown_parameter"},
 		{"post", "POST", s, nil, 405, "method_not_allowed"},

@@ -146,7 +146,12 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 	body, rows, err := series.Cut(e.Body, req, g.reading(ctx, req, rt))
 	if err != nil {
 		g.metrics.rangeWidenMisses.Inc()
-		g.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
+		if !resp.Empty {
+			// Rows that stop short of the window: the upstream's clock or
+			// lag is not ours. (No rows at all is a topic without data,
+			// which says nothing of clocks.)
+			g.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
+		}
 		return nil, nil
 	}
 	n := entryOf(req, resp, now, rt)

@@ -26,7 +26,7 @@ type readings struct {
 	redis redis.UniversalClient // nil: this instance alone
 	key   string                // the Redis hash
 
-	mu       sync.Mutex   // guards the fields below
+	mu       sync.Mutex     // guards the fields below
 	learned  [3]series.Fact // by fact index (see series.Reading.Facts)
 	conflict [3]bool
 	polled   time.Time // when the Redis hash was last read
