@@ -124,6 +124,10 @@ func oracleVariants() []oracleVariant {
 		// Closed hours whose counts change for two hours (answers differ
 		// between two calls).
 		{name: "revise", demo: func(o *demo.Options) { o.Revise = true }, restart: true},
+		// Interval answers from an edge cache 5 minutes behind, absolute
+		// windows live: a cut from an interval answer must follow the
+		// rows and generated time it carries.
+		{name: "interval-edge-cache", demo: func(o *demo.Options) { o.IntervalDelay = 5 * time.Minute }},
 		// Only topics with missing hours in the week before the start.
 		{name: "gaps", gaps: true},
 	}
