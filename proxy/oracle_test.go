@@ -394,12 +394,19 @@ func (r *oracleRun) restartNode(i int) {
 // background refresh has stored its entry, with the instant the upstream
 // answered as its fetch time, before the clock moves. A refresh that has
 // not started by then starts after the move, and is as consistent.
+//
+// The condition must hold on two polls in a row (2 ms apart), so a gateway
+// goroutine that has counted an answer but not yet read the clock for its
+// entry is given time to do so.
 func (r *oracleRun) quiesce() {
+	held := 0
 	ok := pollUntil(func() bool {
-		if r.tap.inflight.Load() != 0 {
-			return false
+		if r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls() {
+			held++
+		} else {
+			held = 0
 		}
-		return float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls()
+		return held >= 2
 	})
 	if !ok {
 		r.t.Fatalf("upstream calls did not settle within 10 s: %d arrived, %v read by the gateways",
