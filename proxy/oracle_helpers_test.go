@@ -343,14 +343,8 @@ func (n *oracleNode) stop() {
 	_ = n.gw.Close()
 }
 
-// restart stops the gateway and starts a new one on the same config.
-func (n *oracleNode) restart() {
-	n.stop()
-	n.start()
-}
-
-// upstreamRequests is how many upstream answers the running gateway has
-// read (trendgate_upstream_requests_total counts each attempt once its
+// upstreamRequests is how many upstream answers the gateway (running, or
+// the one stop drained) has read (trendgate_upstream_requests_total counts each attempt once its
 // answer is read).
 func (n *oracleNode) upstreamRequests() float64 {
 	return metric(n.t, n.gw.Registry(), "trendgate_upstream_requests_total")

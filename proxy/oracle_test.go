@@ -373,8 +373,10 @@ func (r *oracleRun) restartNode(i int) {
 		r.restored[i][k] = true
 	}
 	r.own[i] = map[string]bool{}
-	r.retired += r.nodes[i].upstreamRequests() // its counters start again at 0
-	r.nodes[i].restart()
+	nd := r.nodes[i]
+	nd.stop()
+	r.retired += nd.upstreamRequests() // read after the drain; the new gateway counts from 0
+	nd.start()
 	r.paths["event: restart"]++
 	// Clients come back with what they asked before: answers the snapshot
 	// should hold (restored entries keep their original fetch time).
