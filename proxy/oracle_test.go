@@ -684,6 +684,10 @@ func (r *oracleRun) check(q oracleReq, n int, how string, rep reply) checked {
 	var v verdict
 	if upStatus != http.StatusOK {
 		v.detail = fmt.Sprintf("the upstream answered %d at τ: %s", upStatus, upBody)
+		var g seriesBody
+		if json.Unmarshal(body, &g) == nil {
+			v.gotRows = len(g.Data)
+		}
 	} else {
 		v = compareBodies(q.ep, proj, body, upBody)
 	}
