@@ -51,7 +51,7 @@ var oracleFull = flag.Bool("oracle.full", false, "run the differential oracle lo
 
 // Steps per run.
 const (
-	oracleSteps     = 100
+	oracleSteps     = 80
 	oracleFullSteps = 5000
 )
 
