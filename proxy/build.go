@@ -68,6 +68,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
 	}
 
+	g.readings.register(g.reg, g.statedReading)
 	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)
 	if err != nil {
 		return err

@@ -407,6 +407,9 @@ func TestRangeLearnsTheReading(t *testing.T) {
 	if got, want := rowTimes(t, r.body), rowTimes(t, direct); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("cut with the learned reading: %d rows; the upstream sends %d", len(got), len(want))
 	}
+	if got := h.metric("trendgate_upstream_window_reading", "fact", "end_on"); got != -1 {
+		t.Errorf(`trendgate_upstream_window_reading{fact="end_on"} = %v; want -1 (excluded)`, got)
+	}
 	if last := rowTimes(t, r.body); len(last) == 0 || last[len(last)-1] != cur-6*3600 {
 		t.Errorf("exclusive end: last row %v; want the hour before end", last[len(last)-1:])
 	}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
@@ -44,6 +45,27 @@ var factNames = [3]string{"start_inside", "end_on", "end_inside"}
 
 func newReadings(log *zap.Logger, rdb redis.UniversalClient, prefix string) *readings {
 	return &readings{log: log, redis: rdb, key: prefix + "upstream:window_reading"}
+}
+
+// register exports what is known of each fact as
+// trendgate_upstream_window_reading{fact}: 1 include, -1 exclude, 0 unknown
+// (or in conflict), stated and learned facts merged as cuts use them.
+func (k *readings) register(reg prometheus.Registerer, stated series.Reading) {
+	for i, name := range factNames {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "trendgate_upstream_window_reading",
+			Help:        "How the upstream reads a time series window's bounds, as stated or learned: 1 the bucket is selected, -1 it is not, 0 unknown (windows that depend on it are forwarded, not cut).",
+			ConstLabels: prometheus.Labels{"fact": name},
+		}, func() float64 {
+			switch factsOf(k.merge(stated))[i] {
+			case series.Include:
+				return 1
+			case series.Exclude:
+				return -1
+			}
+			return 0
+		}))
+	}
 }
 
 func factsOf(r series.Reading) [3]series.Fact {
@@ -129,7 +151,11 @@ func (k *readings) learn(ctx context.Context, seen, stated series.Reading) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readingTimeout)
 	defer cancel()
 	for i, v := range fresh {
-		if v == "" {
+		switch v {
+		case "":
+			continue
+		case "conflict":
+			_ = k.redis.HSet(ctx, k.key, factNames[i], v).Err()
 			continue
 		}
 		// The first instance to learn a fact writes it; one that learned
@@ -152,7 +178,8 @@ func conflictAt(i int) [3]bool {
 }
 
 // note merges facts and conflicts into what is known and returns, per
-// fact, the value to share when it was new ("" otherwise).
+// fact, what to share: the fact when it is new, "conflict" when it just
+// became one, "" otherwise.
 func (k *readings) note(seen series.Reading, conflicts [3]bool, source string) (fresh [3]string) {
 	f := factsOf(seen)
 	k.mu.Lock()
@@ -162,6 +189,7 @@ func (k *readings) note(seen series.Reading, conflicts [3]bool, source string) (
 		case k.conflict[i]:
 		case conflicts[i] || f[i] != series.Unknown && k.learned[i] != series.Unknown && f[i] != k.learned[i]:
 			k.conflict[i], k.learned[i] = true, series.Unknown
+			fresh[i] = "conflict"
 			k.log.Warn("the upstream read a window bound both ways; windows that depend on it are no longer cut",
 				zap.String("fact", factNames[i]), zap.String("source", source))
 		case f[i] != series.Unknown && k.learned[i] == series.Unknown:

@@ -241,8 +241,19 @@ func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err
 		return nil, 0, err
 	}
 
+	// The cut is sized to its own bytes: a one-hour window cut from a
+	// year's answer must hold (and be charged for) an hour, not the year.
+	need := len(`{"config":{},"data":[]}`) + len(p.trailer) + 2*20 // 20: digits of start or end
+	for _, f := range p.config {
+		need += len(f.rawName) + 1 + len(f.value) + 1
+	}
+	for _, row := range p.rows {
+		if row.time >= lo && row.time <= hi {
+			need += len(row.raw) + 1
+		}
+	}
 	var b bytes.Buffer
-	b.Grow(len(wide))
+	b.Grow(need)
 	b.WriteString(`{"config":{`)
 	first := true
 	for _, f := range p.config {
@@ -282,6 +293,9 @@ func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err
 	}
 	b.WriteString("]}")
 	b.Write(p.trailer)
+	if b.Cap() > b.Len()+b.Len()/8+64 {
+		return bytes.Clone(b.Bytes()), rows, nil // never hold much more than the cut
+	}
 	return b.Bytes(), rows, nil
 }
 

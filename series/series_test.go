@@ -434,3 +434,23 @@ func TestNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestCutIsSizedToItsRows is a regression test (issue 31): a one-hour cut
+// from a year's answer held the whole year's capacity, which the cache
+// charged for every such cut.
+func TestCutIsSizedToItsRows(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	up := newUpstream(t, clk, demo.Options{})
+	known, _ := series.Named("floor", "inclusive")
+	base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+	year := fetch(t, up, parse(t, base+"&interval=1y", testNow))
+	cur := testNow.Unix() / 3600 * 3600
+	narrow := parse(t, base+fmt.Sprintf("&start=%d&end=%d", cur-30*86400, cur-30*86400+1), testNow)
+	got, rows, err := series.Cut(year, narrow, known)
+	if err != nil || rows != 1 {
+		t.Fatalf("one hour from the year: %d rows, %v", rows, err)
+	}
+	if c := cap(got); c > len(got)+len(got)/8+64 {
+		t.Errorf("a %d-byte cut from a %d-byte answer holds %d bytes", len(got), len(year), c)
+	}
+}
