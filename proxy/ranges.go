@@ -39,6 +39,34 @@ import (
 // cover the window it was fetched for.
 const widenPause = 10 * time.Minute
 
+// maxSourceLag is how much older than its fetch a wider answer's data
+// (config.generated) may be for windows whose rows may still change. An
+// interval answer served from an upstream edge cache minutes old holds
+// that old data for the current hour (and for hours still being revised);
+// a window cut from it would carry it under a fresh fetch time, while the
+// upstream answers the window itself with today's counts.
+const maxSourceLag = 2 * time.Minute
+
+// revisedFor is how long after a bucket closes its row may still change
+// (late-counted interactions), as cache.Config.FreshUntil assumes.
+const revisedFor = 2 * time.Hour
+
+// sourceTooOld reports whether wide's data is too old for req: it lags its
+// fetch by more than maxSourceLag, and req reaches rows that may have
+// changed since (a window open to now, or one whose last bucket closed
+// less than revisedFor before wide's data was generated).
+func sourceTooOld(wide *cache.Entry, req api.Request) bool {
+	if wide.Generated <= 0 {
+		return false // nothing says how old the data is; its rows decide
+	}
+	generated := time.Unix(wide.Generated, 0)
+	if wide.Fetched.Sub(generated) <= maxSourceLag {
+		return false
+	}
+	end := req.WindowEnd()
+	return end.IsZero() || end.Add(revisedFor).After(generated)
+}
+
 // reading returns the reading of the upstream's bounds to cut req with.
 func (g *Gateway) reading(ctx context.Context, req api.Request, rt *runtime) series.Reading {
 	return g.readings.get(ctx, g.statedReading, func(r series.Reading) bool { return r.Needs(req) }, g.clk.Now())
@@ -74,6 +102,9 @@ func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, s
 // not cover req's window, the rows depend on an unknown reading, or (unless
 // stale) the cut would not be fresh at now.
 func (g *Gateway) cut(wide *cache.Entry, req api.Request, reading series.Reading, rt *runtime, now time.Time, stale bool) *cache.Entry {
+	if sourceTooOld(wide, req) {
+		return nil
+	}
 	body, rows, err := series.Cut(wide.Body, req, reading)
 	if err != nil {
 		return nil
@@ -144,12 +175,15 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 		return nil, nil
 	}
 	body, rows, err := series.Cut(e.Body, req, g.reading(ctx, req, rt))
+	if err == nil && sourceTooOld(e, req) {
+		err = series.ErrNotCovered
+	}
 	if err != nil {
 		g.metrics.rangeWidenMisses.Inc()
 		if !resp.Empty {
-			// Rows that stop short of the window: the upstream's clock or
-			// lag is not ours. (No rows at all is a topic without data,
-			// which says nothing of clocks.)
+			// Rows that stop short of the window, or old data: the
+			// upstream's clock, lag or edge cache is not ours. (No rows at
+			// all is a topic without data, which says nothing of clocks.)
 			g.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
 		}
 		return nil, nil
@@ -176,7 +210,7 @@ func (g *Gateway) learnReading(ctx context.Context, req api.Request, resp *upstr
 			break
 		}
 	}
-	if seen := series.Learn(req, resp.Body, ref); seen != (series.Reading{}) {
-		g.readings.learn(ctx, seen, g.statedReading)
+	if seen, absent := series.Learn(req, resp.Body, ref); seen != (series.Reading{}) || absent != (series.Reading{}) {
+		g.readings.learn(ctx, seen, absent, g.statedReading)
 	}
 }

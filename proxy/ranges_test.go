@@ -25,10 +25,35 @@ const (
 )
 
 // statedReading is roomyFullPlan with the demo upstream's reading of
-// window bounds stated in the config, so cuts need not learn it first.
+// window bounds stated in the config (used once an answer agrees).
 func statedReading(c *config.Config) {
 	roomyFullPlan(c)
 	c.Upstream.WindowReading = upstream.WindowReading{Start: "floor", End: "inclusive"}
+}
+
+// teachReading sends two windows of the last topic whose edge buckets hold
+// rows, so that the gateway sees how the upstream reads a start inside a
+// bucket and an end on and inside one, then forgets the upstream requests
+// they made.
+func teachReading(t *testing.T, h *protectHarness) {
+	t.Helper()
+	topics := h.up.Topics()
+	base := "/api4/public/topic/" + url.PathEscape(topics[len(topics)-1]) + "/time-series/v1"
+	cur := h.clk.Now().Unix() / 3600 * 3600
+	for _, w := range []string{
+		fmt.Sprintf("start=%d&end=%d", cur-10*3600+600, cur-3*3600),
+		fmt.Sprintf("start=%d&end=%d", cur-10*3600+600, cur-2*3600+600),
+	} {
+		if r := h.send(base+"?"+w, h.full); r.status != http.StatusOK {
+			t.Fatalf("teaching the reading: %d %s", r.status, r.text())
+		}
+	}
+	for _, fact := range []string{"start_inside", "end_on", "end_inside"} {
+		if got := h.metric("trendgate_upstream_window_reading", "fact", fact); got != 1 {
+			t.Fatalf("after teaching: %s = %v; want 1", fact, got)
+		}
+	}
+	h.up.Reset()
 }
 
 // TestRangeServedFromTheWeek: once a topic's one-week hourly answer is
@@ -38,6 +63,7 @@ func statedReading(c *config.Config) {
 // for any other answer. A window outside the week still goes upstream.
 func TestRangeServedFromTheWeek(t *testing.T) {
 	h := newProtectHarness(t, statedReading)
+	teachReading(t, h)
 	// A second demo upstream on the same clock and seed answers "directly".
 	direct, err := demo.New(demo.Options{Clock: h.clk, APIKey: upstreamKey})
 	if err != nil {
@@ -118,6 +144,7 @@ func TestRangeServedFromTheWeek(t *testing.T) {
 // another.
 func TestRangeWidensColdSlidingWindow(t *testing.T) {
 	h := newProtectHarness(t, statedReading)
+	teachReading(t, h)
 	topic := h.up.Topics()[3]
 	base := "/api4/public/topic/" + url.PathEscape(topic) + "/time-series/v1"
 	now := h.clk.Now().Unix()
@@ -238,6 +265,7 @@ func rowCount(t *testing.T, body []byte) int {
 // stale week and marked stale rather than refused.
 func TestRangeFreshnessFollowsTheRows(t *testing.T) {
 	h := newProtectHarness(t, statedReading)
+	teachReading(t, h)
 	topic := h.up.Topics()[5]
 	base := "/api4/public/topic/" + url.PathEscape(topic) + "/time-series/v1"
 	if r := h.send(base, h.full); r.status != http.StatusOK {
@@ -427,6 +455,7 @@ func TestRangeStaleCutOnUpstreamError(t *testing.T) {
 	for _, f := range []demo.Fault{demo.FaultServerError, demo.FaultGarbage, demo.FaultRateLimit} {
 		t.Run(fmt.Sprint(f), func(t *testing.T) {
 			h := newProtectHarness(t, statedReading)
+			teachReading(t, h)
 			base := "/api4/public/topic/" + url.PathEscape(h.up.Topics()[4]) + "/time-series/v1"
 			if r := h.send(base, h.full); r.status != http.StatusOK {
 				t.Fatalf("the week: %d", r.status)
@@ -440,5 +469,39 @@ func TestRangeStaleCutOnUpstreamError(t *testing.T) {
 				t.Errorf("%d %q %s; want 200 stale range", r.status, r.header.Get("Cache-Status"), r.text())
 			}
 		})
+	}
+}
+
+// TestRangeWrongStatementIsNotUsed: upstream.window_reading says end is
+// inclusive, the upstream reads it as exclusive. Nothing is cut on the
+// statement's word: the first window that depends on it is forwarded, its
+// answer contradicts the statement, and the fact is dropped (gauge 0),
+// so windows that depend on it keep being forwarded, never cut wrong.
+func TestRangeWrongStatementIsNotUsed(t *testing.T) {
+	h := newProtectHarness(t, statedReading, func(o *demo.Options) { o.EndReading = "exclusive" })
+	topics := h.up.Topics()
+	cur := h.clk.Now().Unix() / 3600 * 3600
+	for _, topic := range topics[:2] {
+		if r := h.send("/api4/public/topic/"+url.PathEscape(topic)+"/time-series/v1", h.full); r.status != http.StatusOK {
+			t.Fatalf("the week: %d", r.status)
+		}
+	}
+	for i, topic := range topics[:2] {
+		target := fmt.Sprintf("/api4/public/topic/%s/time-series/v1?start=%d&end=%d", url.PathEscape(topic), cur-12*3600, cur-(3+int64(i))*3600)
+		r := h.send(target, h.full)
+		if cs := r.header.Get("Cache-Status"); cs != csMiss {
+			t.Errorf("%s: %q; want %q (the statement is not confirmed)", target, cs, csMiss)
+		}
+		upPath, upQuery := directQuery(t, h, target)
+		_, want := h.up.AnswerAt(upstreamRequest(upPath, upQuery), h.clk.Now())
+		if got, want := rowTimes(t, r.body), rowTimes(t, want); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %d rows; the upstream sent %d", target, len(got), len(want))
+		}
+	}
+	if got := h.metric("trendgate_upstream_window_reading", "fact", "end_on"); got != 0 {
+		t.Errorf("end_on after the contradiction: %v; want 0 (unknown)", got)
+	}
+	if !strings.Contains(h.logs.String(), "contradicts upstream.window_reading") {
+		t.Error("no warning that the answer contradicts upstream.window_reading")
 	}
 }

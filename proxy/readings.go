@@ -19,9 +19,12 @@ import (
 //
 // A fact seen both ways (the upstream changed, or answers inconsistently)
 // is a conflict: it stays unknown for good, so nothing that depends on it
-// is cut again. Evidence also outweighs the operator's statement
-// (upstream.window_reading): a stated fact the answers contradict is
-// dropped with a warning.
+// is cut again. The operator's statement (upstream.window_reading) is
+// checked, not trusted blindly: a stated fact is used once an answer
+// agrees with it (a row in the edge bucket for a bucket stated selected;
+// none there, in a closed bucket, for one stated not selected), and one
+// that an answer contradicts is dropped with a warning. Without a
+// statement, a fact is used once an answer proves it (series.Learn).
 type readings struct {
 	log   *zap.Logger
 	redis redis.UniversalClient // nil: this instance alone
@@ -113,31 +116,26 @@ func (k *readings) get(ctx context.Context, stated series.Reading, need func(ser
 	return k.merge(stated)
 }
 
-// merge combines stated and learned facts; k.mu must not be held.
+// merge returns the facts cuts may use: those learned and not in conflict,
+// less any that contradicts the statement. k.mu must not be held.
 func (k *readings) merge(stated series.Reading) series.Reading {
 	s := factsOf(stated)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var out [3]series.Fact
 	for i := range out {
-		switch {
-		case k.conflict[i]:
-		case k.learned[i] != series.Unknown && s[i] != series.Unknown && k.learned[i] != s[i]:
-			// The upstream's answers contradict the statement: trust
-			// neither (learn warned when it saw it).
-		case s[i] != series.Unknown:
-			out[i] = s[i]
-		default:
+		if !k.conflict[i] && (s[i] == series.Unknown || k.learned[i] == s[i]) {
 			out[i] = k.learned[i]
 		}
 	}
 	return readingOf(out)
 }
 
-// learn records what an answer showed (series.Learn), warns when it
-// contradicts stated, and shares new facts through Redis.
-func (k *readings) learn(ctx context.Context, seen, stated series.Reading) {
-	f, s := factsOf(seen), factsOf(stated)
+// learn records what an answer proved (seen) and where it agreed with a
+// statement that a bucket is not selected (absent; see series.Learn),
+// warns when it contradicts stated, and shares new facts through Redis.
+func (k *readings) learn(ctx context.Context, seen, absent, stated series.Reading) {
+	f, a, s := factsOf(seen), factsOf(absent), factsOf(stated)
 	for i, v := range f {
 		if v != series.Unknown && s[i] != series.Unknown && v != s[i] {
 			k.log.Warn("the upstream's answer contradicts upstream.window_reading; windows that depend on it are no longer cut",
@@ -145,6 +143,16 @@ func (k *readings) learn(ctx context.Context, seen, stated series.Reading) {
 		}
 	}
 	fresh := k.note(seen, [3]bool{}, "answer")
+	// An answer without a row where the statement says no bucket is
+	// selected agrees with it: enough to use the statement here, not
+	// proof to share with instances that may state nothing.
+	var agreed [3]series.Fact
+	for i := range agreed {
+		if f[i] == series.Unknown && a[i] == series.Exclude && s[i] == series.Exclude {
+			agreed[i] = series.Exclude
+		}
+	}
+	k.note(readingOf(agreed), [3]bool{}, "answer agreeing with upstream.window_reading")
 	if k.redis == nil || fresh == [3]string{} {
 		return
 	}

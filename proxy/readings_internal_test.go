@@ -27,22 +27,34 @@ func TestReadingsLearnStateAndConflict(t *testing.T) {
 	k := newReadings(zap.NewNop(), nil, "")
 	stated := series.Reading{EndOn: excl}
 
-	if got := k.get(ctx, stated, needAll, now); got != stated {
-		t.Fatalf("nothing learned: got %+v; want the statement %+v", got, stated)
+	none := series.Reading{}
+	if got := k.get(ctx, stated, needAll, now); got != none {
+		t.Fatalf("nothing learned: got %+v; want nothing (a statement is used once an answer agrees)", got)
 	}
-	k.learn(ctx, series.Reading{StartInside: incl}, stated)
+	// An answer without a row in the closed edge bucket agrees with the
+	// statement: it is used from then on.
+	k.learn(ctx, none, series.Reading{EndOn: excl}, stated)
+	if got := k.get(ctx, stated, needAll, now); got != stated {
+		t.Errorf("after an agreeing answer: got %+v; want %+v", got, stated)
+	}
+	// The same absence proves nothing without a statement.
+	k.learn(ctx, none, series.Reading{StartInside: excl}, stated)
+	if got := k.get(ctx, stated, needAll, now); got.StartInside != series.Unknown {
+		t.Errorf("an absence without a statement: start_inside %v; want unknown", got.StartInside)
+	}
+	k.learn(ctx, series.Reading{StartInside: incl}, none, stated)
 	if got := k.get(ctx, stated, needAll, now); got != (series.Reading{StartInside: incl, EndOn: excl}) {
 		t.Errorf("after learning start_inside: got %+v", got)
 	}
 	// The upstream includes an end on a boundary after all: the statement
 	// is wrong, and the fact is no longer trusted.
-	k.learn(ctx, series.Reading{EndOn: incl}, stated)
+	k.learn(ctx, series.Reading{EndOn: incl}, none, stated)
 	if got := k.get(ctx, stated, needAll, now); got.EndOn != series.Unknown {
 		t.Errorf("statement contradicted: end_on %v; want unknown", got.EndOn)
 	}
 	// Seen both ways: a conflict, unknown for good.
-	k.learn(ctx, series.Reading{StartInside: excl}, stated)
-	k.learn(ctx, series.Reading{StartInside: incl}, stated)
+	k.learn(ctx, series.Reading{StartInside: excl}, none, stated)
+	k.learn(ctx, series.Reading{StartInside: incl}, none, stated)
 	if got := k.get(ctx, stated, needAll, now); got.StartInside != series.Unknown {
 		t.Errorf("start_inside seen both ways: %v; want unknown", got.StartInside)
 	}
@@ -62,7 +74,7 @@ func TestReadingsSharedThroughRedis(t *testing.T) {
 	if got := b.get(ctx, series.Reading{}, needAll, now); got != (series.Reading{}) {
 		t.Fatalf("nothing learned anywhere: got %+v", got)
 	}
-	a.learn(ctx, series.Reading{EndOn: excl, EndInside: incl}, series.Reading{})
+	a.learn(ctx, series.Reading{EndOn: excl, EndInside: incl}, series.Reading{}, series.Reading{})
 	if got := b.get(ctx, series.Reading{}, needAll, now.Add(time.Second)); got != (series.Reading{}) {
 		t.Errorf("before b's next poll: got %+v; want nothing yet", got)
 	}
@@ -71,7 +83,7 @@ func TestReadingsSharedThroughRedis(t *testing.T) {
 		t.Errorf("after b's poll: got %+v; want %+v", got, want)
 	}
 	// b sees the opposite of what a wrote: both end up not trusting it.
-	b.learn(ctx, series.Reading{EndInside: excl}, series.Reading{})
+	b.learn(ctx, series.Reading{EndInside: excl}, series.Reading{}, series.Reading{})
 	if got := b.get(ctx, series.Reading{}, needAll, now.Add(2*readingPoll)); got.EndInside != series.Unknown {
 		t.Errorf("b, end_inside seen both ways: %v; want unknown", got.EndInside)
 	}

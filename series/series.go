@@ -177,6 +177,11 @@ func (r Reading) Needs(q api.Request) bool {
 		return false
 	}
 	e := edgesOf(q, r)
+	if q.End == 0 {
+		// The upstream ends the window at its now, inside its current
+		// bucket, which holds a row.
+		return e.hasStart && e.startFact == Unknown || r.EndInside == Unknown
+	}
 	return e.hasStart && e.startFact == Unknown || e.hasEnd && e.endFact == Unknown
 }
 
@@ -201,9 +206,12 @@ var (
 // or past the last bucket narrow may select, or its config.generated (the
 // upstream's now when it answered) is past that bucket's end. A bucket
 // that began after the upstream's now proves nothing: an answer that has
-// no row for it shows only that the upstream had none yet. Then its rows are
-// what the upstream held for the window when it answered; otherwise Cut
-// returns ErrNotCovered. Where an edge bucket holds a row and r does not
+// no row for it shows only that the upstream had none yet. A window with
+// only a start is covered when wide's config.generated is past that start
+// (the upstream ends such a window at its now, in the bucket of
+// config.generated or of wide's newest row), and its end edge is read as an
+// end inside a bucket. Then its rows are what the upstream held for the
+// window when it answered; otherwise Cut returns ErrNotCovered. Where an edge bucket holds a row and r does not
 // know whether it is selected, Cut returns ErrAmbiguous. A body that is not
 // the upstream's series shape, or of another bucket size, is an error.
 func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err error) {
@@ -226,7 +234,19 @@ func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err
 	if p.start > from {
 		return nil, 0, ErrNotCovered
 	}
-	if e.hasEnd {
+	if narrow.End == 0 {
+		// Only start: the upstream ends the window at its own now, which
+		// must be past start (else it refuses the window). That end lies
+		// inside the bucket of wide's now, or of its newest row if that is
+		// later (generated may lag the rows by a little).
+		if !p.hasGenerated || p.generated <= narrow.Start {
+			return nil, 0, ErrNotCovered
+		}
+		e.end, e.endFact, e.hasEnd = floor(p.generated, size), r.EndInside, true
+		if n := len(p.rows); n > 0 && p.rows[n-1].time > e.end {
+			e.end = p.rows[n-1].time
+		}
+	} else if e.hasEnd {
 		last := e.end // the last bucket narrow may select
 		if e.endFact == Exclude {
 			last -= size
@@ -332,18 +352,23 @@ func (e edges) span(narrow api.Request, p *parsed) (lo, hi int64, err error) {
 // Learn returns what answer, the upstream's answer to narrow (as forwarded,
 // with narrow's upstream query), shows of how the upstream reads bounds,
 // given ref, an interval answer of the same topic and bucket received no
-// later than answer (nil if none). A row in an edge bucket of answer shows
-// that bucket is selected; a row in ref, in a bucket answer leaves out,
-// shows it is not (rows do not disappear). Everything else stays Unknown.
-// A body that is not a series answer teaches nothing.
-func Learn(narrow api.Request, answer, ref []byte) Reading {
-	var r Reading
+// later than answer (nil if none).
+//
+// seen holds proof: a row in an edge bucket of answer shows that bucket is
+// selected (Include); a row in ref, in an edge bucket answer leaves out,
+// shows it is not (Exclude; rows do not disappear). absent marks (as
+// Exclude) the facts whose edge bucket answer leaves out, where the
+// upstream had closed that bucket and nothing proves it held a row: no
+// proof, since the hour may simply have no data, but agreement with a
+// statement that the bucket is not selected. Everything else stays
+// Unknown. A body that is not a series answer teaches nothing.
+func Learn(narrow api.Request, answer, ref []byte) (seen, absent Reading) {
 	if !Derivable(narrow) {
-		return r
+		return
 	}
 	a, err := parse(answer)
 	if err != nil || a.bucket != narrow.Bucket {
-		return r
+		return
 	}
 	var w *parsed
 	if ref != nil {
@@ -351,28 +376,31 @@ func Learn(narrow api.Request, answer, ref []byte) Reading {
 			w = nil
 		}
 	}
-	judge := func(bucket int64) Fact {
+	size := narrow.BucketSeconds()
+	judge := func(bucket int64) (proof, agrees Fact) {
 		switch {
 		case a.has(bucket):
-			return Include
+			return Include, Unknown
 		case w != nil && w.start <= bucket && w.has(bucket):
-			return Exclude
+			return Exclude, Unknown
+		case len(a.rows) > 0 && a.hasGenerated && bucket+size <= a.generated:
+			return Unknown, Exclude
 		}
-		return Unknown
+		return Unknown, Unknown
 	}
 	e := edgesOf(narrow, Reading{})
 	if e.hasStart {
-		r.StartInside = judge(e.start)
+		seen.StartInside, absent.StartInside = judge(e.start)
 	}
 	if e.hasEnd {
-		f := judge(e.end)
+		f, g := judge(e.end)
 		if e.end == narrow.End {
-			r.EndOn = f
+			seen.EndOn, absent.EndOn = f, g
 		} else {
-			r.EndInside = f
+			seen.EndInside, absent.EndInside = f, g
 		}
 	}
-	return r
+	return seen, absent
 }
 
 // floor rounds t down to a multiple of size (t > 0).

@@ -315,7 +315,7 @@ func TestLearnTheReading(t *testing.T) {
 			}
 			for _, qs := range windows {
 				narrow := parse(t, base+"&"+qs, testNow)
-				seen := series.Learn(narrow, fetch(t, up, narrow), ref)
+				seen, _ := series.Learn(narrow, fetch(t, up, narrow), ref)
 				merge(&learned.StartInside, seen.StartInside, "start_inside")
 				merge(&learned.EndOn, seen.EndOn, "end_on")
 				merge(&learned.EndInside, seen.EndInside, "end_inside")
@@ -325,8 +325,13 @@ func TestLearnTheReading(t *testing.T) {
 			}
 			// Without a reference only inclusion can be seen.
 			narrow := parse(t, base+"&"+windows[0], testNow)
-			if seen := series.Learn(narrow, fetch(t, up, narrow), nil); seen.StartInside == series.Exclude || seen.EndOn == series.Exclude {
+			seen, absent := series.Learn(narrow, fetch(t, up, narrow), nil)
+			if seen.StartInside == series.Exclude || seen.EndOn == series.Exclude {
 				t.Errorf("without a reference: learned an exclusion %+v", seen)
+			}
+			// An excluded closed edge bucket is at least marked absent.
+			if want.StartInside == series.Exclude && absent.StartInside != series.Exclude {
+				t.Errorf("ceil start without a reference: absent %+v; want start_inside marked", absent)
 			}
 		})
 	}
@@ -452,5 +457,41 @@ func TestCutIsSizedToItsRows(t *testing.T) {
 	}
 	if c := cap(got); c > len(got)+len(got)/8+64 {
 		t.Errorf("a %d-byte cut from a %d-byte answer holds %d bytes", len(got), len(year), c)
+	}
+}
+
+// TestCutOnlyStart: a window with only a start ends at the upstream's now,
+// read as an end inside its current bucket (issue 26's oracle: under a
+// floor_exclusive upstream the current hour is not in such an answer, and a
+// cut kept it); a start past the wide answer's now is not covered (the
+// upstream refuses such a window).
+func TestCutOnlyStart(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	cur := testNow.Unix() / 3600 * 3600
+	for _, rd := range readings {
+		up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+		known, _ := series.Named(rd.start, rd.end)
+		base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+		wide := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+		for _, start := range []int64{cur - 30*3600, cur - 5*3600 + 900, cur, cur + 60} {
+			narrow := parse(t, base+fmt.Sprintf("&start=%d", start), testNow)
+			got, _, err := series.Cut(wide, narrow, known)
+			if start > testNow.Unix()-120 {
+				if !errors.Is(err, series.ErrNotCovered) {
+					t.Errorf("%s/%s start %d past the upstream's now: %v; want ErrNotCovered", rd.start, rd.end, start, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("%s/%s start %d: %v", rd.start, rd.end, start, err)
+				continue
+			}
+			if want := fetch(t, up, narrow); dataOf(t, got) != dataOf(t, want) {
+				t.Errorf("%s/%s start %d: cut %v; the upstream sent %v", rd.start, rd.end, start, rowTimes(t, got), rowTimes(t, want))
+			}
+			if _, _, err := series.Cut(wide, narrow, series.Reading{StartInside: known.StartInside}); !errors.Is(err, series.ErrAmbiguous) {
+				t.Errorf("%s/%s start %d, end reading unknown: %v; want ErrAmbiguous", rd.start, rd.end, start, err)
+			}
+		}
 	}
 }

@@ -52,14 +52,42 @@ type rateHeaders struct {
 	minuteReset, dayReset         time.Time
 }
 
-// parseRateHeaders reads the x-rate-limit-* headers of h.
-func parseRateHeaders(h http.Header) rateHeaders {
+// A reset is at most one window ahead of now (plus a little for clock
+// jitter). One further ahead is on a clock that runs ahead of ours (the
+// upstream's clock is its own): taken as given it would hold all calls for
+// as long as the clocks differ, so it is treated as absent and the window's
+// own boundary on our clock is used instead.
+const (
+	maxMinuteAhead = time.Minute + time.Second
+	maxDayAhead    = 24*time.Hour + time.Minute
+)
+
+// parseRateHeaders reads the x-rate-limit-* headers of h, received at now.
+func parseRateHeaders(h http.Header, now time.Time) rateHeaders {
+	rh := parseRateHeadersAsSent(h)
+	rh.minuteReset = plausibleReset(rh.minuteReset, now, maxMinuteAhead)
+	rh.dayReset = plausibleReset(rh.dayReset, now, maxDayAhead)
+	return rh
+}
+
+// parseRateHeadersAsSent reads the x-rate-limit-* headers of h without
+// judging the resets (the Redis budget judges them on Redis TIME).
+func parseRateHeadersAsSent(h http.Header) rateHeaders {
 	return rateHeaders{
 		minuteRemaining: headerInt(h, hdrMinuteRemaining),
 		dayRemaining:    headerInt(h, hdrDayRemaining),
 		minuteReset:     headerUnix(h, hdrMinuteReset),
 		dayReset:        headerUnix(h, hdrDayReset),
 	}
+}
+
+// plausibleReset returns reset, or the zero time when it lies more than
+// maxAhead after now.
+func plausibleReset(reset, now time.Time, maxAhead time.Duration) time.Time {
+	if reset.Sub(now) > maxAhead {
+		return time.Time{}
+	}
+	return reset
 }
 
 // headerInt parses a non-negative decimal header, -1 when absent or bad.
@@ -306,7 +334,7 @@ func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, mi
 // Observe implements Budget.
 func (b *LocalBudget) Observe(_ context.Context, h http.Header, status int) {
 	now := b.clk.Now()
-	rh := parseRateHeaders(h)
+	rh := parseRateHeaders(h, now)
 	b.mu.Lock()
 	ms, ds := minuteStart(now), dayStart(now)
 	b.minute.roll(ms, now)

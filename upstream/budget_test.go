@@ -215,3 +215,32 @@ func take(b Budget, ctx context.Context, background bool) (bool, time.Duration, 
 	v, err := b.Take(ctx, Claim{Background: background})
 	return v.OK, v.RetryAfter, err
 }
+
+// TestResetOnAClockAhead is a regression test (issue 26's oracle): an
+// upstream whose clock runs two days ahead sent a minute reset two days
+// ahead, and the gateway refused every call for two days. A reset further
+// ahead than its window is taken as absent: the hold ends at our own next
+// minute boundary.
+func TestResetOnAClockAhead(t *testing.T) {
+	now := time.Date(2026, 11, 19, 10, 30, 15, 0, time.UTC)
+	ahead := now.Add(48 * time.Hour)
+	h := http.Header{}
+	h.Set(hdrMinuteRemaining, "0")
+	h.Set(hdrMinuteReset, strconv.FormatInt(ahead.Truncate(time.Minute).Add(time.Minute).Unix(), 10))
+	h.Set(hdrDayRemaining, "0")
+	h.Set(hdrDayReset, strconv.FormatInt(ahead.Add(24*time.Hour).Unix(), 10))
+	got := blockUntil(parseRateHeaders(h, now), http.StatusTooManyRequests, now)
+	if want := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("blocked until %v; want %v (the next UTC midnight on our clock)", got, want)
+	}
+	h.Set(hdrDayRemaining, "5")
+	got = blockUntil(parseRateHeaders(h, now), http.StatusTooManyRequests, now)
+	if want := now.Truncate(time.Minute).Add(time.Minute); !got.Equal(want) {
+		t.Errorf("minute block until %v; want %v", got, want)
+	}
+	// A plausible reset is kept.
+	h.Set(hdrMinuteReset, strconv.FormatInt(now.Add(40*time.Second).Unix(), 10))
+	if got := blockUntil(parseRateHeaders(h, now), http.StatusTooManyRequests, now); !got.Equal(now.Add(40 * time.Second)) {
+		t.Errorf("plausible reset: blocked until %v", got)
+	}
+}

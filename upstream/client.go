@@ -440,7 +440,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		c.metrics.RateLimited.Inc()
 		c.logStatus(req, hres)
 		now := c.clk.Now()
-		wait := blockUntil(parseRateHeaders(hres.Header), hres.StatusCode, now).Sub(now)
+		wait := blockUntil(parseRateHeaders(hres.Header, now), hres.StatusCode, now).Sub(now)
 		return attemptResult{err: withWait(ErrRateLimited, wait), outcome: breaker.Neutral}
 	case status >= 500, status >= 300 && status < 400:
 		c.logStatus(req, hres)

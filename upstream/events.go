@@ -51,7 +51,7 @@ func (e *budgetEvents) exhausted(now time.Time, window int, retry time.Duration)
 // at now. When they stop upstream calls (see blockUntil) until a moment
 // later than the block last logged, that is logged once.
 func (e *budgetEvents) observed(now time.Time, h http.Header, status int) {
-	rh := parseRateHeaders(h)
+	rh := parseRateHeaders(h, now)
 	until := blockUntil(rh, status, now)
 	if !until.After(now) {
 		return

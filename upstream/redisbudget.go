@@ -237,6 +237,9 @@ local function adopt(reset)
   if reset > now and reset - now <= maxblock then return reset end
   return 0
 end
+-- A reset further ahead than its window is on a clock ahead of ours: absent.
+if mreset > now + 61000 then mreset = 0 end
+if dreset > now + 86460000 then dreset = 0 end
 if pm > 0 and mr >= 0 then
   local w, n, r = load(KEYS[1], 60000)
   if pm - mr > n then save(KEYS[1], w, pm - mr, 60000, math.max(r, adopt(mreset))) end
@@ -299,7 +302,8 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 // error is logged and counted.
 func (b *RedisBudget) Observe(ctx context.Context, h http.Header, status int) {
 	b.fallback.Observe(ctx, h, status)
-	rh := parseRateHeaders(h)
+	// The resets are judged in the script against Redis TIME, not here.
+	rh := parseRateHeadersAsSent(h)
 	is429 := 0
 	if status == http.StatusTooManyRequests {
 		is429 = 1
