@@ -36,6 +36,7 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 					err = aerr
 				}
 			}
+			g.policyForValidKey(w, r)
 			if he := (*httperr.Error)(nil); errors.As(err, &he) && he.Status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", api.AllowedMethods)
 			}
@@ -45,6 +46,29 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		in.req, in.routed = req, true
 		next.ServeHTTP(w, r)
 	})
+}
+
+// policyForValidKey sets the RateLimit-Policy of the request's key on a
+// response refused by routing (400, 404, 405), when the request carries a
+// valid, active key, so that every response to a valid key carries its
+// rate-limit policy. The limiter is not consulted (nothing is spent, so
+// there is no RateLimit state to give), and a key that is not valid is
+// neither counted as a failed attempt here nor answered differently: this
+// only reads the keyring.
+func (g *Gateway) policyForValidKey(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header["Authorization"]) == 0 {
+		return
+	}
+	in := infoFrom(r.Context())
+	token, err := auth.ParseAuthorization(r.Header)
+	if err != nil {
+		return
+	}
+	p, err := in.rt.keyring.Authenticate(token, in.start)
+	if err != nil {
+		return
+	}
+	limits.SetPolicyHeader(w.Header(), in.rt.policies[p.KeyID], in.start)
 }
 
 // isAPIPath reports whether p is under one of the API's path prefixes.
@@ -110,6 +134,9 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 			zap.String("reason", reason), zap.String("ip", ip))
 	} else if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
 		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
+	}
+	if errors.Is(err, auth.ErrNotBearer) {
+		return auth.Principal{}, api.ErrInvalidKeyNoBearer
 	}
 	return auth.Principal{}, api.ErrInvalidKey
 }
