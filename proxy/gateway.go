@@ -20,6 +20,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/cors"
 	"trendgate/internal/inflight"
 	"trendgate/limits"
 	"trendgate/projection"
@@ -123,6 +124,7 @@ type runtime struct {
 	costs    limits.Costs
 	ttl      cache.Config
 	trusted  []netip.Prefix
+	cors     *cors.Policy             // nil: CORS off
 	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
 }
 
@@ -221,11 +223,12 @@ func compile(cfg *config.Config) (*runtime, error) {
 		}
 		rt.trusted = append(rt.trusted, p.Masked())
 	}
+	rt.cors = cors.New(cfg.Server.CORS)
 	return rt, nil
 }
 
-// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
-// the admin token atomically. Counters and cached entries survive; a
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
+// CORS origins and the admin token atomically. Counters and cached entries survive; a
 // removed key stops working with the next request. A config that does not
 // validate is refused and the old one keeps serving. Other settings
 // (listeners, TLS, Redis, upstream, ...) need a restart: each one changed

@@ -16,6 +16,18 @@ import (
 	"trendgate/limits"
 )
 
+// cors adds the CORS headers of the snapshot's policy (server.cors) and
+// answers an allowed preflight before routing, authentication and limits,
+// so it spends nothing. With CORS off it only passes the request on.
+func (g *Gateway) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if infoFrom(r.Context()).rt.cors.Serve(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // route parses the request into its canonical form. Unknown paths under the
 // API prefixes answer 401 to callers without a valid key, so routes cannot
 // be enumerated anonymously.
