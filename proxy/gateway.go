@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/activity"
+	"trendgate/admin"
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
@@ -109,7 +110,10 @@ type Gateway struct {
 	// servedFromCache is set once any response was served from the cache;
 	// readiness then survives an open upstream breaker.
 	servedFromCache atomic.Bool
-	handler         http.Handler
+	// lastReload is the latest reload's outcome, for the dashboard; nil
+	// before any.
+	lastReload atomic.Pointer[admin.ReloadStatus]
+	handler    http.Handler
 }
 
 // runtime is one immutable snapshot of everything a reload swaps: keys,
@@ -252,7 +256,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	old := g.rt.Swap(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	g.reportReload(old.cfg, cfg)
+	pending := g.reportReload(old.cfg, cfg)
+	at := g.clk.Now().UTC()
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil
 }
 
@@ -263,6 +269,12 @@ func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
 func (g *Gateway) refuseReload(err error) error {
 	g.metrics.reloads.WithLabelValues("refused").Inc()
 	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	at := g.clk.Now().UTC()
+	var pending []string // what the last reload that loaded left pending still is
+	if prev := g.lastReload.Load(); prev != nil {
+		pending = prev.RestartPending
+	}
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
 	return err
 }
 
