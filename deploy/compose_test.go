@@ -2,15 +2,18 @@ package deploy_test
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -336,6 +339,31 @@ func TestCompose(t *testing.T) {
 		slices.Sort(targets)
 		if want := []string{"trendgate-a:9090", "trendgate-b:9090"}; !slices.Equal(targets, want) {
 			t.Errorf("targets: got %v; want %v (the admin listeners)", targets, want)
+		}
+
+		// promtool checks the file itself, with the container's paths
+		// pointed at the files mounted there.
+		promtool, err := exec.LookPath("promtool")
+		if err != nil {
+			t.Log("promtool not installed: prometheus.yml checked by decoding only")
+			return
+		}
+		text := string(data)
+		for _, p := range append([]string{sc.Authorization.CredentialsFile}, prom.RuleFiles...) {
+			abs, err := filepath.Abs(hostFile(t, mounts, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			text = strings.ReplaceAll(text, p, abs)
+		}
+		tmp := filepath.Join(t.TempDir(), "prometheus.yml")
+		if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, promtool, "check", "config", tmp).CombinedOutput(); err != nil {
+			t.Errorf("promtool check config: %v\n%s", err, out)
 		}
 	})
 
