@@ -16,8 +16,8 @@ func TestWrite(t *testing.T) {
 		wantRA   string
 	}{
 		{
-			name: "angle brackets and ampersands stay as written",
-			err:  New(http.StatusBadRequest, "unknown_parameter", `unknown parameter "key"; send the key as Authorization: Bearer <key> & drop ?key=`),
+			name:     "angle brackets and ampersands stay as written",
+			err:      New(http.StatusBadRequest, "unknown_parameter", `unknown parameter "key"; send the key as Authorization: Bearer <key> & drop ?key=`),
 			wantBody: `{"error":"unknown parameter \"key\"; send the key as Authorization: Bearer <key> & drop ?key=","code":"unknown_parameter","request_id":"r-1"}` + "\n",
 		},
 		{
