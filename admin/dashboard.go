@@ -24,7 +24,12 @@ type SummarySource interface {
 type Summary struct {
 	GeneratedAt time.Time `json:"generated_at"`
 	Started     time.Time `json:"started"`
-	Cluster     bool      `json:"cluster"`
+	// UptimeSeconds is GeneratedAt − Started in whole seconds.
+	UptimeSeconds int64 `json:"uptime_seconds"`
+	// Version is the build's version and commit, as trendgate version
+	// prints them.
+	Version string `json:"version"`
+	Cluster bool   `json:"cluster"`
 	// RateWindowSeconds is the span PerSecond rates average over: the full
 	// seconds before GeneratedAt's.
 	RateWindowSeconds int `json:"rate_window_seconds"`
@@ -43,6 +48,31 @@ type Summary struct {
 	TopKeys   []TopKey       `json:"top_keys"`
 	TopTopics TopTopics      `json:"top_topics"`
 	Refusals  RefusalSummary `json:"refusals"`
+	Cache     CacheStatus    `json:"cache"`
+	Reload    ReloadStatus   `json:"reload"`
+}
+
+// CacheStatus is this instance's local cache: the bytes it holds (entries
+// and their derived copies) and those pinned by responses in flight,
+// against its bound (cache.max_bytes); FillPct is 100 × (Bytes +
+// PinnedBytes) / MaxBytes. The hit ratio is Summary's.
+type CacheStatus struct {
+	Bytes       int64   `json:"bytes"`
+	PinnedBytes int64   `json:"pinned_bytes"`
+	MaxBytes    int64   `json:"max_bytes"`
+	FillPct     float64 `json:"fill_pct"`
+	Entries     int     `json:"entries"`
+}
+
+// ReloadStatus is the latest configuration reload of this instance:
+// Result "ok" or "refused", or "" (and At nil) before any; Error is why
+// the latest was refused. RestartPending lists the settings the file
+// changes that take effect only after a restart (empty: none).
+type ReloadStatus struct {
+	At             *time.Time `json:"at"`
+	Result         string     `json:"result"`
+	Error          string     `json:"error,omitempty"`
+	RestartPending []string   `json:"restart_pending"`
 }
 
 // OutcomeRate is one outcome's rate over the rate window and its count
@@ -78,13 +108,26 @@ type UpstreamStatus struct {
 
 // TopKey is one key's quota use: Window is "day" or "month" (the one more
 // used), or "" when the key has no quota; Pct is Used / Limit × 100.
+// Daily and Monthly give each window (nil: no quota in that window).
+// State is the key's: active, disabled or expired.
 type TopKey struct {
-	ID     string  `json:"id"`
-	Plan   string  `json:"plan"`
-	Window string  `json:"window"`
-	Used   int64   `json:"used"`
-	Limit  int64   `json:"limit"`
-	Pct    float64 `json:"pct"`
+	ID      string      `json:"id"`
+	Plan    string      `json:"plan"`
+	State   string      `json:"state"`
+	Window  string      `json:"window"`
+	Used    int64       `json:"used"`
+	Limit   int64       `json:"limit"`
+	Pct     float64     `json:"pct"`
+	Daily   *QuotaShare `json:"daily"`
+	Monthly *QuotaShare `json:"monthly"`
+}
+
+// QuotaShare is the use of one quota window: Pct is Used / Limit × 100,
+// rounded to one decimal.
+type QuotaShare struct {
+	Used  int64   `json:"used"`
+	Limit int64   `json:"limit"`
+	Pct   float64 `json:"pct"`
 }
 
 // TopTopics are the topics with the most requests and the most upstream

@@ -14,6 +14,12 @@ var (
 		"an API key is required: send it as 'Authorization: Bearer <key>'")
 	ErrInvalidKey = httperr.New(http.StatusUnauthorized, "invalid_api_key",
 		"the API key is not valid")
+	// ErrInvalidKeyNoBearer is ErrInvalidKey for an Authorization header
+	// without the Bearer scheme (the key sent alone, say): the same code,
+	// with a fixed hint. It depends only on the header's shape, never on the
+	// keyring, and never repeats the header.
+	ErrInvalidKeyNoBearer = httperr.New(http.StatusUnauthorized, "invalid_api_key",
+		"the API key is not valid: the Authorization header must be 'Bearer ' followed by the key")
 	ErrDuplicateAuth = httperr.New(http.StatusBadRequest, "duplicate_authorization",
 		"send exactly one Authorization header")
 	ErrAuthBlocked = httperr.New(http.StatusTooManyRequests, "too_many_auth_failures",

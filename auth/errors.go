@@ -62,6 +62,13 @@ func (e *refusal) Error() string {
 
 func (e *refusal) Unwrap() error { return ErrInvalidKey }
 
+// ErrNotBearer is the error of ParseAuthorization for a header whose value
+// does not start with the Bearer scheme (the key alone, "Token ...",
+// "Basic ..."). It wraps ErrInvalidKey with ReasonMalformed like the other
+// header errors; the gateway tells such clients, with a fixed hint, to
+// send the Bearer scheme.
+var ErrNotBearer error = errScheme
+
 var (
 	// Key format (CheckFormat).
 	errLength   = &refusal{ReasonMalformed, "wrong length"}

@@ -201,6 +201,9 @@ func (l *Local) Len() int {
 	return len(l.keys)
 }
 
+// MaxBytes returns the bound the tier was built with (cache.max_bytes).
+func (l *Local) MaxBytes() int64 { return l.maxBytes }
+
 // Bytes returns the cost currently held, entries and their memo values
 // together: at most the configured maxBytes once pending Sets are applied.
 func (l *Local) Bytes() int64 { return l.entryBytes() + l.variantBytes.Load() }

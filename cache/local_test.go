@@ -81,6 +81,9 @@ func TestLocalMemoryBound(t *testing.T) {
 	if got := metric(t, reg, "trendgate_cache_bytes", "", ""); got != float64(l.Bytes()) {
 		t.Errorf("bytes gauge = %v; want %d", got, l.Bytes())
 	}
+	if got := metric(t, reg, "trendgate_cache_max_bytes", "", ""); got != float64(maxBytes) {
+		t.Errorf("max_bytes gauge = %v; want %d", got, maxBytes)
+	}
 	if got := metric(t, reg, "trendgate_cache_entries", "", ""); got != float64(held) {
 		t.Errorf("entries gauge = %v; want %d", got, held)
 	}

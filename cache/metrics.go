@@ -99,6 +99,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}
 		return 0
 	})
+	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "max_bytes",
+		Help: "The local tier's bound, cache.max_bytes: trendgate_cache_bytes plus trendgate_cache_pinned_bytes stays within it.",
+	}, func() float64 {
+		if l := m.local.Load(); l != nil {
+			return float64(l.MaxBytes())
+		}
+		return 0
+	})
 	entries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "trendgate", Subsystem: "cache", Name: "entries",
 		Help: "Entries held (or being admitted) by the local tier.",
@@ -109,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, shared, lease, purges, bytes, variants, pinned, entries,
+		for _, c := range []prometheus.Collector{requests, shared, lease, purges, bytes, variants, pinned, limit, entries,
 			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
 			_ = reg.Register(c) // a duplicate after reload keeps the first set
 		}

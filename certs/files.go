@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ type filePair struct {
 	interval          time.Duration // <= 0: only Reload looks at the files
 	log               *zap.Logger
 	onReload          func(result string) // never nil
+	metrics           *Metrics            // the expiry gauge of the pair serving; nil records nothing
 
 	cur       atomic.Pointer[tls.Certificate] // the pair handshakes present
 	nextCheck atomic.Int64                    // unix nanoseconds; a handshake at or after it checks the files
@@ -80,7 +82,7 @@ func (a pairStamp) sameContent(b pairStamp) bool {
 
 // newFilePair loads the pair; a pair that cannot be loaded is an error
 // (startup refuses to serve without a certificate).
-func newFilePair(certFile, keyFile string, clk clock.Clock, interval time.Duration, log *zap.Logger, onReload func(string)) (*filePair, error) {
+func newFilePair(certFile, keyFile string, clk clock.Clock, interval time.Duration, log *zap.Logger, onReload func(string), metrics *Metrics) (*filePair, error) {
 	if onReload == nil {
 		onReload = func(string) {}
 	}
@@ -91,6 +93,7 @@ func newFilePair(certFile, keyFile string, clk clock.Clock, interval time.Durati
 		interval: interval,
 		log:      log.Named("tls"),
 		onReload: onReload,
+		metrics:  metrics,
 	}
 	stamp, certPEM, keyPEM, err := p.read()
 	cert, err := p.parse(certPEM, keyPEM, err)
@@ -99,6 +102,7 @@ func newFilePair(certFile, keyFile string, clk clock.Clock, interval time.Durati
 	}
 	p.seen = stamp
 	p.cur.Store(cert)
+	p.metrics.notAfter(certFile, cert.Leaf.NotAfter)
 	p.nextCheck.Store(clk.Now().Add(interval).UnixNano())
 	return p, nil
 }
@@ -156,11 +160,31 @@ func (p *filePair) checkLocked(force bool) error {
 		return err
 	}
 	p.cur.Store(cert)
+	p.metrics.notAfter(p.certFile, cert.Leaf.NotAfter)
 	p.log.Info("tls certificate reloaded", zap.String("cert_file", p.certFile), zap.Bool("forced", force),
-		zap.String("subject", cert.Leaf.Subject.String()), zap.String("serial", cert.Leaf.SerialNumber.String()),
+		zap.String("subject", cert.Leaf.Subject.String()), zap.String("serial", SerialHex(cert.Leaf.SerialNumber)),
 		zap.Time("not_after", cert.Leaf.NotAfter))
 	p.onReload(ReloadOK)
 	return nil
+}
+
+// SerialHex formats a certificate serial number as openssl prints it
+// ("openssl x509 -serial"): upper-case hex, two digits per byte, so a
+// serial found in a log line can be compared with the tool's output.
+// A negative serial (invalid, but parsed) keeps its sign; nil is "".
+func SerialHex(n *big.Int) string {
+	if n == nil {
+		return ""
+	}
+	sign, abs := "", n
+	if n.Sign() < 0 {
+		sign, abs = "-", new(big.Int).Neg(n)
+	}
+	h := fmt.Sprintf("%X", abs)
+	if len(h)%2 == 1 {
+		h = "0" + h
+	}
+	return sign + h
 }
 
 // statStamp stats both files (no content).

@@ -4,18 +4,20 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-
+	"trendgate/internal/promtest"
 	"trendgate/internal/testcert"
 )
 
@@ -245,5 +247,83 @@ func TestFilesStartRefusesBrokenPair(t *testing.T) {
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = fs.certFile, fs.keyFile
 	if _, err := New(cfg, clock.NewFake(filesNow), nil, Options{}); !errors.Is(err, ErrExpired) {
 		t.Fatalf("New with an expired pair: got %v; want ErrExpired", err)
+	}
+}
+
+// TestFilesExpiryGauge: the expiry gauge holds the NotAfter of the pair
+// serving, moves with a reload that loads, and stays on a refused one;
+// the reload's log line gives the serial as openssl prints it.
+func TestFilesExpiryGauge(t *testing.T) {
+	fs := newFileSet(t)
+	first, second := filesNow.Add(24*time.Hour), filesNow.Add(90*24*time.Hour)
+	fs.writePair(newPair(t, 1, first))
+	clk := clock.NewFake(filesNow)
+	core, logs := observer.New(zap.InfoLevel)
+	cfg := config.Default()
+	cfg.TLS.Mode = config.TLSModeFiles
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = fs.certFile, fs.keyFile
+	reg := prometheus.NewRegistry()
+	m, err := New(cfg, clk, zap.New(core), Options{CheckInterval: time.Second, Metrics: NewMetrics(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiry := func() float64 {
+		t.Helper()
+		got, found := promtest.Sum(t, reg, "trendgate_certs_expiry_timestamp_seconds", "cert_file", fs.certFile)
+		if !found {
+			t.Fatal("trendgate_certs_expiry_timestamp_seconds: no series for the cert file")
+		}
+		return got
+	}
+	if got, want := expiry(), float64(first.Unix()); got != want {
+		t.Errorf("expiry at start: got %v; want %v", got, want)
+	}
+
+	fs.writePair(newPair(t, 0xABC, second))
+	clk.Advance(2 * time.Second)
+	if got := servingSerial(t, m); got != 0xABC {
+		t.Fatalf("serial after renewal: got %d; want %d", got, 0xABC)
+	}
+	if got, want := expiry(), float64(second.Unix()); got != want {
+		t.Errorf("expiry after renewal: got %v; want %v", got, want)
+	}
+	reloaded := logs.FilterMessage("tls certificate reloaded").All()
+	if len(reloaded) != 1 {
+		t.Fatalf("reload log lines: got %d; want 1", len(reloaded))
+	}
+	if got := reloaded[0].ContextMap()["serial"]; got != "0ABC" {
+		t.Errorf("logged serial: got %v; want 0ABC (openssl's form)", got)
+	}
+
+	fs.writePair(newPair(t, 3, filesNow.Add(-time.Minute))) // expired: refused
+	clk.Advance(2 * time.Second)
+	if got := servingSerial(t, m); got != 0xABC {
+		t.Fatalf("serial after a refused pair: got %d; want %d", got, 0xABC)
+	}
+	if got, want := expiry(), float64(second.Unix()); got != want {
+		t.Errorf("expiry after a refused pair: got %v; want %v (the pair still serving)", got, want)
+	}
+}
+
+func TestSerialHex(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *big.Int
+		want string
+	}{
+		{"nil", nil, ""},
+		{"zero", big.NewInt(0), "00"},
+		{"one byte", big.NewInt(0x1f), "1F"},
+		{"odd digits padded", big.NewInt(0xabc), "0ABC"},
+		{"negative", big.NewInt(-0x1234), "-1234"},
+		{"twenty bytes", new(big.Int).SetBytes([]byte{0x04, 0xd2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff}),
+			"04D20000000000000000000000000000000000FF"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SerialHex(tc.in); got != tc.want {
+				t.Errorf("SerialHex(%v): got %q; want %q", tc.in, got, tc.want)
+			}
+		})
 	}
 }

@@ -63,8 +63,9 @@ type Options struct {
 	// OnReload is called after each attempt to load changed files, with
 	// ReloadOK or ReloadRefused; nil calls nothing.
 	OnReload func(result string)
-	// Metrics counts every ACME certificate obtained, renewed or failed;
-	// nil records nothing.
+	// Metrics counts every ACME certificate obtained, renewed or failed,
+	// and in tls.mode files holds the serving certificate's expiry; nil
+	// records nothing.
 	Metrics *Metrics
 }
 
@@ -141,7 +142,7 @@ func newManager(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Optio
 		if interval == 0 {
 			interval = DefaultCheckInterval
 		}
-		fp, err := newFilePair(cfg.TLS.CertFile, cfg.TLS.KeyFile, clk, interval, log, opts.OnReload)
+		fp, err := newFilePair(cfg.TLS.CertFile, cfg.TLS.KeyFile, clk, interval, log, opts.OnReload, opts.Metrics)
 		if err != nil {
 			return nil, err
 		}

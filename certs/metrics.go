@@ -3,6 +3,7 @@ package certs
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -26,6 +27,10 @@ const (
 //     attempt for a configured domain failed, 0 once one succeeded. Domains
 //     come from tls.acme.domains only (on-demand issuance is off), so the
 //     label is bounded;
+//   - trendgate_certs_expiry_timestamp_seconds{cert_file}: in tls.mode
+//     files, the NotAfter (unix seconds) of the certificate serving from
+//     cert_file, set at start and on every reload that loads a pair; a
+//     refused reload leaves the previous pair's. No series in other modes;
 //   - trendgate_certs_ticket_keys_failing: 1 while the latest load of the
 //     cluster's shared session ticket keys from Redis failed, 0 once one
 //     succeeded (always 0 outside cluster mode).
@@ -34,6 +39,7 @@ type Metrics struct {
 	failures       *prometheus.CounterVec
 	failing        *prometheus.GaugeVec
 	ticketsFailing prometheus.Gauge
+	expiry         *prometheus.GaugeVec
 }
 
 // NewMetrics builds the collectors and registers them with reg, or returns
@@ -59,9 +65,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "trendgate", Subsystem: "certs", Name: "ticket_keys_failing",
 			Help: "1 while the latest load of the cluster's shared TLS session ticket keys from Redis failed, 0 once one succeeded.",
 		}),
+		expiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "trendgate", Subsystem: "certs", Name: "expiry_timestamp_seconds",
+			Help: "tls.mode files: when the certificate serving from cert_file expires (its NotAfter, unix seconds).",
+		}, []string{"cert_file"}),
 	}
 	if reg != nil {
 		m.obtained = register(reg, m.obtained)
+		m.expiry = register(reg, m.expiry)
 		m.failures = register(reg, m.failures)
 		m.failing = register(reg, m.failing)
 		m.ticketsFailing = register(reg, m.ticketsFailing)
@@ -107,6 +118,14 @@ func (m *Metrics) event(_ context.Context, name string, data map[string]any) {
 	if domain != "" {
 		m.failing.WithLabelValues(domain).Set(0)
 	}
+}
+
+// notAfter records when the certificate serving from certFile expires.
+func (m *Metrics) notAfter(certFile string, t time.Time) {
+	if m == nil {
+		return
+	}
+	m.expiry.WithLabelValues(certFile).Set(float64(t.Unix()))
 }
 
 // ticketKeys records whether the latest load of the shared session ticket

@@ -107,6 +107,7 @@ func TestExampleFile(t *testing.T) {
 	want.Upstream.APIKey = "upstream-secret"
 	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
 	want.TLS.ACME.Domains = []string{}
+	want.Server.CORS.AllowedOrigins = []string{}
 	want.Keys = []Key{{
 		ID:     "example-team",
 		SHA256: strings.Repeat("0", 63) + "1",

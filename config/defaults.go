@@ -5,6 +5,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/cors"
 	"trendgate/limits"
 	"trendgate/upstream"
 )
@@ -63,6 +64,7 @@ func Default() *Config {
 			ShutdownTimeout:   20 * time.Second,
 			FastHTTP1:         &fastHTTP1,
 			FastHTTP2:         &fastHTTP2,
+			CORS:              cors.Config{MaxAge: cors.DefaultMaxAge},
 		},
 		TLS: TLS{
 			Mode:       TLSModeOff,

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"trendgate/cache"
+	"trendgate/internal/cors"
 	"trendgate/limits"
 	"trendgate/upstream"
 )
@@ -56,6 +57,9 @@ type Server struct {
 	// default) derives it from cache.max_bytes (see MemoryLimit). A
 	// GOMEMLIMIT environment variable overrides both.
 	MemoryLimit int64 `yaml:"memory_limit"`
+	// CORS lets web pages on the listed origins call the API from a
+	// browser; its zero value (no origins) is off.
+	CORS cors.Config `yaml:"cors"`
 }
 
 // TLS configures HTTPS on the public listener. Mode "" or "off" serves

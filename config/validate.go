@@ -100,6 +100,7 @@ func (c *Config) validateServer(p *problems) {
 	if s.MemoryLimit < 0 {
 		p.add("server.memory_limit", "must be 0 (derived from cache.max_bytes) or a number of bytes, got %d", s.MemoryLimit)
 	}
+	p.addSection("server.cors.", s.CORS.Validate())
 	for i, cidr := range s.TrustedProxies {
 		path := fmt.Sprintf("server.trusted_proxies[%d]", i)
 		prefix, err := netip.ParsePrefix(cidr)

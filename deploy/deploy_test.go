@@ -490,7 +490,9 @@ func TestAlertRulesShape(t *testing.T) {
 	for _, want := range []string{
 		"TrendgateUpstreamDayBudgetNearlyUsed", "TrendgateUpstreamRateLimited", "TrendgateBreakerOpen",
 		"TrendgateHigh5xxRatio", "TrendgateKeyNearDailyQuota", "TrendgateRedisFallbackActive",
-		"TrendgateCertificateRenewalFailing",
+		"TrendgateCertificateRenewalFailing", "TrendgateInstanceDown", "TrendgateConfigReloadRefused",
+		"TrendgateRestartPending", "TrendgateKeyNearMonthlyQuota", "TrendgateCacheFullAndEvicting",
+		"TrendgateCertificateFileExpiringSoon", "TrendgateCertificateFileExpiring",
 	} {
 		if !seen[want] {
 			t.Errorf("alert %s is missing", want)

@@ -7,6 +7,7 @@ import "net/http"
 func (g *Gateway) chain() http.Handler {
 	return compose(http.HandlerFunc(g.serveAPI),
 		g.observe,      // 1. request id, panic recovery, access log, metrics
+		g.cors,         // 1b. CORS headers; preflights answered here, spending nothing
 		g.route,        // 2. strict parse into a canonical Request; 400/404/405
 		g.authenticate, // 3. Bearer key → Principal; 401
 		g.checkPlan,    // 3b. endpoint and metric in the key's plan; 403, costs nothing

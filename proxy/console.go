@@ -13,6 +13,7 @@ import (
 
 	"trendgate/activity"
 	"trendgate/admin"
+	"trendgate/internal/buildinfo"
 	"trendgate/limits"
 )
 
@@ -176,6 +177,9 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	s := admin.Summary{
 		GeneratedAt:       now.UTC(),
 		Started:           snap.Started.UTC(),
+		UptimeSeconds:     int64(now.Sub(snap.Started) / time.Second),
+		Version:           buildinfo.Read().String(),
+		Reload:            g.reloadStatus(),
 		Cluster:           rt.cfg.ClusterMode(),
 		RateWindowSeconds: int(activity.RateWindow / time.Second),
 		HitRatioPct:       pct(snap.HitRatio),
@@ -211,6 +215,12 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	for _, c := range snap.Refusals {
 		s.Refusals.ByCode = append(s.Refusals.ByCode, admin.CodeCount{Code: c.Code, Count: c.Count})
 	}
+	if l := g.local; l != nil {
+		s.Cache = admin.CacheStatus{Bytes: l.Bytes(), PinnedBytes: l.PinnedBytes(), MaxBytes: l.MaxBytes(), Entries: l.Len()}
+		if s.Cache.MaxBytes > 0 {
+			s.Cache.FillPct = round(100*float64(s.Cache.Bytes+s.Cache.PinnedBytes)/float64(s.Cache.MaxBytes), 1)
+		}
+	}
 	keys, err := g.keysUsage(ctx, rt, "")
 	if err != nil {
 		return admin.Summary{}, err
@@ -224,15 +234,18 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 func topKeys(keys []admin.KeyUsage, n int) []admin.TopKey {
 	out := make([]admin.TopKey, 0, len(keys))
 	for _, k := range keys {
-		tk := admin.TopKey{ID: k.ID, Plan: k.Plan, Used: k.Daily.Used}
+		tk := admin.TopKey{ID: k.ID, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
 		for _, w := range []struct {
-			name string
-			q    admin.QuotaUsage
-		}{{"day", k.Daily}, {"month", k.Monthly}} {
+			name  string
+			q     admin.QuotaUsage
+			share **admin.QuotaShare
+		}{{"day", k.Daily, &tk.Daily}, {"month", k.Monthly, &tk.Monthly}} {
 			if w.q.Limit <= 0 {
 				continue
 			}
-			if p := 100 * float64(w.q.Used) / float64(w.q.Limit); tk.Window == "" || p > tk.Pct {
+			p := 100 * float64(w.q.Used) / float64(w.q.Limit)
+			*w.share = &admin.QuotaShare{Used: w.q.Used, Limit: w.q.Limit, Pct: round(p, 1)}
+			if tk.Window == "" || p > tk.Pct {
 				tk.Window, tk.Used, tk.Limit, tk.Pct = w.name, w.q.Used, w.q.Limit, p
 			}
 		}

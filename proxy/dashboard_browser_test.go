@@ -12,7 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -115,6 +117,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	small, daily := newKey(t), int64(60)
 	cfg.Keys = append(cfg.Keys, config.Key{ID: "team-small", SHA256: auth.Digest(small), Plan: "limited", Daily: &daily})
+	// Keys the page marks: one disabled, one past its expiry.
+	expired := testNow.Add(-time.Hour)
+	cfg.Keys = append(cfg.Keys,
+		config.Key{ID: "old-team", SHA256: auth.Digest(newKey(t)), Plan: "limited", Disabled: true},
+		config.Key{ID: "trial", SHA256: auth.Digest(newKey(t)), Plan: "full", Expires: &expired})
 	gw, err := proxy.New(cfg, proxy.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +147,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		clk.Set(testNow.Add(time.Duration(s+1) * time.Second))
 	}
 
+	// A reload that leaves a setting waiting for a restart, then one refused:
+	// the page shows the refusal and what still waits.
+	changed := *cfg
+	changed.Cache.MaxBytes *= 2
+	if err := gw.Reload(&changed); err != nil {
+		t.Fatal(err)
+	}
+	gw.RefuseReload(errors.New(`config: keys[0].plan: unknown plan "gold"`))
+
 	page := h.admin + "/"
 	dom := string(headless(t, bin, page, "--virtual-time-budget=8000", "--dump-dom"))
 	if !regexp.MustCompile(`<body[^>]*data-state="live"`).MatchString(dom) {
@@ -156,26 +172,58 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("GET /summary: %d %v", resp.StatusCode, err)
 	}
 	want := map[string]string{
-		"rate_window":     strconv.Itoa(s.RateWindowSeconds),
-		"hit_ratio":       fmt.Sprintf("%.1f%%", *s.HitRatioPct),
-		"hit_ratio_total": fmt.Sprintf("%.1f%%", *s.HitRatioTotalPct),
-		"breaker":         s.Upstream.Breaker,
-		"up_minute":       strconv.FormatUint(s.Upstream.CallsLastMinute, 10),
-		"up_minute_limit": strconv.Itoa(s.Upstream.PerMinuteLimit),
-		"up_day_left":     strconv.FormatInt(*s.Upstream.DayLeft, 10),
-		"up_day_limit":    strconv.Itoa(s.Upstream.PerDayLimit),
-		"up_total":        strconv.FormatUint(s.Upstream.CallsTotal, 10),
-		"p50":             fmt.Sprintf("%.2f", s.Latency.P50Ms),
-		"p99":             fmt.Sprintf("%.2f", s.Latency.P99Ms),
-		"latency_samples": strconv.FormatUint(s.Latency.Samples, 10),
+		"version":           s.Version,
+		"uptime":            uptimeText(s.UptimeSeconds),
+		"cache_fill":        fmt.Sprintf("%.1f%%", s.Cache.FillPct),
+		"cache_mib":         fmt.Sprintf("%.1f", float64(s.Cache.Bytes+s.Cache.PinnedBytes)/(1<<20)),
+		"cache_max_mib":     fmt.Sprintf("%.1f", float64(s.Cache.MaxBytes)/(1<<20)),
+		"cache_entries":     strconv.Itoa(s.Cache.Entries),
+		"cache_rate_window": strconv.Itoa(s.RateWindowSeconds),
+		"cache_hit_ratio":   fmt.Sprintf("%.1f%%", *s.HitRatioPct),
+		"reload_result":     s.Reload.Result,
+		"reload_at":         s.Reload.At.UTC().Format("2006-01-02 15:04:05") + " UTC",
+		"reload_error":      s.Reload.Error,
+		"restart_pending":   strings.Join(s.Reload.RestartPending, ", "),
+		"rate_window":       strconv.Itoa(s.RateWindowSeconds),
+		"hit_ratio":         fmt.Sprintf("%.1f%%", *s.HitRatioPct),
+		"hit_ratio_total":   fmt.Sprintf("%.1f%%", *s.HitRatioTotalPct),
+		"breaker":           s.Upstream.Breaker,
+		"up_minute":         strconv.FormatUint(s.Upstream.CallsLastMinute, 10),
+		"up_minute_limit":   strconv.Itoa(s.Upstream.PerMinuteLimit),
+		"up_day_left":       strconv.FormatInt(*s.Upstream.DayLeft, 10),
+		"up_day_limit":      strconv.Itoa(s.Upstream.PerDayLimit),
+		"up_total":          strconv.FormatUint(s.Upstream.CallsTotal, 10),
+		"p50":               fmt.Sprintf("%.2f", s.Latency.P50Ms),
+		"p99":               fmt.Sprintf("%.2f", s.Latency.P99Ms),
+		"latency_samples":   strconv.FormatUint(s.Latency.Samples, 10),
 	}
 	for _, o := range s.Outcomes {
 		want["rate."+o.Outcome] = fmt.Sprintf("%.1f", o.PerSecond)
 		want["total."+o.Outcome] = strconv.FormatUint(o.Total, 10)
 	}
+	quota := func(q *admin.QuotaShare) string {
+		if q == nil {
+			return "no quota"
+		}
+		return fmt.Sprintf("%d / %d", q.Used, q.Limit)
+	}
+	states := map[string]string{}
 	for i, k := range s.TopKeys {
 		p := "key." + strconv.Itoa(i) + "."
-		want[p+"id"], want[p+"used"], want[p+"limit"], want[p+"pct"] = k.ID, strconv.FormatInt(k.Used, 10), strconv.FormatInt(k.Limit, 10), fmt.Sprintf("%.1f%%", k.Pct)
+		want[p+"id"], want[p+"day"], want[p+"month"] = k.ID, quota(k.Daily), quota(k.Monthly)
+		if k.State != "active" {
+			want[p+"state"] = k.State
+		}
+		states[k.ID] = k.State
+	}
+	if states["old-team"] != "disabled" || states["trial"] != "expired" || states["demo-full"] != "active" {
+		t.Errorf("key states %v; want old-team disabled, trial expired, the others active", states)
+	}
+	if s.Reload.Result != "refused" || !strings.Contains(s.Reload.Error, "unknown plan") || !slices.Equal(s.Reload.RestartPending, []string{"cache.max_bytes"}) {
+		t.Errorf("reload %+v; want refused, its error, and cache.max_bytes pending", s.Reload)
+	}
+	if s.Cache.MaxBytes != cfg.Cache.MaxBytes || s.Cache.Entries == 0 || s.Cache.FillPct <= 0 {
+		t.Errorf("cache %+v; want the configured max_bytes and some entries", s.Cache)
 	}
 	for i, tc := range s.TopTopics.ByRequests {
 		want["topic_req."+strconv.Itoa(i)+".topic"], want["topic_req."+strconv.Itoa(i)+".n"] = tc.Topic, strconv.FormatUint(tc.Requests, 10)
@@ -197,7 +245,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The traffic must have produced every kind of figure, or the
 	// comparison above proves little.
 	if s.Outcomes[0].Total == 0 || s.Outcomes[2].Total == 0 || s.Outcomes[4].Total == 0 || s.Outcomes[5].Total == 0 ||
-		len(s.TopKeys) != 3 || len(s.TopTopics.ByRequests) != 6 || len(s.Refusals.ByCode) < 3 || s.Latency.P99Ms < 100 {
+		len(s.TopKeys) != 5 || len(s.TopTopics.ByRequests) != 6 || len(s.Refusals.ByCode) < 3 || s.Latency.P99Ms < 100 {
 		t.Errorf("the traffic left figures empty: %+v", s)
 	}
 
@@ -225,6 +273,25 @@ func TestDashboardInBrowser(t *testing.T) {
 		!regexp.MustCompile(`data-figure="up_total">–<`).MatchString(dom) {
 		t.Errorf("with a token configured the page did not ask for it:\n%.3000s", dom)
 	}
+}
+
+// uptimeText is the page's duration(): the two largest units of whole
+// seconds (3d 4h, 2h 5m, 5m 3s, 42s).
+func uptimeText(sec int64) string {
+	var parts []string
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"d", 86400}, {"h", 3600}, {"m", 60}, {"s", 1}} {
+		if sec >= u.size || u.name == "s" && len(parts) == 0 {
+			parts = append(parts, strconv.FormatInt(sec/u.size, 10)+u.name)
+			sec %= u.size
+		}
+		if len(parts) == 2 {
+			break
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func errOrSize(fi os.FileInfo, err error) error {

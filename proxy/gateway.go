@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/activity"
+	"trendgate/admin"
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/cache"
@@ -20,6 +21,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/cors"
 	"trendgate/internal/inflight"
 	"trendgate/limits"
 	"trendgate/projection"
@@ -119,7 +121,10 @@ type Gateway struct {
 	// servedFromCache is set once any response was served from the cache;
 	// readiness then survives an open upstream breaker.
 	servedFromCache atomic.Bool
-	handler         http.Handler
+	// lastReload is the latest reload's outcome, for the dashboard; nil
+	// before any.
+	lastReload atomic.Pointer[admin.ReloadStatus]
+	handler    http.Handler
 }
 
 // runtime is one immutable snapshot of everything a reload swaps: keys,
@@ -134,6 +139,7 @@ type runtime struct {
 	costs    limits.Costs
 	ttl      cache.Config
 	trusted  []netip.Prefix
+	cors     *cors.Policy             // nil: CORS off
 	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
 }
 
@@ -232,11 +238,12 @@ func compile(cfg *config.Config) (*runtime, error) {
 		}
 		rt.trusted = append(rt.trusted, p.Masked())
 	}
+	rt.cors = cors.New(cfg.Server.CORS)
 	return rt, nil
 }
 
-// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
-// the admin token atomically. Counters and cached entries survive; a
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
+// CORS origins and the admin token atomically. Counters and cached entries survive; a
 // removed key stops working with the next request. A config that does not
 // validate is refused and the old one keeps serving. Other settings
 // (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
@@ -260,7 +267,9 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	}
 	old := g.rt.Swap(g.withUsage(rt))
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	g.reportReload(old.cfg, cfg)
+	pending := g.reportReload(old.cfg, cfg)
+	at := g.clk.Now().UTC()
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil
 }
 
@@ -271,6 +280,12 @@ func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
 func (g *Gateway) refuseReload(err error) error {
 	g.metrics.reloads.WithLabelValues("refused").Inc()
 	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	at := g.clk.Now().UTC()
+	var pending []string // what the last reload that loaded left pending still is
+	if prev := g.lastReload.Load(); prev != nil {
+		pending = prev.RestartPending
+	}
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
 	return err
 }
 

@@ -16,6 +16,18 @@ import (
 	"trendgate/limits"
 )
 
+// cors adds the CORS headers of the snapshot's policy (server.cors) and
+// answers an allowed preflight before routing, authentication and limits,
+// so it spends nothing. With CORS off it only passes the request on.
+func (g *Gateway) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if infoFrom(r.Context()).rt.cors.Serve(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // route parses the request into its canonical form. Unknown paths under the
 // API prefixes answer 401 to callers without a valid key, so routes cannot
 // be enumerated anonymously.
@@ -36,6 +48,7 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 					err = aerr
 				}
 			}
+			g.policyForValidKey(w, r)
 			if he := (*httperr.Error)(nil); errors.As(err, &he) && he.Status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", api.AllowedMethods)
 			}
@@ -45,6 +58,29 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		in.req, in.routed = req, true
 		next.ServeHTTP(w, r)
 	})
+}
+
+// policyForValidKey sets the RateLimit-Policy of the request's key on a
+// response refused by routing (400, 404, 405), when the request carries a
+// valid, active key, so that every response to a valid key carries its
+// rate-limit policy. The limiter is not consulted (nothing is spent, so
+// there is no RateLimit state to give), and a key that is not valid is
+// neither counted as a failed attempt here nor answered differently: this
+// only reads the keyring.
+func (g *Gateway) policyForValidKey(w http.ResponseWriter, r *http.Request) {
+	if len(r.Header["Authorization"]) == 0 {
+		return
+	}
+	in := infoFrom(r.Context())
+	token, err := auth.ParseAuthorization(r.Header)
+	if err != nil {
+		return
+	}
+	p, err := in.rt.keyring.Authenticate(token, in.start)
+	if err != nil {
+		return
+	}
+	limits.SetPolicyHeader(w.Header(), in.rt.policies[p.KeyID], in.start)
 }
 
 // isAPIPath reports whether p is under one of the API's path prefixes.
@@ -110,6 +146,9 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 			zap.String("reason", reason), zap.String("ip", ip))
 	} else if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
 		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
+	}
+	if errors.Is(err, auth.ErrNotBearer) {
+		return auth.Principal{}, api.ErrInvalidKeyNoBearer
 	}
 	return auth.Principal{}, api.ErrInvalidKey
 }

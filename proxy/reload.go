@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/admin"
 	"trendgate/config"
 )
 
@@ -14,7 +15,7 @@ import (
 // also covers the settings under it); every other setting, including any
 // added later until it is listed here, takes effect only after a restart.
 var liveSettings = []string{
-	"plans", "keys", "limits.costs", "server.trusted_proxies", "admin.token",
+	"plans", "keys", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token",
 	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
 	"cache.fetch_timeout", "cache.ttl",
 }
@@ -36,9 +37,9 @@ func needsRestart(path string) bool {
 // but needs a restart, and sets trendgate_config_restart_pending from the
 // difference with the configuration the process started with. Values are
 // never logged: an operator rotating upstream.api_key by reload reads that
-// it is not live yet, not the key.
-func (g *Gateway) reportReload(old, cfg *config.Config) {
-	var pending []string
+// it is not live yet, not the key. It returns the settings pending a
+// restart.
+func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
 	for _, p := range config.Changed(g.boot, cfg) {
 		if needsRestart(p) {
 			pending = append(pending, p)
@@ -68,6 +69,19 @@ func (g *Gateway) reportReload(old, cfg *config.Config) {
 		zap.Strings("keys_changed", k.changed),
 		zap.Strings("plans_added", pa), zap.Strings("plans_removed", pr), zap.Strings("plans_changed", pc),
 		zap.Strings("settings_changed", live), zap.Strings("restart_pending", pending))
+	return pending
+}
+
+// reloadStatus is the dashboard's view of the latest reload.
+func (g *Gateway) reloadStatus() admin.ReloadStatus {
+	if st := g.lastReload.Load(); st != nil {
+		out := *st
+		if out.RestartPending == nil {
+			out.RestartPending = []string{}
+		}
+		return out
+	}
+	return admin.ReloadStatus{RestartPending: []string{}}
 }
 
 // keyChanges lists key ids by what a reload did to them.

@@ -469,7 +469,11 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 	in := infoFrom(r.Context())
 	h := w.Header()
 	h["Etag"] = v.etag
-	h["Vary"] = varyEnc
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = varyEnc
+	} else {
+		h.Add("Vary", "Accept-Encoding") // after CORS's Vary: Origin
+	}
 	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
 	h["Cache-Control"] = t.cacheControl
 	h["Age"] = t.ageValue

@@ -60,8 +60,42 @@ function setStatus(text) {
   if (el.textContent !== text) el.textContent = text;
 }
 
+// duration renders whole seconds as its two largest units: 3d 4h, 2h 5m,
+// 5m 3s, 42s.
+function duration(sec) {
+  const units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+  const parts = [];
+  for (const [name, size] of units) {
+    if (sec >= size || (name === "s" && parts.length === 0)) {
+      parts.push(Math.floor(sec / size) + name);
+      sec %= size;
+    }
+    if (parts.length === 2) break;
+  }
+  return parts.join(" ");
+}
+
+function mib(bytes) {
+  return (bytes / 1048576).toFixed(1);
+}
+
+// quotaCell is one key's use of one quota window: "used / limit" over a
+// bar, or "no quota".
+function quotaCell(id, q, window, fig) {
+  const td = document.createElement("td");
+  if (q) {
+    td.appendChild(cell("span", q.used + " / " + q.limit, "sub", fig));
+    td.appendChild(bar(q.pct, id + ": " + fixed(q.pct, 1) + "% of its " + window + " quota"));
+  } else {
+    td.appendChild(cell("span", "no quota", "sub", fig));
+  }
+  return td;
+}
+
 function render(s) {
   setFigure("rate_window", String(s.rate_window_seconds));
+  setFigure("version", s.version);
+  setFigure("uptime", duration(s.uptime_seconds));
   const outcomes = $("#outcomes");
   outcomes.replaceChildren();
   for (const o of s.outcomes) {
@@ -94,22 +128,40 @@ function render(s) {
   keys.replaceChildren();
   s.top_keys.forEach((k, i) => {
     const tr = document.createElement("tr");
-    tr.appendChild(cell("th", k.id, "", "key." + i + ".id")).scope = "row";
-    tr.appendChild(cell("td", k.plan, "opt"));
-    tr.appendChild(cell("td", k.window || "none", "opt"));
-    tr.appendChild(cell("td", String(k.used), "num", "key." + i + ".used"));
-    tr.appendChild(cell("td", k.limit ? String(k.limit) : "–", "num", "key." + i + ".limit"));
-    const td = document.createElement("td");
-    if (k.window) {
-      td.appendChild(cell("span", fixed(k.pct, 1) + "%", "sub", "key." + i + ".pct"));
-      td.appendChild(bar(k.pct, k.id + ": " + fixed(k.pct, 1) + "% of its " + k.window + " quota"));
-    } else {
-      td.appendChild(cell("span", "no quota", "sub"));
+    if (k.state !== "active") tr.className = "key-" + k.state;
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.appendChild(cell("span", k.id, "", "key." + i + ".id"));
+    if (k.state !== "active") {
+      // Marked in words, not only by colour: refused with 401 until the
+      // config changes.
+      th.appendChild(document.createTextNode(" "));
+      th.appendChild(cell("span", k.state, "badge", "key." + i + ".state"));
     }
-    tr.appendChild(td);
+    tr.appendChild(th);
+    tr.appendChild(cell("td", k.plan, "opt"));
+    tr.appendChild(quotaCell(k.id, k.daily, "daily", "key." + i + ".day"));
+    tr.appendChild(quotaCell(k.id, k.monthly, "monthly", "key." + i + ".month"));
     keys.appendChild(tr);
   });
-  if (!s.top_keys.length) emptyRow(keys, 6, "no keys configured");
+  if (!s.top_keys.length) emptyRow(keys, 4, "no keys configured");
+
+  const c = s.cache;
+  setFigure("cache_fill", fixed(c.fill_pct, 1) + "%");
+  setBar("cache-bar", c.fill_pct);
+  setFigure("cache_mib", mib(c.bytes + c.pinned_bytes));
+  setFigure("cache_max_mib", mib(c.max_bytes));
+  setFigure("cache_entries", String(c.entries));
+  setFigure("cache_rate_window", String(s.rate_window_seconds));
+  setFigure("cache_hit_ratio", s.hit_ratio_pct === null ? "–" : fixed(s.hit_ratio_pct, 1) + "%");
+
+  const rl = s.reload;
+  const rr = figure("reload_result");
+  rr.textContent = rl.result || "none since start";
+  rr.className = rl.result === "refused" ? "state-open" : "";
+  setFigure("reload_at", rl.at ? rl.at.slice(0, 19).replace("T", " ") + " UTC" : "–");
+  setFigure("reload_error", rl.result === "refused" ? rl.error : "–");
+  setFigure("restart_pending", rl.restart_pending.length ? rl.restart_pending.join(", ") : "nothing");
 
   const topics = (id, list, first, prefix) => {
     const tbody = document.getElementById(id);

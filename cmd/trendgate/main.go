@@ -154,6 +154,8 @@ func newLogger(level string, w io.Writer) (log *zap.Logger, stop func(), err err
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	// Durations carry their unit ("1.25ms", "2m0s"), not bare seconds.
+	enc.EncodeDuration = zapcore.StringDurationEncoder
 	ws := &zapcore.BufferedWriteSyncer{WS: zapcore.AddSync(w), Size: 256 << 10, FlushInterval: time.Second}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, lvl)
 	log = zap.New(core)
@@ -165,7 +167,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
-func runServe(args []string, stdout, stderr io.Writer) error {
+func runServe(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("serve", "Usage: trendgate serve [-config] FILE [-watch 2s]\n\n"+
 		"Run the gateway with a configuration file, given as -config FILE or as the argument.\n")
 	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
@@ -187,6 +189,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopLog()
+	ctx, stop := signalContext()
+	defer stop()
+	defer logStopped(ctx, log, stopLog, time.Now(), &err)
 	for _, w := range cfg.Warnings() {
 		log.Warn("config: " + w)
 	}
@@ -202,8 +207,6 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = g.Close() }()
 
-	ctx, stop := signalContext()
-	defer stop()
 	w := config.NewWatcher(path, *poll, log.Named("config"), func(c *config.Config, err error) {
 		if err != nil {
 			g.RefuseReload(err) // counted and logged once, like a refusal by Reload
@@ -226,6 +229,32 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 	return g.Run(ctx)
+}
+
+// logStopped writes the process's last log line, "stopped", with how long
+// it ran and why it stops: the signal that ended ctx, the error *err holds,
+// or a panic, which it logs with its stack and then lets go on (flushing
+// the log first, since the panic ends the process before any other defer
+// would). Deferred right after the logger exists, it runs after everything
+// else the function deferred, so nothing is logged after it. A process
+// killed outright (SIGKILL, the OOM killer) writes no such line: its
+// absence says so. Panics on other goroutines end the process without
+// passing here; the request handlers recover their own.
+func logStopped(ctx context.Context, log *zap.Logger, flush func(), started time.Time, err *error) {
+	uptime := zap.Duration("uptime", time.Since(started))
+	if p := recover(); p != nil {
+		log.Error("stopped", zap.String("reason", "panic"), zap.Any("panic", p), zap.StackSkip("stack", 1), uptime)
+		flush()
+		panic(p)
+	}
+	switch {
+	case *err != nil:
+		log.Error("stopped", zap.String("reason", "error"), zap.Error(*err), uptime)
+	case ctx.Err() != nil:
+		log.Info("stopped", zap.String("reason", context.Cause(ctx).Error()), uptime)
+	default:
+		log.Info("stopped", zap.String("reason", "done"), uptime)
+	}
 }
 
 // runConfig runs "config check [-config] FILE".
@@ -374,7 +403,7 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 
 // runDemo runs the gateway in front of an in-process demo upstream with two
 // freshly generated keys.
-func runDemo(args []string, stdout, stderr io.Writer) error {
+func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	fs, o := demoFlags(stderr)
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
@@ -388,6 +417,9 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer stopLog()
+	ctx, stop := signalContext()
+	defer stop()
+	defer logStopped(ctx, log, stopLog, time.Now(), &err)
 
 	upstreamKey, err := auth.Generate() // the gateway's own upstream credential, for this run only
 	if err != nil {
@@ -434,9 +466,6 @@ func runDemo(args []string, stdout, stderr io.Writer) error {
 		adminURL = "http://" + ls.Admin.Addr().String()
 	}
 	printDemo(stdout, "http://"+ls.Public.Addr().String(), adminURL, keys["full"], keys["limited"])
-
-	ctx, stop := signalContext()
-	defer stop()
 	return g.Serve(ctx, ls)
 }
 

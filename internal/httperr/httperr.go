@@ -8,6 +8,7 @@
 package httperr
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -42,11 +43,17 @@ type body struct {
 // Content-Type, Cache-Control: no-store and, when e.RetryAfter > 0,
 // Retry-After. It must be the only code that writes error bodies.
 func Write(w http.ResponseWriter, requestID string, e *Error) {
-	b, err := json.Marshal(body{Error: e.Message, Code: e.Code, RequestID: requestID})
-	if err != nil { // cannot happen for strings; keep the contract anyway
-		b = []byte(`{"error":"internal error","code":"internal","request_id":""}`)
+	// No HTML escaping: a message that says <key> reads "<key>", not
+	// "\u003ckey\u003e". The body is application/json with nosniff, never
+	// HTML, so the escaping protects nothing.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(body{Error: e.Message, Code: e.Code, RequestID: requestID}); err != nil {
+		buf.Reset() // cannot happen for strings; keep the contract anyway
+		buf.WriteString(`{"error":"internal error","code":"internal","request_id":""}` + "\n")
 	}
-	b = append(b, '\n')
+	b := buf.Bytes() // Encode ends it with a newline
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
