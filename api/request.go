@@ -658,8 +658,8 @@ func floorTo(t, size int64) int64 {
 }
 
 // Key returns the versioned canonical cache key, for example
-// "v1|series|bitcoin|hour|1w||", "v1|series|#ai|hour||1759968000|1760652000",
-// "v1|list", "v1|whatsup|ai agents" or "v1|tsv|bitcoin|interactions". Fields
+// "v2|series|bitcoin|hour|1w||", "v2|series|#ai|hour||1759968000|1760652000",
+// "v2|list", "v2|whatsup|ai agents" or "v2|tsv|bitcoin|interactions". Fields
 // are separated by '|', which no field can contain, so distinct Requests
 // have distinct keys. A zero Request has the key "".
 func (q Request) Key() string {

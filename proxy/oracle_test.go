@@ -741,20 +741,19 @@ func (r *oracleRun) attribute(q oracleReq, n int, path string, now time.Time) {
 }
 
 // documentedRefusal reports whether a 400 with code is one the gateway
-// documents for q at now (api.ParseRequest; DESIGN.md "Canonical
-// requests"): a start in the future, an end more than one bucket past the
-// current bucket (less than that is clamped, never refused), or a window
-// holding no whole bucket. Everything else the upstream answers is the
-// gateway's to answer too.
+// documents for q at now (api.ParseRequest, README "The API"): a start more
+// than one bucket ahead of the current bucket, or (without start) an end so
+// far ahead that its week starts there. An end in the future is never
+// refused. Everything else the upstream answers is the gateway's to answer
+// too.
 func documentedRefusal(q oracleReq, code string, now time.Time) bool {
-	cur := now.Unix() - now.Unix()%max(q.bucket, 1)
+	size := max(q.bucket, 1)
+	ahead := now.Unix() - now.Unix()%size + 2*size // the end of the next bucket
 	switch code {
 	case "invalid_start":
-		return q.hasStart && q.start > now.Unix()
+		return q.hasStart && q.start >= ahead
 	case "invalid_end":
-		return q.hasEnd && q.end >= cur+2*q.bucket
-	case "empty_window":
-		return true
+		return !q.hasStart && q.hasEnd && q.end-7*86400 >= ahead
 	}
 	return false
 }
