@@ -33,8 +33,9 @@ type Config struct {
 	// Breaker configures the circuit breaker.
 	Breaker BreakerConfig `yaml:"breaker"`
 	// WindowReading states how the upstream reads a time series window's
-	// bounds. What it leaves empty the gateway learns from the upstream's
-	// answers; evidence that contradicts it wins (see package series).
+	// bounds. A stated fact is used once an upstream answer agrees with it;
+	// what it leaves empty the gateway learns from the answers; evidence
+	// that contradicts it wins (see proxy's readings).
 	WindowReading WindowReading `yaml:"window_reading"`
 }
 
