@@ -30,7 +30,9 @@ type Request struct {
 	// client gave only start (the window runs to the upstream's now). Each
 	// is canonical (see StartBound): a bucket boundary as given, or a fixed
 	// second inside the bucket it falls in, so every bound inside one
-	// bucket has one form. How the upstream turns bounds into buckets
+	// bucket has one form; except a start without end within 10 minutes of
+	// now, which is kept to the second (the upstream compares it with its
+	// own now). How the upstream turns bounds into buckets
 	// (is the bucket of an end inclusive? of a start?) is not assumed here:
 	// under every such reading, all bounds with one canonical form select
 	// the same buckets, so normalizing never changes the answer.
@@ -594,8 +596,18 @@ func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 		return errStartFuture
 	}
 	q.Start, q.End = StartBound(start, size), end
+	if !hasEnd && start > now.Unix()-exactStartWithin {
+		// Without end the upstream ends the window at its own now and
+		// refuses a start at or past it: near now, where its clock may be
+		// a little behind ours, the second decides the answer.
+		q.Start = start
+	}
 	return nil
 }
+
+// exactStartWithin is how close to now a start without end is kept to the
+// second instead of in canonical form.
+const exactStartWithin = 10 * 60
 
 // StartBound and EndBound return the canonical form of a window's start
 // and end t for buckets of size seconds: t itself on a bucket boundary;

@@ -186,7 +186,7 @@ func checkCanonical(t *testing.T, q Request) {
 			}
 			return
 		}
-		if q.Start <= 0 || q.End != 0 && q.Start >= q.End || q.Start != StartBound(q.Start, size) || q.End != EndBound(q.End, size) {
+		if q.Start <= 0 || q.End != 0 && (q.Start >= q.End || q.Start != StartBound(q.Start, size)) || q.End != EndBound(q.End, size) {
 			t.Fatalf("window %d..%d is not canonical for %d-second buckets", q.Start, q.End, size)
 		}
 	default:

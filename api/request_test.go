@@ -365,6 +365,14 @@ var goodCases = []struct {
 		wantQuery: "bucket=hour&start=1760652001&end=1760655599",
 	},
 	{
+		name:      "series only start near now is kept to the second",
+		target:    "/api4/public/topic/bitcoin/time-series/v1?start=1760654500",
+		want:      Request{Endpoint: EndpointSeries, Topic: "bitcoin", Bucket: "hour", Start: 1760654500},
+		wantKey:   "v2|series|bitcoin|hour||1760654500|",
+		wantPath:  "/api4/public/topic/bitcoin/time-series/v1",
+		wantQuery: "bucket=hour&start=1760654500",
+	},
+	{
 		name:      "series end at the current hour's end (a client that rounds up)",
 		target:    "/api4/public/topic/bitcoin/time-series/v1?start=1760050800&end=1760655600",
 		want:      Request{Endpoint: EndpointSeries, Topic: "bitcoin", Bucket: "hour", Start: 1760050800, End: 1760655600},
