@@ -58,7 +58,7 @@ func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 		ErrUnknownTopic, ErrInternal, ErrBadUpstream, ErrUpstreamDown, ErrUpstreamTimeout, ErrUpstreamBreaker,
 		ErrUpstreamBudget, ErrUpstreamShare, ErrUpstreamLimited, ErrHTTPSRequired, ErrNotFound, ErrMethodNotAllowed, ErrClientGone,
 		errBody, errTarget, errTopicEscape, errTopicLong, errTopicChars, errMetric, errQuery, errKeyInQuery,
-		errNoParams, errBucket, errInterval, errStart, errEnd, errStartFuture, errEndFuture, errEndEarly,
+		errNoParams, errBucket, errInterval, errStart, errEnd, errEndEarly,
 		errWindow, unknownParam("x"),
 		bad("duplicate_parameter", ""), // built inline by parseQuery
 		// The limiter's refusals (limits.Reason values, written by proxy).

@@ -118,10 +118,6 @@ var (
 		"start must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
 	errEnd = bad("invalid_end",
 		"end must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
-	errStartFuture = bad("invalid_start",
-		"start is in the future: it must be before the end of the next bucket")
-	errEndFuture = bad("invalid_end",
-		"end is over a week ahead: without start the window begins 7 days before end, which would be in the future")
 	errEndEarly = bad("invalid_end",
 		"end is too early: without start the window begins 7 days before end, which must be after unix time 0")
 	errWindow = bad("invalid_window",
@@ -158,11 +154,10 @@ func emptyParam(name string) *httperr.Error {
 //
 // Decided edge cases: unix time 0 (and any number with a leading zero) is
 // rejected, as no data is that old; an interval given together with start or
-// end must still be valid but is otherwise ignored; a start more than a
-// bucket ahead of now's is invalid_start; an end is never refused for
-// lying in the future (the upstream answers what it has); with only end the
-// window starts 7 days before it; with only start it runs to the upstream's
-// now (End is 0).
+// end must still be valid but is otherwise ignored; bounds in the future
+// are not refused (the upstream's clock is its own; it answers what it
+// has); with only end the window starts 7 days before it; with only start
+// it runs to the upstream's now (End is 0).
 func ParseRequest(r *http.Request, now time.Time) (Request, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return Request{}, ErrMethodNotAllowed
@@ -585,16 +580,8 @@ func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 			return errEndEarly
 		}
 	}
-	// A start up to one bucket ahead is a client whose clock runs ahead;
-	// further is a mistake. An end is never refused for being in the
-	// future: the upstream's clock may run ahead of ours, and no row lies
-	// past its now, so it answers what it has.
-	if start >= floorTo(now.Unix(), size)+2*size {
-		if !hasStart {
-			return errEndFuture
-		}
-		return errStartFuture
-	}
+	// Bounds in the future are not refused: the upstream's clock may run
+	// ahead of ours, and it answers what it has.
 	q.Start, q.End = StartBound(start, size), end
 	if !hasEnd && start > now.Unix()-exactStartWithin {
 		// Without end the upstream ends the window at its own now and

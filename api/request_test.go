@@ -168,8 +168,6 @@ func TestParseRequestRejects(t *testing.T) {
 		{"end decimal", "", series + "?end=1760652000.0", 400, "invalid_end"},
 		{"start equals end", "", series + "?start=1759968000&end=1759968000", 400, "invalid_window"},
 		{"start after end", "", series + "?start=1760652000&end=1759968000", 400, "invalid_window"},
-		{"start two hours ahead", "", series + "?start=1760659200", 400, "invalid_start"},
-		{"start two days ahead daily", "", series + "?bucket=day&start=1760745600", 400, "invalid_start"},
 		{"only end too early", "", series + "?end=600000", 400, "invalid_end"},
 	}
 	if len(tests) < 30 {

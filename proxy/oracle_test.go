@@ -740,26 +740,8 @@ func (r *oracleRun) attribute(q oracleReq, n int, path string, now time.Time) {
 	r.own[n][key] = true
 }
 
-// documentedRefusal reports whether a 400 with code is one the gateway
-// documents for q at now (api.ParseRequest, README "The API"): a start more
-// than one bucket ahead of the current bucket, or (without start) an end so
-// far ahead that its week starts there. An end in the future is never
-// refused. Everything else the upstream answers is the gateway's to answer
-// too.
-func documentedRefusal(q oracleReq, code string, now time.Time) bool {
-	size := max(q.bucket, 1)
-	ahead := now.Unix() - now.Unix()%size + 2*size // the end of the next bucket
-	switch code {
-	case "invalid_start":
-		return q.hasStart && q.start >= ahead
-	case "invalid_end":
-		return !q.hasStart && q.hasEnd && q.end-7*86400 >= ahead
-	}
-	return false
-}
-
 // refusal records a non-200 answer and fails it when the upstream would
-// have answered (a 5xx while it is healthy, an undocumented 400).
+// have answered (a 5xx while it is healthy, a 400).
 func (r *oracleRun) refusal(q oracleReq, n int, how string, rep reply, now time.Time) {
 	var e struct {
 		Code string `json:"code"`
@@ -772,7 +754,9 @@ func (r *oracleRun) refusal(q oracleReq, n int, how string, rep reply, now time.
 	case upStatus != http.StatusOK:
 	case rep.status >= 500 && r.healthy():
 		failing = true
-	case rep.status == http.StatusBadRequest && !documentedRefusal(q, e.Code, now):
+	case rep.status == http.StatusBadRequest:
+		// The gateway documents no 400 for a window the upstream answers
+		// (bounds in the future are forwarded).
 		failing = true
 	}
 	if rep.status == http.StatusBadRequest {
