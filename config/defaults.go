@@ -6,6 +6,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/limits"
+	"trendgate/tracing"
 	"trendgate/upstream"
 )
 
@@ -75,6 +76,7 @@ func Default() *Config {
 		Upstream: upstream.DefaultConfig(),
 		Cache:    cache.DefaultConfig(),
 		Limits:   limits.DefaultConfig(),
+		Tracing:  tracing.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,
