@@ -214,6 +214,11 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
+	// The spans of the drained requests and stopped refreshes: a collector
+	// that is down loses them, and does not fail the shutdown.
+	if err := g.FlushTraces(sctx); err != nil {
+		g.log.Warn("tracing: spans not exported while draining", zap.Error(err))
+	}
 	g.saveSnapshot()
 	if err := sec.Close(); err != nil {
 		errs = append(errs, err)
