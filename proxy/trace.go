@@ -45,15 +45,20 @@ const fetchSpanMemoBytes = 96
 // context, if any, and returns the context carrying it.
 func (g *Gateway) startRequestSpan(ctx context.Context, r *http.Request, in *info) context.Context {
 	ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
-	ctx, in.span = g.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(
+	ctx, in.span = g.tracer.Start(ctx, r.Method, serverSpan)
+	if in.traced = in.span.IsRecording(); in.traced {
+		// Only now: a request not sampled pays for no attributes.
+		in.span.SetAttributes(
 			attribute.String("http.request.method", r.Method),
 			attribute.String("url.path", r.URL.EscapedPath()),
 			attribute.String("trendgate.request_id", in.id),
-		))
-	in.traced = in.span.IsRecording()
+		)
+	}
 	return ctx
 }
+
+// serverSpan is the start option of every request's span.
+var serverSpan = trace.WithSpanKind(trace.SpanKindServer)
 
 // endRequestSpan records what the request learned on its SERVER span and
 // ends it. Never the key: its id only.
