@@ -128,9 +128,11 @@ func (m *metrics) observe(route string, status int, plan string, d time.Duration
 	}
 	m.requests.WithLabelValues(route, s, plan).Inc()
 	h := m.duration.WithLabelValues(route)
-	if eo, ok := h.(prometheus.ExemplarObserver); ok && traceID != "" {
-		eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
-		return
+	if traceID != "" {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
 	}
 	h.Observe(d.Seconds())
 }

@@ -44,8 +44,10 @@ const fetchSpanMemoBytes = 96
 // startRequestSpan starts r's SERVER span under the client's trace
 // context, if any, and returns the context carrying it.
 func (g *Gateway) startRequestSpan(ctx context.Context, r *http.Request, in *info) context.Context {
-	ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
-	ctx, in.span = g.tracer.Start(ctx, r.Method, serverSpan)
+	if _, ok := r.Header["Traceparent"]; ok { // (Header.Get would allocate the canonical name)
+		ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx, in.span = g.tracer.Start(ctx, r.Method, serverSpan...)
 	if in.traced = in.span.IsRecording(); in.traced {
 		// Only now: a request not sampled pays for no attributes.
 		in.span.SetAttributes(
@@ -57,8 +59,9 @@ func (g *Gateway) startRequestSpan(ctx context.Context, r *http.Request, in *inf
 	return ctx
 }
 
-// serverSpan is the start option of every request's span.
-var serverSpan = trace.WithSpanKind(trace.SpanKindServer)
+// serverSpan are the start options of every request's span, one slice
+// for all.
+var serverSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
 
 // endRequestSpan records what the request learned on its SERVER span and
 // ends it. Never the key: its id only.
