@@ -246,8 +246,8 @@ func compile(cfg *config.Config) (*runtime, error) {
 // tracingFlushTimeout bounds the export of the last spans by Close.
 const tracingFlushTimeout = 5 * time.Second
 
-// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies and
-// the admin token atomically. Counters and cached entries survive; a
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
+// admin token and the tracing sampler's ratio atomically. Counters and cached entries survive; a
 // removed key stops working with the next request. A config that does not
 // validate is refused and the old one keeps serving. Other settings
 // (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
