@@ -215,10 +215,12 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		errs = append(errs, err)
 	}
 	// The spans of the drained requests and stopped refreshes: a collector
-	// that is down loses them, and does not fail the shutdown.
-	if err := g.FlushTraces(sctx); err != nil {
+	// that is down loses them, and holds the shutdown 5 s at most.
+	fctx, fcancel := context.WithTimeout(sctx, tracingFlushTimeout)
+	if err := g.FlushTraces(fctx); err != nil {
 		g.log.Warn("tracing: spans not exported while draining", zap.Error(err))
 	}
+	fcancel()
 	g.saveSnapshot()
 	if err := sec.Close(); err != nil {
 		errs = append(errs, err)

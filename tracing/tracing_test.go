@@ -2,11 +2,15 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestValidate(t *testing.T) {
@@ -102,5 +106,17 @@ func TestSampler(t *testing.T) {
 				t.Fatalf("got %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLogErrors: the SDK's errors reach the zap logger, not stderr.
+func TestLogErrors(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	LogErrors(zap.New(core))
+	defer otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	otel.Handle(errors.New("traces export: connection refused"))
+	got := logs.All()
+	if len(got) != 1 || got[0].LoggerName != "tracing" || got[0].ContextMap()["error"] != "traces export: connection refused" {
+		t.Fatalf("logged %+v; want one tracing warning with the error", got)
 	}
 }
