@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -24,6 +25,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
@@ -601,5 +605,50 @@ func TestTracingBackgroundRefresh(t *testing.T) {
 	}
 	if refresh.attrs["upstream.status_code"] != "200" {
 		t.Errorf("refresh attributes %v", refresh.attrs)
+	}
+}
+
+// TestTracingDrainFlushes: spans of the requests served before a shutdown
+// reach the collector when Serve returns, without waiting for the batch
+// processor's next export.
+func TestTracingDrainFlushes(t *testing.T) {
+	rcv := newOTLPReceiver(t)
+	clk := clock.NewFake(testNow)
+	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	defer func() { up.Close(); upSrv.Close() }()
+	full := newKey(t)
+	cfg := baseConfig(upSrv.URL, full, "")
+	cfg.Tracing = tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: rcv.srv.URL, Ratio: 1}
+	gw, _ := buildGateway(t, clk, cfg)
+	defer gw.Close()
+	pub, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- gw.Serve(ctx, proxy.Listeners{Public: pub}) }()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+pub.Addr().String()+"/api4/public/topics/list/v1", nil)
+	req.Header.Set("Authorization", "Bearer "+full)
+	client := &http.Client{Transport: &http.Transport{}}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if _, ok := findSpan(rcv.all(), func(s span) bool {
+		return s.attrs["trendgate.request_id"] == resp.Header.Get("X-Request-Id")
+	}); !ok {
+		t.Fatalf("after the drain the collector has %d spans, not the request's", len(rcv.all()))
 	}
 }
