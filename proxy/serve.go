@@ -121,7 +121,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		if background && g.tracer != nil {
 			var sp trace.Span
 			ctx, sp = g.startFetchSpan(ctx, true, reason)
-			defer func() { endFetchSpan(sp, e, err) }()
+			defer func() { err = endFetchSpan(sp, e, err) }()
 		}
 		if e := g.fromWider(ctx, req, rt, false); e != nil {
 			return e, nil
@@ -148,7 +148,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 				}
 			},
 		})
-		endFetchSpan(sp, e, err)
+		err = endFetchSpan(sp, e, err)
 		if !background {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)

@@ -113,11 +113,21 @@ func traceLookup(sp trace.Span, res cache.Result, err error) {
 	if err != nil {
 		sp.SetStatus(codes.Error, err.Error())
 	}
-	if !res.Coalesced || res.Entry == nil {
+	if !res.Coalesced {
 		return
 	}
-	if v, ok := res.Entry.Memo(fetchSpanMemo{}); ok {
-		sp.AddLink(trace.Link{SpanContext: v.(trace.SpanContext),
+	var leader trace.SpanContext
+	fe := (*fetchError)(nil)
+	switch {
+	case errors.As(err, &fe), errors.As(res.Err, &fe): // the fetch failed (stale served, or nothing)
+		leader = fe.span
+	case res.Entry != nil:
+		if v, ok := res.Entry.Memo(fetchSpanMemo{}); ok {
+			leader = v.(trace.SpanContext)
+		}
+	}
+	if leader.IsValid() {
+		sp.AddLink(trace.Link{SpanContext: leader,
 			Attributes: []attribute.KeyValue{attribute.String("trendgate.link", "leader_fetch")}})
 	}
 }
@@ -146,20 +156,33 @@ func (g *Gateway) startFetchSpan(ctx context.Context, background bool, reason st
 	return g.tracer.Start(ctx, "fetch", attrs)
 }
 
-// endFetchSpan ends a fetch span, keeping its context on the fetched entry
-// for coalesced followers.
-func endFetchSpan(sp trace.Span, e *cache.Entry, err error) {
+// endFetchSpan ends a fetch span and returns err: coalesced followers
+// receive what the fetch returned, so its span's context goes with it, on
+// the fetched entry's memo or wrapped around the error (fetchError).
+func endFetchSpan(sp trace.Span, e *cache.Entry, err error) error {
 	if !sp.IsRecording() {
-		return
+		return err
 	}
 	if err != nil {
 		sp.SetStatus(codes.Error, err.Error())
+		err = &fetchError{err: err, span: sp.SpanContext()}
 	} else if e != nil {
 		sp.SetAttributes(attribute.Int("upstream.body_bytes", len(e.Body)), attribute.Bool("trendgate.derived", e.Derived))
 		e.StoreMemo(fetchSpanMemo{}, sp.SpanContext(), fetchSpanMemoBytes)
 	}
 	sp.End()
+	return err
 }
+
+// fetchError is the error of a traced fetch, with the fetch's span; it
+// unwraps to the error itself, so its mapping to a response is unchanged.
+type fetchError struct {
+	err  error
+	span trace.SpanContext
+}
+
+func (e *fetchError) Error() string { return e.err.Error() }
+func (e *fetchError) Unwrap() error { return e.err }
 
 // traceIDs returns in's trace and span ids for the access log and the
 // exemplars when its trace is sampled, else "".

@@ -410,69 +410,92 @@ func TestTracingSpanTrees(t *testing.T) {
 }
 
 // TestTracingCoalescedFollower: a request that waited for another's fetch
-// starts no fetch span; its cache lookup links to the leader's.
+// starts no fetch span; its cache lookup links to the leader's, whether
+// the fetch brought an answer or failed.
 func TestTracingCoalescedFollower(t *testing.T) {
-	h := newTracingHarness(t, nil)
-	for attempt, topic := range h.up.Topics()[:5] {
-		path := "/api4/public/topic/" + url.PathEscape(topic) + "/whatsup/v1"
-		h.gate.hold()
-		type answer struct {
-			status    int
-			cs, reqID string
-		}
-		answers := make(chan answer, 3)
-		send := func() {
-			resp, _ := h.get(path, h.full)
-			answers <- answer{resp.StatusCode, resp.Header.Get("Cache-Status"), resp.Header.Get("X-Request-Id")}
-		}
-		go send()
-		if !waitFor(func() bool { return h.gate.arrived.Load() == 1 }) {
-			t.Fatal("the leader's fetch did not reach the upstream")
-		}
-		decisions := metric(t, h.gw.Registry(), "trendgate_limits_decisions_total")
-		go send()
-		go send()
-		// Both followers admitted: they are on their way into the cache.
-		waitFor(func() bool { return metric(t, h.gw.Registry(), "trendgate_limits_decisions_total") >= decisions+2 })
-		h.gate.open()
-		var got []answer
-		for range 3 {
-			got = append(got, <-answers)
-		}
-		var leader, followers []answer
-		for _, a := range got {
-			if a.status != http.StatusOK {
-				t.Fatalf("status %d", a.status)
+	for _, tc := range []struct {
+		name   string
+		fault  demo.Fault
+		status int
+	}{
+		{"answer", demo.FaultNone, http.StatusOK},
+		{"failed fetch", demo.FaultServerError, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTracingHarness(t, func(c *config.Config) { c.Upstream.Breaker.Failures = 100 })
+			h.up.SetFault(tc.fault)
+			for attempt, topic := range h.up.Topics()[:5] {
+				if coalesced(t, h, "/api4/public/topic/"+url.PathEscape(topic)+"/whatsup/v1", tc.status) {
+					return
+				}
+				t.Logf("attempt %d: no follower joined in time, again", attempt)
 			}
-			switch a.cs {
-			case csMiss:
-				leader = append(leader, a)
-			case csCollapsed:
-				followers = append(followers, a)
-			}
-		}
-		if len(leader) != 1 || len(followers) == 0 {
-			t.Logf("attempt %d: Cache-Status %v; no follower joined in time, again", attempt, got)
-			continue
-		}
-		lroot, ltrace := h.request(leader[0].reqID)
-		fetch := child(t, ltrace, "fetch")
-		for _, f := range followers {
-			root, trace := h.request(f.reqID)
-			if root.traceID == lroot.traceID {
-				t.Fatalf("the follower joined the leader's trace")
-			}
-			if got, want := tree(trace, root), "SERVER(auth cache lookup limits admit)"; got != want {
-				t.Errorf("follower tree:\n got %s\nwant %s", got, want)
-			}
-			lookup := child(t, trace, "cache lookup")
-			if !slices.Contains(lookup.links, spanLink{fetch.traceID, fetch.spanID}) {
-				t.Errorf("follower's cache lookup links %v; want the leader's fetch %s/%s", lookup.links, fetch.traceID, fetch.spanID)
-			}
-		}
-		return
+			t.Fatal("no coalesced follower in 5 attempts")
+		})
 	}
-	t.Fatal("no coalesced follower in 5 attempts")
+}
+
+// coalesced sends three concurrent requests for path while the upstream
+// holds the first fetch, and checks the traces of those that waited for
+// it; false when none did (they came too late: try again).
+func coalesced(t *testing.T, h *tracingHarness, path string, status int) bool {
+	t.Helper()
+	h.gate.hold()
+	type answer struct {
+		status    int
+		cs, reqID string
+	}
+	answers := make(chan answer, 3)
+	send := func() {
+		resp, _ := h.get(path, h.full)
+		answers <- answer{resp.StatusCode, resp.Header.Get("Cache-Status"), resp.Header.Get("X-Request-Id")}
+	}
+	go send()
+	if !waitFor(func() bool { return h.gate.arrived.Load() == 1 }) {
+		t.Fatal("the leader's fetch did not reach the upstream")
+	}
+	decisions := metric(t, h.gw.Registry(), "trendgate_limits_decisions_total")
+	go send()
+	go send()
+	// Both followers admitted: they are on their way into the cache.
+	waitFor(func() bool { return metric(t, h.gw.Registry(), "trendgate_limits_decisions_total") >= decisions+2 })
+	h.gate.open()
+	var fetches []span
+	var waiters []answer
+	for range 3 {
+		a := <-answers
+		if a.status != status {
+			t.Fatalf("status %d; want %d", a.status, status)
+		}
+		_, trace := h.request(a.reqID)
+		if f, ok := findSpan(trace, func(s span) bool { return s.name == "fetch" }); ok {
+			fetches = append(fetches, f)
+		} else {
+			waiters = append(waiters, a)
+		}
+	}
+	if len(waiters) == 0 {
+		return false
+	}
+	for _, w := range waiters {
+		if status == http.StatusOK && w.cs != csCollapsed {
+			t.Errorf("a request without a fetch span has Cache-Status %q; want %q", w.cs, csCollapsed)
+		}
+		root, trace := h.request(w.reqID)
+		if got, want := tree(trace, root), "SERVER(auth cache lookup limits admit)"; got != want {
+			t.Errorf("follower tree:\n got %s\nwant %s", got, want)
+		}
+		lookup := child(t, trace, "cache lookup")
+		if len(lookup.links) != 1 || !slices.ContainsFunc(fetches, func(f span) bool { return lookup.links[0] == spanLink{f.traceID, f.spanID} }) {
+			t.Errorf("follower's cache lookup links %v; want one leader's fetch of %v", lookup.links, fetches)
+		}
+		for _, f := range fetches {
+			if f.traceID == root.traceID {
+				t.Errorf("the follower joined the leader's trace")
+			}
+		}
+	}
+	return true
 }
 
 // TestTracingBudgetRefusal: a fetch the outbound budget refuses shows the
