@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
+	"trendgate/tracing"
 	"trendgate/upstream"
 )
 
@@ -77,6 +78,7 @@ func Default() *Config {
 		Upstream: upstream.DefaultConfig(),
 		Cache:    cache.DefaultConfig(),
 		Limits:   limits.DefaultConfig(),
+		Tracing:  tracing.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,

@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 	p.addSection("upstream.", c.Upstream.Validate())
 	p.addSection("cache.", c.Cache.Validate())
 	p.addSection("limits.", c.Limits.Validate())
+	p.addSection("tracing.", c.Tracing.Validate())
 	if len(p) == 0 {
 		return nil
 	}

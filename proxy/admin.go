@@ -25,7 +25,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	return admin.New(admin.Options{
 		Token:     func() string { return g.Config().Admin.Token },
 		Ready:     func() (bool, string) { return g.ready(sec) },
-		Metrics:   promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{}),
+		Metrics:   promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
 		Purger:    g,
 		NewID:     ids.next,
 		Usage:     g,

@@ -17,6 +17,8 @@ import (
 	"trendgate/demo"
 	"trendgate/internal/clock"
 	"trendgate/proxy"
+	"trendgate/tracing"
+	"trendgate/upstream"
 )
 
 // discardWriter is a minimal ResponseWriter that keeps nothing, so the
@@ -37,13 +39,32 @@ func (w *discardWriter) Write(b []byte) (int, error) {
 // BenchmarkHit measures one cache hit through the whole handler chain
 // (request id, parse, auth, limits, cache, projection memo, headers) with
 // the access log off.
-func BenchmarkHit(b *testing.B) { benchmarkHit(b, false) }
+func BenchmarkHit(b *testing.B) { benchmarkHit(b, false, nil) }
 
 // BenchmarkHitAccessLog is BenchmarkHit with the JSON access log on,
 // encoded and written to a discarding sink.
-func BenchmarkHitAccessLog(b *testing.B) { benchmarkHit(b, true) }
+func BenchmarkHitAccessLog(b *testing.B) { benchmarkHit(b, true, nil) }
 
-func benchmarkHit(b *testing.B, accessLog bool) {
+// BenchmarkHitTracing is BenchmarkHit with tracing on, exporting over
+// OTLP/HTTP to a loopback receiver that discards what it gets, at
+// ratio 1 (every request traced: SERVER, auth, limits admit and cache
+// lookup spans) and ratio 0.01. The batch span processor drops spans its
+// queue cannot hold, so at high rates ratio 1 measures making spans more
+// than exporting all of them.
+func BenchmarkHitTracing(b *testing.B) {
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer rcv.Close()
+	for _, ratio := range []float64{1, 0.01} {
+		b.Run(fmt.Sprintf("ratio=%v", ratio), func(b *testing.B) {
+			benchmarkHit(b, false, &tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: rcv.URL, Ratio: ratio})
+		})
+	}
+}
+
+func benchmarkHit(b *testing.B, accessLog bool, tc *tracing.Config) {
 	up, err := demo.New(demo.Options{Clock: clock.NewFake(testNow)})
 	if err != nil {
 		b.Fatal(err)
@@ -53,7 +74,13 @@ func benchmarkHit(b *testing.B, accessLog bool) {
 	full, limited := newKey(b), newKey(b)
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = upSrv.URL
+	// The demo's reading of window bounds, stated: a cut needs it known
+	// (the series-range case was forwarded, and failed, without it).
+	cfg.Upstream.WindowReading = upstream.WindowReading{Start: "floor", End: "inclusive"}
 	cfg.Log.Access = &accessLog
+	if tc != nil {
+		cfg.Tracing = *tc
+	}
 	for name, p := range cfg.Plans { // never the limit under test here
 		p.PerSecond, p.Burst, p.Daily, p.Monthly = 1e9, 1e9, 0, 0
 		cfg.Plans[name] = p

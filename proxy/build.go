@@ -46,6 +46,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	g.inflight = inflight.New(inflightBytes(cfg))
 	g.metrics.watchInflight(g.reg, g.inflight)
 	upOpts := []upstream.Option{upstream.WithInflight(g.inflight)}
+	if g.tracing != nil {
+		upOpts = append(upOpts, upstream.WithTracing(g.tracing.TracerProvider()))
+	}
 	if opts.UpstreamTransport != nil {
 		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
 	}

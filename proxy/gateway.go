@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
@@ -20,12 +21,14 @@ import (
 	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/breaker"
+	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/cors"
 	"trendgate/internal/inflight"
 	"trendgate/limits"
 	"trendgate/projection"
 	"trendgate/series"
+	"trendgate/tracing"
 	"trendgate/upstream"
 )
 
@@ -125,6 +128,10 @@ type Gateway struct {
 	// before any.
 	lastReload atomic.Pointer[admin.ReloadStatus]
 	handler    http.Handler
+	// tracing exports spans; tracer makes them. Both nil with tracing
+	// off, which is all the hot path checks (see trace.go).
+	tracing *tracing.Provider
+	tracer  trace.Tracer
 }
 
 // runtime is one immutable snapshot of everything a reload swaps: keys,
@@ -184,6 +191,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.rt.Store(g.withUsage(rt))
 	g.boot = cfg
 
+	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.tracer = g.tracing.Tracer("trendgate/proxy")
 	if err := g.build(cfg, opts); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -242,8 +253,11 @@ func compile(cfg *config.Config) (*runtime, error) {
 	return rt, nil
 }
 
+// tracingFlushTimeout bounds the export of the last spans by Close.
+const tracingFlushTimeout = 5 * time.Second
+
 // Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
-// CORS origins and the admin token atomically. Counters and cached entries survive; a
+// CORS origins, the admin token and the tracing sampler's ratio atomically. Counters and cached entries survive; a
 // removed key stops working with the next request. A config that does not
 // validate is refused and the old one keeps serving. Other settings
 // (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
@@ -266,6 +280,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
 	old := g.rt.Swap(g.withUsage(rt))
+	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
 	pending := g.reportReload(old.cfg, cfg)
 	at := g.clk.Now().UTC()
@@ -289,6 +304,10 @@ func (g *Gateway) refuseReload(err error) error {
 	return err
 }
 
+// FlushTraces exports every span ended so far, bounded by ctx; it does
+// nothing with tracing off. Serve calls it while draining.
+func (g *Gateway) FlushTraces(ctx context.Context) error { return g.tracing.ForceFlush(ctx) }
+
 // Config returns the configuration currently in force.
 func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
 
@@ -311,6 +330,12 @@ func (g *Gateway) Close() error {
 		if err := g.closers[i](); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Last, so that the spans of the fills just stopped are exported.
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+	defer cancel()
+	if err := g.tracing.Shutdown(ctx); err != nil {
+		g.log.Warn("tracing: spans not exported at shutdown", zap.Error(err))
 	}
 	return errors.Join(errs...)
 }

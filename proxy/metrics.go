@@ -118,13 +118,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // statusLabels avoids formatting the common statuses on every request.
 var statusLabels = map[int]string{200: "200", 304: "304", 400: "400", 401: "401", 403: "403", 404: "404", 405: "405", 429: "429", 500: "500", 502: "502", 503: "503", 504: "504"}
 
-func (m *metrics) observe(route string, status int, plan string, d time.Duration) {
+// observe counts one request and its duration; traceID, when not "",
+// becomes the duration's exemplar (shown by /metrics in the OpenMetrics
+// format).
+func (m *metrics) observe(route string, status int, plan string, d time.Duration, traceID string) {
 	s, ok := statusLabels[status]
 	if !ok {
 		s = strconv.Itoa(status)
 	}
 	m.requests.WithLabelValues(route, s, plan).Inc()
-	m.duration.WithLabelValues(route).Observe(d.Seconds())
+	h := m.duration.WithLabelValues(route)
+	if traceID != "" {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
+	h.Observe(d.Seconds())
 }
 
 // countUpstreamByKey records the result of a cold fetch caused by keyID.

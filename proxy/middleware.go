@@ -93,7 +93,12 @@ func isAPIPath(p string) bool {
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
+		_, sp := g.startSpan(r.Context(), in, "auth")
 		p, err := g.principal(r)
+		if in.traced {
+			traceAuth(sp, p, err)
+		}
+		sp.End()
 		if err != nil {
 			g.fail(w, r, err)
 			return
@@ -228,7 +233,12 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			g.fail(w, r, costError(in.req.Endpoint, in.cost, limit, most))
 			return
 		}
-		d, err := g.limiter.Admit(r.Context(), in.keyID, in.policy, in.cost)
+		actx, sp := g.startSpan(r.Context(), in, "limits admit")
+		d, err := g.limiter.Admit(actx, in.keyID, in.policy, in.cost)
+		if in.traced {
+			traceAdmit(sp, d, err)
+		}
+		sp.End()
 		if err != nil {
 			g.fail(w, r, err)
 			return

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -49,6 +50,11 @@ type info struct {
 	// upstreamReason is why this request's own fetch called the upstream
 	// (reasonMiss, reasonWiden, ...); nil when it did not.
 	upstreamReason atomic.Pointer[string]
+	// span is the request's SERVER span, nil with tracing off; traced
+	// says it records (its trace is sampled), and only then are child
+	// spans made (see trace.go).
+	span   trace.Span
+	traced bool
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
@@ -200,7 +206,11 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 			}
 			g.finish(r, sw, in)
 		}()
-		next.ServeHTTP(sw, r.WithContext(contextWithInfo(r.Context(), in)))
+		ctx := contextWithInfo(r.Context(), in)
+		if g.tracer != nil {
+			ctx = g.startRequestSpan(ctx, r, in)
+		}
+		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
 }
 
@@ -219,11 +229,16 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 	if in.plan != nil {
 		planName = in.plan.name
 	}
-	g.metrics.observe(route, status, planName, elapsed)
+	var traceID, spanID string
+	if in.span != nil {
+		traceID, spanID = traceIDs(in)
+		endRequestSpan(in, r.Method, route, planName, status)
+	}
+	g.metrics.observe(route, status, planName, elapsed, traceID)
 	g.record(in, status, elapsed)
 
 	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
-		var buf [18]zap.Field // the most one line has (series with start/end, code, client id)
+		var buf [20]zap.Field // the most one line has (series with start/end, code, client id, trace)
 		f := append(buf[:0],
 			zap.String("request_id", in.id),
 			zap.String("method", r.Method),
@@ -252,6 +267,9 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 		}
 		if in.clientID != "" {
 			f = append(f, zap.String("client_request_id", in.clientID))
+		}
+		if traceID != "" {
+			f = append(f, zap.String("trace_id", traceID), zap.String("span_id", spanID))
 		}
 		ce.Write(f...)
 	}

@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/series"
@@ -80,9 +83,17 @@ func (g *Gateway) reading(ctx context.Context, req api.Request, rt *runtime) ser
 // then current bucket, has gone stale. With stale, a stale cut will do too:
 // the caller could not get the upstream's answer, and a stale answer beats
 // none (stale-if-error, for windows never asked before).
-func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) *cache.Entry {
+func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) (e *cache.Entry) {
 	if !series.Derivable(req) {
 		return nil
+	}
+	if g.tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
+		var sp trace.Span
+		ctx, sp = g.tracer.Start(ctx, "range cut", trace.WithAttributes(attribute.Bool("trendgate.stale_allowed", stale)))
+		defer func() {
+			sp.SetAttributes(attribute.Bool("trendgate.cut", e != nil))
+			sp.End()
+		}()
 	}
 	now := g.clk.Now()
 	reading := g.reading(ctx, req, rt)

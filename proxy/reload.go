@@ -17,7 +17,7 @@ import (
 var liveSettings = []string{
 	"plans", "keys", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token",
 	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
-	"cache.fetch_timeout", "cache.ttl",
+	"cache.fetch_timeout", "cache.ttl", "tracing.ratio",
 }
 
 // needsRestart reports whether a change of the setting at path takes

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/limits"
@@ -32,7 +34,12 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
-	res, err := g.cache.Get(ctx, req.Key(), g.fetcher(in, in.rt))
+	cctx, sp := g.startSpan(ctx, in, "cache lookup")
+	res, err := g.cache.Get(cctx, req.Key(), g.fetcher(in, in.rt))
+	if in.traced {
+		traceLookup(sp, res, err)
+	}
+	sp.End()
 	now := in.start
 	if res.Outcome == cache.Miss {
 		now = g.clk.Now()
@@ -109,13 +116,22 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 // share of the upstream budget; a background refresh on nobody's.
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
-	return func(ctx context.Context, background bool) (*cache.Entry, error) {
+	return func(ctx context.Context, background bool) (e *cache.Entry, err error) {
+		reason := cache.ReasonFrom(ctx).String()
+		if background && g.tracer != nil {
+			var sp trace.Span
+			ctx, sp = g.startFetchSpan(ctx, true, reason)
+			defer func() { err = endFetchSpan(sp, e, err) }()
+		}
 		if e := g.fromWider(ctx, req, rt, false); e != nil {
 			return e, nil
 		}
 		start := g.clk.Now()
-		reason := cache.ReasonFrom(ctx).String()
-		e, err := g.fetch(ctx, in, req, rt, start, upstream.Request{
+		fctx, sp := ctx, noSpan
+		if !background && g.tracer != nil {
+			fctx, sp = g.startFetchSpan(ctx, false, reason)
+		}
+		e, err = g.fetch(fctx, in, req, rt, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
@@ -132,6 +148,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 				}
 			},
 		})
+		err = endFetchSpan(sp, e, err)
 		if !background {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)

@@ -214,6 +214,13 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
+	// The spans of the drained requests and stopped refreshes: a collector
+	// that is down loses them, and holds the shutdown 5 s at most.
+	fctx, fcancel := context.WithTimeout(sctx, tracingFlushTimeout)
+	if err := g.FlushTraces(fctx); err != nil {
+		g.log.Warn("tracing: spans not exported while draining", zap.Error(err))
+	}
+	fcancel()
 	g.saveSnapshot()
 	if err := sec.Close(); err != nil {
 		errs = append(errs, err)

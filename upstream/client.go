@@ -15,6 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"trendgate/api"
@@ -110,6 +115,16 @@ func WithTransport(rt http.RoundTripper) Option {
 	}
 }
 
+// WithTracing makes the client trace its calls with tp: each attempt is a
+// CLIENT span made by the instrumented transport (otelhttp), which sends
+// the upstream a W3C traceparent naming it; a wait for the outbound budget
+// is a span of its own; retries and the upstream's status and rate-limit
+// headers are recorded on the span in the caller's context (the gateway's
+// fetch span). Nil (the default) traces nothing and adds no work.
+func WithTracing(tp trace.TracerProvider) Option {
+	return func(c *Client) { c.tp = tp }
+}
+
 // WithInflight makes the client take the bytes of each 200 body it reads
 // and checks from b (see readOK), so that concurrent reads of large bodies
 // queue instead of all holding their buffers at once; nil (the default)
@@ -129,9 +144,12 @@ type Client struct {
 	metrics *Metrics
 	budget  Budget
 	breaker *breaker.Breaker
-	rt      http.RoundTripper
+	rt      http.RoundTripper // the transport; c.http may wrap it (tracing)
 	http    *http.Client
-	events  budgetEvents // logs the budget's changes of state
+	// tp and tracer trace the client's calls; nil when tracing is off.
+	tp     trace.TracerProvider
+	tracer trace.Tracer
+	events budgetEvents // logs the budget's changes of state
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
@@ -182,8 +200,16 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 	if c.rt == nil {
 		c.rt = newTransport(cfg)
 	}
+	var send http.RoundTripper = c.rt
+	if c.tp != nil {
+		c.tracer = c.tp.Tracer("trendgate/upstream")
+		send = otelhttp.NewTransport(c.rt,
+			otelhttp.WithTracerProvider(c.tp),
+			otelhttp.WithPropagators(propagation.TraceContext{}),
+			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " upstream" }))
+	}
 	c.http = &http.Client{
-		Transport: c.rt,
+		Transport: send,
 		// Redirects are never followed; a 3xx is a bad response.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -303,7 +329,7 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				break // out of time: report the connection error we had
 			}
 		}
-		v, err := c.budget.Take(ctx, Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background})
+		v, err := c.take(ctx, req, attempt)
 		if err != nil || !v.OK {
 			if attempt > 0 {
 				break
@@ -333,6 +359,10 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 		}
 		if attempt > 0 {
 			c.metrics.Retries.Inc()
+			if c.tracer != nil {
+				trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
+					attribute.Int("upstream.attempt", attempt+1), attribute.String("upstream.previous_error", errString(last.err))))
+			}
 		}
 		if req.Sent != nil {
 			req.Sent()
@@ -349,6 +379,38 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	}
 	c.breaker.Record(last.outcome, probe, last.err)
 	return last.resp, last.err
+}
+
+// take spends one call of the outbound budget for req's attempt (0 for
+// the first). With tracing on, the wait and its verdict are a span.
+func (c *Client) take(ctx context.Context, req Request, attempt int) (Verdict, error) {
+	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background}
+	if c.tracer == nil {
+		return c.budget.Take(ctx, claim)
+	}
+	ctx, span := c.tracer.Start(ctx, "upstream budget", trace.WithAttributes(
+		attribute.String("trendgate.tenant", req.Tenant), attribute.Bool("upstream.background", req.Background),
+		attribute.Int("upstream.attempt", attempt+1)))
+	defer span.End()
+	v, err := c.budget.Take(ctx, claim)
+	verdict := "granted"
+	if err != nil || !v.OK {
+		verdict = refusalReason(v, err)
+		span.SetStatus(codes.Error, verdict)
+		if v.RetryAfter > 0 {
+			span.SetAttributes(attribute.Float64("upstream.retry_after_seconds", v.RetryAfter.Seconds()))
+		}
+	}
+	span.SetAttributes(attribute.String("upstream.budget", verdict))
+	return v, err
+}
+
+// errString is err's text, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // noReplay is an empty request body that Go's transport cannot rewind,
@@ -423,6 +485,9 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		_, _ = io.Copy(io.Discard, io.LimitReader(hres.Body, 4<<10))
 		hres.Body.Close()
 	}()
+	if c.tracer != nil {
+		traceAnswer(ctx, hres)
+	}
 	// Record the upstream's counters even if the caller is gone.
 	c.budget.Observe(context.WithoutCancel(ctx), hres.Header, hres.StatusCode)
 	c.events.observed(c.clk.Now(), hres.Header, hres.StatusCode)
@@ -458,6 +523,35 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 			outcome: breaker.Neutral,
 		}
 	}
+}
+
+// rateHeaderAttrs are the upstream's rate-limit headers and the span
+// attributes they are recorded as.
+var rateHeaderAttrs = [...]struct {
+	header string
+	key    attribute.Key
+}{
+	{hdrMinuteRemaining, "upstream.rate_limit.minute_remaining"},
+	{hdrMinuteReset, "upstream.rate_limit.minute_reset"},
+	{hdrDayRemaining, "upstream.rate_limit.day_remaining"},
+	{hdrDayReset, "upstream.rate_limit.day_reset"},
+}
+
+// traceAnswer records the upstream's status and rate-limit headers on the
+// span in ctx (the caller's fetch span), when it records.
+func traceAnswer(ctx context.Context, hres *http.Response) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, 1+len(rateHeaderAttrs))
+	attrs = append(attrs, attribute.Int("upstream.status_code", hres.StatusCode))
+	for _, h := range rateHeaderAttrs {
+		if v, err := strconv.ParseInt(hres.Header.Get(h.header), 10, 64); err == nil {
+			attrs = append(attrs, h.key.Int64(v))
+		}
+	}
+	span.SetAttributes(attrs...)
 }
 
 // transportError maps an error from sending the request.

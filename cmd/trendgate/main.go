@@ -29,6 +29,7 @@ import (
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
 	"trendgate/proxy"
+	"trendgate/tracing"
 )
 
 const usage = `trendgate — a caching API gateway for the social-topic analytics API
@@ -160,6 +161,7 @@ func newLogger(level string, w io.Writer) (log *zap.Logger, stop func(), err err
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, lvl)
 	log = zap.New(core)
 	redislog.Install(redislog.New(log)) // go-redis's own lines become JSON too
+	tracing.LogErrors(log)              // and the OpenTelemetry SDK's (failed exports)
 	return log, func() { _ = ws.Stop() }, nil
 }
 
