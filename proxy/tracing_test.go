@@ -358,8 +358,15 @@ func TestTracingSpanTrees(t *testing.T) {
 	}
 
 	// A range cut from the cached week: no fetch span, a range cut span.
+	// First a forwarded window of another topic shows how the upstream
+	// reads an end on an hour boundary (a stated reading is used once an
+	// answer agrees).
 	now := h.clk.Now().Unix()
 	cur := now / 3600 * 3600
+	if resp, _ := h.get(fmt.Sprintf("/api4/public/topic/ethereum/time-series/v1?start=%d&end=%d", cur-10*3600, cur-3*3600), h.full); resp.StatusCode != http.StatusOK {
+		t.Fatalf("teaching the reading: %d", resp.StatusCode)
+	}
+	calls := len(h.up.Requests())
 	resp, _ = h.get(fmt.Sprintf("%s?start=%d&end=%d", week, cur-3*24*3600, cur-3600), h.full)
 	if resp.Header.Get("Cache-Status") != csRange {
 		t.Fatalf("range: %q", resp.Header.Get("Cache-Status"))
@@ -371,7 +378,7 @@ func TestTracingSpanTrees(t *testing.T) {
 	if cut := child(t, trace, "range cut"); cut.attrs["trendgate.cut"] != "true" {
 		t.Errorf("range cut span %v; want trendgate.cut true", cut.attrs)
 	}
-	if len(h.up.Requests()) != 1 {
+	if len(h.up.Requests()) != calls {
 		t.Errorf("the range cut called the upstream")
 	}
 
