@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"trendgate/api"
 	"trendgate/internal/breaker"
@@ -135,6 +136,15 @@ type Client struct {
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
+	// conns holds one of MaxConns slots per request in flight, taken
+	// before the transport is asked for a connection. Go's Transport
+	// queues a request that waits for a connection beyond
+	// MaxConnsPerHost and removes it, when its context ends, only from
+	// the front of the queue (golang/go#76784): every request abandoned
+	// behind one that still waits stayed queued, its whole context chain
+	// with it, until that one was served. Waiters on the semaphore leave
+	// as soon as their context ends, so the transport never queues.
+	conns *semaphore.Weighted
 }
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
@@ -164,6 +174,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		clk:     clk,
 		log:     log.Named("upstream"),
 		metrics: m,
+		conns:   semaphore.NewWeighted(int64(cfg.MaxConns)),
 	}
 	c.events.log = c.log.Named("budget")
 	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
@@ -411,6 +422,11 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}
 
 	start := c.clk.Now()
+	if err := c.conns.Acquire(ctx, 1); err != nil {
+		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
+		return c.transportError(ctx, parent, err)
+	}
+	defer c.conns.Release(1) // after the body is drained and closed (deferred below)
 	hres, err := c.http.Do(hreq)
 	defer func() {
 		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
