@@ -165,9 +165,9 @@ type flight struct {
 	err    error              // the error; read after done
 	cancel context.CancelFunc // cancels the fill (a drop)
 
-	waiters  int  // callers waiting on done; guarded by Cache.mu
-	detached bool // holds a detached slot; guarded by Cache.mu
-	over     bool // finished or dropped: no one joins or leaves any more; guarded by Cache.mu
+	waiters  atomic.Int32 // callers waiting on done; changed with Cache.mu held, read by Abandoned without
+	detached bool         // holds a detached slot; guarded by Cache.mu
+	over     bool         // finished or dropped: no one joins or leaves any more; guarded by Cache.mu
 }
 
 // New returns a Cache over store. cfg must be valid; a nil clk is the real
@@ -418,7 +418,7 @@ func (c *Cache) fill(ctx context.Context, key string, fetch Fetcher) (filled, bo
 		f.detached = false // waited on again
 		c.detached--
 	}
-	f.waiters++
+	f.waiters.Add(1)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -443,7 +443,7 @@ func (c *Cache) leave(key string, f *flight) {
 		c.mu.Unlock()
 		return
 	}
-	if f.waiters--; f.waiters > 0 {
+	if f.waiters.Add(-1) > 0 {
 		c.mu.Unlock()
 		return
 	}
@@ -462,12 +462,26 @@ func (c *Cache) leave(key string, f *flight) {
 	c.m.droppedAbandoned.Inc()
 }
 
+type flightKey struct{}
+
+// Abandoned reports whether the fill ctx belongs to has no caller waiting
+// on it any more (every one left: a client gone, a stale entry served
+// after StaleIfErrorWait), so that a Fetcher can tell, when its fetch
+// returns, that nobody is waiting for the answer it paid for. A background
+// refresh is waited on by nobody from the start. False for a ctx of no
+// fill.
+func Abandoned(ctx context.Context) bool {
+	f, ok := ctx.Value(flightKey{}).(*flight)
+	return ok && f.waiters.Load() == 0
+}
+
 // startLocked starts the fill of key on a context detached from ctx (its
 // values kept) and registers it; the caller holds mu and has checked
 // closed.
 func (c *Cache) startLocked(ctx context.Context, key string, fetch Fetcher, background bool) *flight {
-	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	f := &flight{done: make(chan struct{}), cancel: cancel}
+	f := &flight{done: make(chan struct{})}
+	fctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), flightKey{}, f))
+	f.cancel = cancel
 	c.flights[key] = f
 	c.wg.Add(1)
 	go func() { // owned by c: ends with the fill, which Close and a drop cancel

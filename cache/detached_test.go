@@ -16,13 +16,14 @@ type heldFetches struct {
 	h       *harness
 	release chan struct{}
 
-	mu        sync.Mutex // guards started and cancelled
+	mu        sync.Mutex // guards started, cancelled and abandoned
 	started   map[string]int
 	cancelled map[string]bool
+	abandoned map[string]bool // Abandoned(ctx) when the fetch was released
 }
 
 func newHeldFetches(h *harness) *heldFetches {
-	return &heldFetches{h: h, release: make(chan struct{}), started: map[string]int{}, cancelled: map[string]bool{}}
+	return &heldFetches{h: h, release: make(chan struct{}), started: map[string]int{}, cancelled: map[string]bool{}, abandoned: map[string]bool{}}
 }
 
 func (f *heldFetches) fetch(key string) Fetcher {
@@ -32,6 +33,9 @@ func (f *heldFetches) fetch(key string) Fetcher {
 		f.mu.Unlock()
 		select {
 		case <-f.release:
+			f.mu.Lock()
+			f.abandoned[key] = Abandoned(ctx)
+			f.mu.Unlock()
 			return entry(key, "bitcoin", f.h.clk.Now(), time.Hour, `{"k":"`+key+`"}`), nil
 		case <-ctx.Done():
 			f.mu.Lock()
@@ -46,6 +50,12 @@ func (f *heldFetches) count(key string) (started int, cancelled bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.started[key], f.cancelled[key]
+}
+
+func (f *heldFetches) wasAbandoned(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.abandoned[key]
 }
 
 // abandon starts a Get of key whose caller leaves once its fetch has
@@ -110,6 +120,11 @@ func TestAbandonedFillsBounded(t *testing.T) {
 		if got := h.c.DetachedFills(); got != 0 {
 			t.Errorf("detached fills once the upstream answered: got %d; want 0", got)
 		}
+		for i := range limit {
+			if key := fmt.Sprintf("k%d", i); !f.wasAbandoned(key) {
+				t.Errorf("Abandoned(ctx) in the detached fill of %s: false; want true (nobody waits for its answer)", key)
+			}
+		}
 		for i := range abandoned {
 			key := fmt.Sprintf("k%d", i)
 			res, err := h.c.Get(context.Background(), key, f.fetch(key))
@@ -157,6 +172,9 @@ func TestJoiningADetachedFillFreesItsSlot(t *testing.T) {
 		}
 		close(f.release)
 		r := <-res
+		if f.wasAbandoned("a") {
+			t.Errorf("Abandoned(ctx) in the fill a caller joined: true; want false")
+		}
 		if started, _ := f.count("a"); r.Outcome != Miss || !r.Coalesced || started != 1 {
 			t.Errorf("joining caller: %v coalesced %v, %d fetches of a; want a coalesced miss, 1 fetch", r.Outcome, r.Coalesced, started)
 		}
