@@ -671,9 +671,10 @@ func (c *Client) reportTokens() {
 // readBody reads r to its end. With a declared length (an identity body's
 // Content-Length; -1 when unknown) it reads into a buffer of exactly that
 // size: no garbage from regrowing, and a cached body costs what it holds.
-// Otherwise it grows as it reads and, when the buffer ended up more than
-// a quarter larger than the body, keeps a copy of just the body: the cache
-// charges an entry by capacity.
+// Otherwise it grows as it reads (io.ReadAll doubles, so up to half the
+// buffer is spare) and keeps a copy of just the body unless the buffer
+// happened to end full: the cache charges an entry by capacity, and a
+// body is held for as long as its entry.
 func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if declared > 0 {
 		body := make([]byte, declared)
@@ -686,7 +687,7 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cap(body)-len(body) > len(body)/4 {
+	if cap(body) != len(body) {
 		body = bytes.Clone(body)
 	}
 	return body, nil
