@@ -387,7 +387,8 @@ func (c *Cache) DetachedFills() int {
 	return c.detached
 }
 
-// Fills returns how many fills are running.
+// Fills returns how many fills are running and joinable (a dropped fill
+// still unwinding is not counted).
 func (c *Cache) Fills() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
