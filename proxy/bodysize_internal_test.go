@@ -82,9 +82,9 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 	week := "/api4/public/topic/" + esc(0) + "/time-series/v1"
 	get("/api4/public/topics/list/v1", full, true)
 	get("/api4/public/topic/"+esc(0)+"/whatsup/v1", limited, true)
-	get(week, full, false)                                                                                                                      // an upstream answer
-	get(week, limited, true)                                                                                                                    // its projection and gzip copies
-	get(fmt.Sprintf("%s?start=%d&end=%d", week, now-3*24*3600, now-2*24*3600), full, true)                                                      // cut from the week
+	get(week, full, false)                                                                                                                   // an upstream answer
+	get(week, limited, true)                                                                                                                 // its projection and gzip copies
+	get(fmt.Sprintf("%s?start=%d&end=%d", week, now-3*24*3600, now-2*24*3600), full, true)                                                   // cut from the week
 	get(fmt.Sprintf("/api4/public/topic/%s/time-series/v1?start=%d&end=%d", esc(1), now-7*24*3600, now), limited, true)                      // widened
 	get(fmt.Sprintf("/api4/public/topic/%s/time-series/v1?bucket=day&start=%d&end=%d", esc(2), now-40*24*3600, now-30*24*3600), full, false) // forwarded
 
