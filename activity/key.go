@@ -64,6 +64,21 @@ type Key struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the latest Record; 0: never
 	slots    [hourSlots][numEndpoints][numClasses]keyCell
 	upstream [hourSlots]tagged // upstream requests the key's cold misses caused, by hour
+	// abandoned counts the part of upstream made for requests whose client
+	// had gone (499) by the time the answer came, by hour.
+	abandoned [hourSlots]tagged
+}
+
+// UpstreamAbandoned counts n upstream requests (already counted by
+// UpstreamCall) made for a request of the key whose client left before
+// the answer came, at now: the request's quota was refunded, the calls
+// were paid for.
+func (k *Key) UpstreamAbandoned(now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	h := hourOf(now)
+	k.abandoned[h%hourSlots].add(h, uint64(n))
 }
 
 // UpstreamCall counts one upstream request (an attempt the budget paid
@@ -122,6 +137,9 @@ type KeyWindow struct {
 	// UpstreamCalls is how many upstream requests the key's cold misses
 	// caused (background refreshes are nobody's).
 	UpstreamCalls uint64
+	// UpstreamAbandoned is the part of UpstreamCalls made for requests
+	// whose client had gone before the answer came.
+	UpstreamAbandoned uint64
 	// Counts lists every endpoint and status class with requests, in
 	// endpoint then class order.
 	Counts []KeyCount
@@ -139,6 +157,7 @@ func (k *Key) Window(now time.Time) KeyWindow {
 	}
 	for back := uint64(0); back < hourSlots && back <= h; back++ {
 		w.UpstreamCalls += k.upstream[(h-back)%hourSlots].get(h - back)
+		w.UpstreamAbandoned += k.abandoned[(h-back)%hourSlots].get(h - back)
 	}
 	for _, ep := range api.Endpoints {
 		for c := StatusClass(0); c < numClasses; c++ {

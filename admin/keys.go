@@ -81,8 +81,11 @@ type UsageWindow struct {
 	Units    uint64    `json:"units"`
 	// UpstreamCalls is how many upstream requests the key's cold misses
 	// caused (its fair share of the upstream budget is spent on these).
-	UpstreamCalls uint64       `json:"upstream_calls"`
-	ByEndpoint    []UsageCount `json:"by_endpoint"`
+	UpstreamCalls uint64 `json:"upstream_calls"`
+	// UpstreamAbandoned is the part of UpstreamCalls made for requests
+	// whose client had gone (499, quota refunded) before the answer came.
+	UpstreamAbandoned uint64       `json:"upstream_calls_abandoned"`
+	ByEndpoint        []UsageCount `json:"by_endpoint"`
 }
 
 // UsageCount is the requests and charged units of one endpoint and status

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"golang.org/x/sync/singleflight"
 
 	"trendgate/internal/clock"
 )
@@ -99,6 +98,22 @@ func WithLease(l Lease, shared Store, wait time.Duration) Option {
 	}
 }
 
+// defaultDetachedFills is the bound on detached fills when neither
+// Config.MaxDetachedFills nor WithDetachedFills sets one: four times the
+// upstream's default max_conns.
+const defaultDetachedFills = 64
+
+// WithDetachedFills sets the bound on detached fills used while
+// Config.MaxDetachedFills is 0 (the gateway passes four times
+// upstream.max_conns); n <= 0 leaves the default, 64.
+func WithDetachedFills(n int) Option {
+	return func(c *Cache) {
+		if n > 0 {
+			c.detachedDefault = n
+		}
+	}
+}
+
 // Cache answers Gets from a Store with the gateway's freshness rules,
 // coalescing concurrent fetches of a key into one, serving stale entries
 // while refreshing them, and serving stale on fetch errors. Use New; the zero
@@ -109,7 +124,6 @@ type Cache struct {
 	clk   clock.Clock
 	log   *zap.Logger
 	m     *Metrics
-	group singleflight.Group
 
 	lease       Lease         // nil: no cross-instance coalescing
 	leaseShared Store         // where another instance's result appears
@@ -118,10 +132,42 @@ type Cache struct {
 	ctx    context.Context    // cancelled by Close; parent of every fetch's cancellation
 	cancel context.CancelFunc // cancels ctx
 
-	mu         sync.Mutex          // guards closed, refreshing and wg.Add
-	closed     bool                // no fill starts once set
-	refreshing map[string]struct{} // keys with a background refresh running
-	wg         sync.WaitGroup      // fills and refreshes in flight
+	detachedDefault int // the bound on detached fills while Config.MaxDetachedFills is 0
+
+	mu       sync.Mutex         // guards closed, flights, detached, the flights' waiter fields and wg.Add
+	closed   bool               // no fill starts once set
+	flights  map[string]*flight // the fill running for each key
+	detached int                // flights holding a detached slot (see flight.detached)
+	wg       sync.WaitGroup     // fills in flight
+}
+
+// flight is one coalesced fill of a key: every caller that asks for the
+// key while it runs waits on it instead of fetching. singleflight did this
+// before; the cache keeps its own so that it knows who still waits.
+//
+// Abandoned fills have a ceiling. The fill runs on a context detached from
+// its callers, so when every caller has left (a client gone: 499; a stale
+// entry served after stale_if_error_wait) it could run on until
+// fetch_timeout, waiting for an upstream connection, and a client that
+// opens and abandons requests for distinct keys would make the process
+// hold one fill per request. So a fill nobody waits for any more keeps
+// running only while it holds one of the process's detached slots
+// (Config.MaxDetachedFills): it still stores its answer, which the next
+// request for the key would otherwise pay the upstream for again (a client
+// whose timeout is shorter than the upstream's answer would never get
+// one). With every slot taken it is cancelled (dropped). A background
+// refresh, which nobody waits for from the start, takes a slot too, and is
+// not started without one; the next stale hit asks again. A caller that
+// joins a detached fill gives its slot back.
+type flight struct {
+	done   chan struct{}      // closed once val and err are set
+	val    filled             // the result; read after done
+	err    error              // the error; read after done
+	cancel context.CancelFunc // cancels the fill (a drop)
+
+	waiters  atomic.Int32 // callers waiting on done; changed with Cache.mu held, read by Abandoned without
+	detached bool         // holds a detached slot; guarded by Cache.mu
+	over     bool         // finished or dropped: no one joins or leaves any more; guarded by Cache.mu
 }
 
 // New returns a Cache over store. cfg must be valid; a nil clk is the real
@@ -145,18 +191,20 @@ func New(cfg Config, store Store, clk clock.Clock, log *zap.Logger, m *Metrics, 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
-		store:      store,
-		clk:        clk,
-		log:        log.Named("cache"),
-		m:          orNew(m),
-		ctx:        ctx,
-		cancel:     cancel,
-		refreshing: make(map[string]struct{}),
+		store:           store,
+		clk:             clk,
+		log:             log.Named("cache"),
+		m:               orNew(m),
+		ctx:             ctx,
+		cancel:          cancel,
+		flights:         make(map[string]*flight),
+		detachedDefault: defaultDetachedFills,
 	}
 	c.cfg.Store(&cfg)
 	for _, o := range opts {
 		o(c)
 	}
+	c.m.cache.Store(c)
 	return c, nil
 }
 
@@ -275,32 +323,50 @@ func (c *Cache) Close(ctx context.Context) error {
 	}
 }
 
-// refresh starts one background refresh of key unless one is running.
+// refresh starts one background refresh of key unless a fill of key is
+// running (it will store the entry). The refresh holds a detached slot;
+// with none free it is not started (the next stale hit asks again).
 func (c *Cache) refresh(ctx context.Context, key string, fetch Fetcher) {
 	c.mu.Lock()
-	if _, running := c.refreshing[key]; running || c.closed {
+	if _, running := c.flights[key]; running || c.closed {
 		c.mu.Unlock()
 		return
 	}
-	c.refreshing[key] = struct{}{}
-	c.wg.Add(1)
+	if c.detached >= c.detachedLimit() {
+		c.mu.Unlock()
+		c.m.droppedRefresh.Inc()
+		return
+	}
+	f := c.startLocked(withReason(ctx, ReasonRefresh), key, fetch, true)
+	f.detached = true
+	c.detached++
 	c.mu.Unlock()
 	c.m.refreshes.Inc()
-	detached := withReason(context.WithoutCancel(ctx), ReasonRefresh)
-	go func() { // owned by c: ends when the fill does, which Close cancels
-		defer c.wg.Done()
-		defer func() {
-			c.mu.Lock()
-			delete(c.refreshing, key)
-			c.mu.Unlock()
-		}()
-		ch := c.group.DoChan(key, func() (any, error) { return c.doFill(detached, key, fetch, true) })
-		if r := <-ch; r.Err != nil {
-			if ce := c.log.Check(zap.DebugLevel, "background refresh failed"); ce != nil {
-				ce.Write(zap.String("key", key), zap.Error(r.Err))
-			}
-		}
-	}()
+}
+
+// detachedLimit is the bound on detached fills in force. Call with mu held
+// or not: it reads the config only.
+func (c *Cache) detachedLimit() int {
+	if n := c.cfg.Load().MaxDetachedFills; n > 0 {
+		return n
+	}
+	return c.detachedDefault
+}
+
+// DetachedFills returns how many fills run with no caller waiting on them
+// (abandoned by their callers, or background refreshes).
+func (c *Cache) DetachedFills() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.detached
+}
+
+// Fills returns how many fills are running and joinable (a dropped fill
+// still unwinding is not counted).
+func (c *Cache) Fills() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.flights)
 }
 
 // filled is what one fill hands to every waiter: ristretto may drop the Set,
@@ -312,39 +378,118 @@ type filled struct {
 }
 
 // fill runs (or joins) the coalesced fill of key and waits for it or ctx.
+// A caller that leaves before the fill is done may leave it detached or
+// dropped (see flight).
 func (c *Cache) fill(ctx context.Context, key string, fetch Fetcher) (filled, bool, error) {
-	leader := false
-	detached := context.WithoutCancel(ctx)
-	ch := c.group.DoChan(key, func() (any, error) {
-		leader = true // read only after the result is received
-		return c.doFill(detached, key, fetch, false)
-	})
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return filled{}, false, ErrClosed
+	}
+	f, leader := c.flights[key], false
+	if f == nil {
+		f, leader = c.startLocked(ctx, key, fetch, false), true
+	} else if f.detached {
+		f.detached = false // waited on again
+		c.detached--
+	}
+	f.waiters.Add(1)
+	c.mu.Unlock()
 	select {
-	case r := <-ch:
+	case <-f.done:
 		if !leader {
 			c.m.coalesced.Inc()
 		}
-		if r.Err != nil {
-			return filled{}, !leader, r.Err
+		if f.err != nil {
+			return filled{}, !leader, f.err
 		}
-		return r.Val.(filled), !leader, nil
+		return f.val, !leader, nil
 	case <-ctx.Done():
+		c.leave(key, f)
 		return filled{}, false, ctx.Err()
 	}
 }
 
-// doFill is the body of one coalesced fill. It runs on a context detached
-// from the caller, with FetchTimeout, cancelled by Close.
-func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, background bool) (filled, error) {
+// leave ends one caller's wait on f. The last caller to leave a fill still
+// running detaches it, holding a slot, or drops it when no slot is free.
+func (c *Cache) leave(key string, f *flight) {
 	c.mu.Lock()
-	if c.closed {
+	if f.over {
 		c.mu.Unlock()
-		return filled{}, ErrClosed
+		return
 	}
-	c.wg.Add(1)
+	if f.waiters.Add(-1) > 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.detached < c.detachedLimit() {
+		f.detached = true
+		c.detached++
+		c.mu.Unlock()
+		return
+	}
+	f.over = true
+	if c.flights[key] == f {
+		delete(c.flights, key) // the next caller starts afresh
+	}
 	c.mu.Unlock()
-	defer c.wg.Done()
+	f.cancel()
+	c.m.droppedAbandoned.Inc()
+}
 
+type flightKey struct{}
+
+// Abandoned reports whether the fill ctx belongs to has no caller waiting
+// on it any more (every one left: a client gone, a stale entry served
+// after StaleIfErrorWait), so that a Fetcher can tell, when its fetch
+// returns, that nobody is waiting for the answer it paid for. A background
+// refresh is waited on by nobody from the start. False for a ctx of no
+// fill.
+func Abandoned(ctx context.Context) bool {
+	f, ok := ctx.Value(flightKey{}).(*flight)
+	return ok && f.waiters.Load() == 0
+}
+
+// startLocked starts the fill of key on a context detached from ctx (its
+// values kept) and registers it; the caller holds mu and has checked
+// closed.
+func (c *Cache) startLocked(ctx context.Context, key string, fetch Fetcher, background bool) *flight {
+	f := &flight{done: make(chan struct{})}
+	fctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), flightKey{}, f))
+	f.cancel = cancel
+	c.flights[key] = f
+	c.wg.Add(1)
+	go func() { // owned by c: ends with the fill, which Close and a drop cancel
+		defer c.wg.Done()
+		val, err := c.doFill(fctx, key, fetch, background)
+		cancel()
+		if err != nil && background {
+			if ce := c.log.Check(zap.DebugLevel, "background refresh failed"); ce != nil {
+				ce.Write(zap.String("key", key), zap.Error(err))
+			}
+		}
+		f.val, f.err = val, err
+		c.mu.Lock()
+		if !f.over {
+			f.over = true
+			if c.flights[key] == f {
+				delete(c.flights, key)
+			}
+		}
+		if f.detached {
+			f.detached = false
+			c.detached--
+		}
+		c.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// doFill is the body of one coalesced fill. It runs on a context detached
+// from the caller (cancelled when the fill is dropped), with FetchTimeout,
+// cancelled by Close.
+func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, background bool) (filled, error) {
 	ctx, cancel := context.WithTimeout(parent, c.cfg.Load().FetchTimeout)
 	defer cancel()
 	stop := context.AfterFunc(c.ctx, cancel)
@@ -373,7 +518,9 @@ func (c *Cache) doFill(parent context.Context, key string, fetch Fetcher, backgr
 		err = c.check(e, key)
 	}
 	if err != nil {
-		c.m.fetchErrors.Inc()
+		if parent.Err() == nil { // a dropped fill did not fail
+			c.m.fetchErrors.Inc()
+		}
 		return filled{}, err
 	}
 	if a, ok := c.store.(Admitter); ok && !a.Admits(e) {

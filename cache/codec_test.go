@@ -3,6 +3,7 @@ package cache
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -87,4 +88,28 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("re-decoded %+v; want %+v", again, e)
 		}
 	})
+}
+
+// TestDecodedBodiesSizedToContent (issue 31): an entry read from the
+// Redis tier or a snapshot is decoded from a buffer holding the whole
+// record; its body is a copy of just the body, so the local tier's charge
+// (by capacity) is what it holds, and the record's buffer is not kept
+// alive by it.
+func TestDecodedBodiesSizedToContent(t *testing.T) {
+	for _, n := range []int{0, 17, 4000, 61_000, 1 << 20} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			e := &Entry{Key: key, Topic: "bitcoin", Status: 200, Body: bytes.Repeat([]byte("x"), n), Fetched: t0, FreshUntil: t0.Add(time.Minute)}
+			rec := encodeEntry(e)
+			got, err := decodeEntry(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := cap(append([]byte(nil), e.Body...)); cap(got.Body) > want {
+				t.Errorf("decoded body of %d bytes has capacity %d; want at most %d (one allocation of its length)", len(got.Body), cap(got.Body), want)
+			}
+			if n > 0 && &got.Body[0] == &rec[len(rec)-n] {
+				t.Errorf("the decoded body shares the record's buffer")
+			}
+		})
+	}
 }

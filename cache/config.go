@@ -25,6 +25,13 @@ type Config struct {
 	// FetchTimeout bounds one coalesced fetch, detached from any client
 	// (default 20s).
 	FetchTimeout time.Duration `yaml:"fetch_timeout"`
+	// MaxDetachedFills bounds the fills that run with no caller waiting on
+	// them, process-wide: fills every caller of which left (a client gone,
+	// a stale entry served after StaleIfErrorWait) and background
+	// refreshes. Past it, an abandoned fill is cancelled and a refresh is
+	// not started (see the flight type). 0 (the default) means four times
+	// upstream.max_conns (64 with its default).
+	MaxDetachedFills int `yaml:"max_detached_fills"`
 	// TTL holds the freshness lifetimes per endpoint.
 	TTL TTLConfig `yaml:"ttl"`
 	// PersistPath is the file the local tier is saved to when the gateway

@@ -53,6 +53,9 @@ func (c Config) Validate() error {
 	if c.FetchTimeout <= 0 {
 		bad("fetch_timeout", "must be > 0")
 	}
+	if c.MaxDetachedFills < 0 {
+		bad("max_detached_fills", "must be >= 0 (0: four times upstream.max_conns)")
+	}
 	positive := []struct {
 		path string
 		d    time.Duration

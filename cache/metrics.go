@@ -23,12 +23,18 @@ type Metrics struct {
 	sharedError   prometheus.Counter
 	leaseShared   prometheus.Counter
 	leaseTimeout  prometheus.Counter
+	// droppedAbandoned and droppedRefresh count fills dropped for want of
+	// a detached slot: abandoned by every caller and cancelled, or
+	// background refreshes not started.
+	droppedAbandoned prometheus.Counter
+	droppedRefresh   prometheus.Counter
 
 	purgeReceived      prometheus.Counter // purges from other instances applied here
 	purgeResyncs       prometheus.Counter // local tier cleared: purges may have been missed
 	purgePublishErrors prometheus.Counter // purges other instances were not told of
 
 	local atomic.Pointer[Local] // the local tier the bytes/entries gauges read
+	cache atomic.Pointer[Cache] // the cache the fill gauges read
 }
 
 // NewMetrics creates the cache collectors and registers them with reg; with
@@ -72,6 +78,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.purgeReceived = purges.WithLabelValues("received")
 	m.purgeResyncs = purges.WithLabelValues("resync")
 	m.purgePublishErrors = purges.WithLabelValues("publish_error")
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "fills_dropped_total",
+		Help: "Fills dropped because every detached slot (cache.max_detached_fills) was taken, by reason: abandoned (every caller left; the fill was cancelled), refresh (a background refresh was not started).",
+	}, []string{"reason"})
+	m.droppedAbandoned = dropped.WithLabelValues("abandoned")
+	m.droppedRefresh = dropped.WithLabelValues("refresh")
+	fills := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "fills",
+		Help: "Coalesced fills running (each one upstream fetch at most).",
+	}, func() float64 {
+		if c := m.cache.Load(); c != nil {
+			return float64(c.Fills())
+		}
+		return 0
+	})
+	detached := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "trendgate", Subsystem: "cache", Name: "detached_fills",
+		Help: "Fills running with no caller waiting on them (abandoned, or background refreshes); at most cache.max_detached_fills.",
+	}, func() float64 {
+		if c := m.cache.Load(); c != nil {
+			return float64(c.DetachedFills())
+		}
+		return 0
+	})
 	bytes := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "trendgate", Subsystem: "cache", Name: "bytes",
 		Help: "Cost (bytes) held by the local tier: entries and the values derived from them (trendgate_cache_variant_bytes); at most cache.max_bytes.",
@@ -118,7 +148,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		return 0
 	})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{requests, shared, lease, purges, bytes, variants, pinned, limit, entries,
+		for _, c := range []prometheus.Collector{requests, shared, lease, purges, dropped, fills, detached, bytes, variants, pinned, limit, entries,
 			m.coalesced, m.fetchErrors, m.refreshes, m.evictions} {
 			_ = reg.Register(c) // a duplicate after reload keeps the first set
 		}

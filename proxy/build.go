@@ -41,7 +41,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	// Closed after the cache itself (see Close), which stops fills first.
 	g.closers = append(g.closers, func() error { store.Close(); return nil })
 	var cacheStore cache.Store = store
-	var cacheOpts []cache.Option
+	// Fills nobody waits for any more are bounded at a few times the
+	// upstream connections they queue for (cache.max_detached_fills).
+	cacheOpts := []cache.Option{cache.WithDetachedFills(detachedFillsPerConn * cfg.Upstream.MaxConns)}
 
 	g.inflight = inflight.New(inflightBytes(cfg))
 	g.metrics.watchInflight(g.reg, g.inflight)
@@ -85,6 +87,12 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	g.cache = c
 	return nil
 }
+
+// detachedFillsPerConn is how many detached fills (see cache.flight) each
+// upstream connection allows while cache.max_detached_fills is 0: enough
+// to keep every connection busy with fills whose callers left, a few times
+// over, and no more.
+const detachedFillsPerConn = 4
 
 // inflightBytes is the bound on bytes in flight outside the cache: upstream
 // bodies being read and checked, variants being derived. A quarter of

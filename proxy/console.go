@@ -129,6 +129,7 @@ func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]ad
 			w := k.Window(now)
 			ku.Last24h.Since, ku.Last24h.Requests, ku.Last24h.Units = w.Since, w.Requests, w.Units
 			ku.Last24h.UpstreamCalls = w.UpstreamCalls
+			ku.Last24h.UpstreamAbandoned = w.UpstreamAbandoned
 			for _, c := range w.Counts {
 				ku.Last24h.ByEndpoint = append(ku.Last24h.ByEndpoint, admin.UsageCount{
 					Endpoint: c.Endpoint.String(), Status: c.Class.String(), Requests: c.Requests, Units: c.Units,

@@ -51,7 +51,16 @@ type tlsGateway struct {
 // upstreamHold is a path whose upstream requests wait for release.
 type upstreamHold struct {
 	path    string
+	match   func(path string) bool // when set, holds the paths it matches instead
 	release chan struct{}
+}
+
+// holds reports whether h holds the upstream's requests for path.
+func (h *upstreamHold) holds(path string) bool {
+	if h.match != nil {
+		return h.match(path)
+	}
+	return path == h.path
 }
 
 // startTLSGateway starts a TLS gateway whose key never meets a rate limit
@@ -65,7 +74,7 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 	_, upSrv := startUpstream(t, clk, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
-			if h := held.Load(); h != nil && r.URL.Path == h.path {
+			if h := held.Load(); h != nil && h.holds(r.URL.Path) {
 				select {
 				case <-h.release:
 				case <-r.Context().Done():
@@ -101,7 +110,12 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 // hold makes the upstream hold every request for path until the returned
 // func is called (at the latest when the test ends).
 func (g *tlsGateway) hold(t *testing.T, path string) (release func()) {
-	h := &upstreamHold{path: path, release: make(chan struct{})}
+	return g.holdMatching(t, &upstreamHold{path: path})
+}
+
+// holdMatching is hold for every path h holds.
+func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()) {
+	h.release = make(chan struct{})
 	g.held.Store(h)
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.release) }) }

@@ -31,6 +31,12 @@ type metrics struct {
 	// rangeWidenMisses counts widened answers that did not cover the
 	// window they were fetched for.
 	rangeWidenMisses prometheus.Counter
+	// h2ResetGoaways counts connections of Go's HTTP/2 server told to go
+	// away past their reset budget (resetbudget.go).
+	h2ResetGoaways prometheus.Counter
+	// upAbandoned counts upstream calls whose requesting client had left
+	// before the answer came, by key id.
+	upAbandoned *prometheus.CounterVec
 }
 
 // watchInflight registers the gauges of the in-flight byte bound b.
@@ -102,6 +108,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_series_widen_uncovered_total",
 			Help: "Widened one-week answers whose rows did not cover the window they were fetched for (the upstream's clock or lag differs from the gateway's); the window was then fetched itself and widening paused for 10 minutes.",
 		}),
+		h2ResetGoaways: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_http2_reset_budget_goaways_total",
+			Help: "HTTP/2 connections served by Go's HTTP/2 server (server.fast_http2: false) sent GOAWAY because more of their streams ended before their response (reset by either side) than the budget allows (200, refilled at 50 a second).",
+		}),
+		upAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_upstream_calls_abandoned_by_key_total",
+			Help: "Upstream calls made for a request whose client had gone (499) before the answer came, by the key that caused them: quota is refunded for such requests, the upstream call is not.",
+		}, []string{"key_id"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trendgate_ready",
 			Help: "1 while the gateway reports ready.",
@@ -109,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.restart, m.ready,
-			m.upByKey, m.rangeFills, m.rangeWidened, m.rangeWidenMisses, buildinfo.Read().Collector(),
+			m.upByKey, m.upAbandoned, m.h2ResetGoaways, m.rangeFills, m.rangeWidened, m.rangeWidenMisses, buildinfo.Read().Collector(),
 			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	return m

@@ -114,6 +114,15 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 // from the canonical request only, turned into an entry with our
 // freshness. A cold fetch is claimed on behalf of in's key for the fair
 // share of the upstream budget; a background refresh on nobody's.
+//
+// A refunded request is not free: when every caller of the fill has left
+// by the time the fetch returns (cache.Abandoned: the clients were
+// answered 499 and their quota refunded, or were served a stale entry
+// after stale_if_error_wait), the upstream calls it made were paid for all
+// the same. They are counted for in's key, whose request started the fill
+// (trendgate_upstream_calls_abandoned_by_key_total and the key's usage);
+// the key's fair share counted them already, since a call is claimed for
+// the key before it is sent.
 func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
 	return func(ctx context.Context, background bool) (e *cache.Entry, err error) {
@@ -131,6 +140,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		if !background && g.tracer != nil {
 			fctx, sp = g.startFetchSpan(ctx, false, reason)
 		}
+		var sent int // calls made; Sent runs on this goroutine
 		e, err = g.fetch(fctx, in, req, rt, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
@@ -141,6 +151,7 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
 			Sent: func() {
+				sent++
 				now := g.clk.Now()
 				g.act.UpstreamCall(now, req.Topic)
 				if !background && usage != nil {
@@ -152,6 +163,12 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		if !background {
 			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
 			g.metrics.countUpstreamByKey(keyID, err)
+			if sent > 0 && cache.Abandoned(ctx) {
+				g.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
+				if usage != nil {
+					usage.UpstreamAbandoned(g.clk.Now(), sent)
+				}
+			}
 		}
 		if err != nil && ctx.Err() == nil {
 			// Every failure a stale entry answers, a stale cut answers.

@@ -117,7 +117,11 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	if sec != nil {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
 	}
-	public := g.newServer(handler, "public")
+	public := g.newServer(g.resetBudgetCheck(handler), "public")
+	// Go's HTTP/2 (fast_http2: false) keeps a reset budget per connection
+	// (resetbudget.go) and runs as many handlers per connection as the lane.
+	public.ConnContext = withResetBudget
+	public.HTTP2.MaxConcurrentStreams = h2MaxStreams
 	if sec != nil {
 		public.TLSConfig = sec.TLSConfig()
 	}

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+	"golang.org/x/sync/semaphore"
 
 	"trendgate/api"
 	"trendgate/internal/breaker"
@@ -153,6 +154,15 @@ type Client struct {
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
+	// conns holds one of MaxConns slots per request in flight, taken
+	// before the transport is asked for a connection. Go's Transport
+	// queues a request that waits for a connection beyond
+	// MaxConnsPerHost and removes it, when its context ends, only from
+	// the front of the queue (golang/go#76784): every request abandoned
+	// behind one that still waits stayed queued, its whole context chain
+	// with it, until that one was served. Waiters on the semaphore leave
+	// as soon as their context ends, so the transport never queues.
+	conns *semaphore.Weighted
 }
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
@@ -182,6 +192,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		clk:     clk,
 		log:     log.Named("upstream"),
 		metrics: m,
+		conns:   semaphore.NewWeighted(int64(cfg.MaxConns)),
 	}
 	c.events.log = c.log.Named("budget")
 	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
@@ -473,6 +484,11 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}
 
 	start := c.clk.Now()
+	if err := c.conns.Acquire(ctx, 1); err != nil {
+		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
+		return c.transportError(ctx, parent, err)
+	}
+	defer c.conns.Release(1) // after the body is drained and closed (deferred below)
 	hres, err := c.http.Do(hreq)
 	defer func() {
 		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
@@ -749,9 +765,10 @@ func (c *Client) reportTokens() {
 // readBody reads r to its end. With a declared length (an identity body's
 // Content-Length; -1 when unknown) it reads into a buffer of exactly that
 // size: no garbage from regrowing, and a cached body costs what it holds.
-// Otherwise it grows as it reads and, when the buffer ended up more than
-// a quarter larger than the body, keeps a copy of just the body: the cache
-// charges an entry by capacity.
+// Otherwise it grows as it reads (io.ReadAll doubles, so up to half the
+// buffer is spare) and keeps a copy of just the body unless the buffer
+// happened to end full: the cache charges an entry by capacity, and a
+// body is held for as long as its entry.
 func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if declared > 0 {
 		body := make([]byte, declared)
@@ -764,7 +781,7 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cap(body)-len(body) > len(body)/4 {
+	if cap(body) != len(body) {
 		body = bytes.Clone(body)
 	}
 	return body, nil

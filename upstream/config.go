@@ -24,7 +24,10 @@ type Config struct {
 	Timeout time.Duration `yaml:"timeout"`
 	// MaxBodyBytes caps a response body; larger bodies fail (default 8 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// MaxConns caps concurrent connections to the upstream (default 16).
+	// MaxConns caps concurrent requests to the upstream, and so its
+	// connections (default 16): a request takes one of MaxConns slots
+	// before it asks the transport for a connection, and gives it back
+	// once its body is read.
 	MaxConns int `yaml:"max_conns"`
 	// Retries is how many times a connection error is retried (0 or 1; default 1).
 	Retries int `yaml:"retries"`
