@@ -82,6 +82,10 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 	week := "/api4/public/topic/" + esc(0) + "/time-series/v1"
 	get("/api4/public/topics/list/v1", full, true)
 	get("/api4/public/topic/"+esc(0)+"/whatsup/v1", limited, true)
+	// A forwarded window of a fourth topic whose edges fall inside hours
+	// shows how the upstream reads them (a stated reading is used once an
+	// answer agrees), so that the next windows can be cut.
+	get(fmt.Sprintf("/api4/public/topic/%s/time-series/v1?start=%d&end=%d", esc(3), now-3*24*3600, now-2*24*3600), full, false)
 	get(week, full, false)                                                                                                                   // an upstream answer
 	get(week, limited, true)                                                                                                                 // its projection and gzip copies
 	get(fmt.Sprintf("%s?start=%d&end=%d", week, now-3*24*3600, now-2*24*3600), full, true)                                                   // cut from the week
