@@ -47,7 +47,11 @@ import (
 // Run it: go test -run Oracle ./proxy/ (one seed, oracleSteps steps per
 // variant), or with -oracle.full (more seeds, 5,000 steps each).
 
-var oracleFull = flag.Bool("oracle.full", false, "run the differential oracle long: 3 seeds × 5,000 steps per variant")
+var (
+	oracleFull       = flag.Bool("oracle.full", false, "run the differential oracle long: 3 seeds × 5,000 steps per variant")
+	oracleStepsFlag  = flag.Int("oracle.steps", 0, "steps per oracle run (0: 80, or 5,000 with -oracle.full)")
+	oracleSeedOffset = flag.Uint64("oracle.seed", 0, "added to every oracle seed, to explore other runs")
+)
 
 // Steps per run.
 const (
@@ -137,6 +141,12 @@ func TestOracle(t *testing.T) {
 	seeds, steps := []uint64{1}, oracleSteps
 	if *oracleFull {
 		seeds, steps = []uint64{1, 2, 3}, oracleFullSteps
+	}
+	if *oracleStepsFlag > 0 {
+		steps = *oracleStepsFlag
+	}
+	for i := range seeds {
+		seeds[i] += *oracleSeedOffset
 	}
 	for _, v := range oracleVariants() {
 		for _, seed := range seeds {
