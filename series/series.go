@@ -245,6 +245,12 @@ func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err
 		e.end, e.endFact, e.hasEnd = floor(p.generated, size), r.EndInside, true
 		if n := len(p.rows); n > 0 && p.rows[n-1].time > e.end {
 			e.end = p.rows[n-1].time
+			// The upstream's now had reached that bucket, but nothing shows
+			// it was past the bucket's first second: an end right on the
+			// boundary is read as an end on it.
+			if r.EndOn != r.EndInside {
+				return nil, 0, ErrNotCovered
+			}
 		}
 	} else if e.hasEnd {
 		last := e.end // the last bucket narrow may select

@@ -495,3 +495,35 @@ func TestCutOnlyStart(t *testing.T) {
 		}
 	}
 }
+
+// TestCutOnlyStartAtTheHour is a regression test (the oracle, long run):
+// a start-only window asked when the upstream's now was exactly on an hour
+// boundary ends on that boundary, which an exclusive upstream reads as
+// leaving out the hour that begins there; the cut, reading the end as
+// inside the hour, kept its row. When the wide answer's generated time
+// does not show its now was past the newest row's first second, such a
+// window is not cut unless an end on and inside a bucket read alike.
+func TestCutOnlyStartAtTheHour(t *testing.T) {
+	atHour := time.Date(2026, 11, 19, 11, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(atHour)
+	for _, rd := range readings {
+		up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+		known, _ := series.Named(rd.start, rd.end)
+		base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+		wide := fetch(t, up, parse(t, base+"&interval=1w", atHour))
+		narrow := parse(t, base+fmt.Sprintf("&start=%d", atHour.Unix()-5*3600-600), atHour)
+		got, _, err := series.Cut(wide, narrow, known)
+		if errors.Is(err, series.ErrNotCovered) {
+			if known.EndOn == known.EndInside {
+				t.Errorf("%s/%s: not covered; an end on and inside a bucket read alike here", rd.start, rd.end)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s/%s: %v", rd.start, rd.end, err)
+		}
+		if want := fetch(t, up, narrow); dataOf(t, got) != dataOf(t, want) {
+			t.Errorf("%s/%s: cut %v; the upstream sent %v", rd.start, rd.end, rowTimes(t, got), rowTimes(t, want))
+		}
+	}
+}
