@@ -138,7 +138,8 @@ func emptyParam(name string) *httperr.Error {
 // not understand instead of guessing: only GET and HEAD without a body, only
 // the four routes matched byte for byte on r.URL.EscapedPath(), only valid
 // topics and only the endpoint's own query parameters, each at most once.
-// now decides which bucket is current for windows given by start and end.
+// now is the upstream's now as best known: it decides which starts without
+// end are near it, and so kept to the second.
 //
 // The error is always an *httperr.Error: ErrMethodNotAllowed (405),
 // ErrNotFound (404), or a 400 whose code names the problem (body_not_allowed,

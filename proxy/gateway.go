@@ -114,6 +114,10 @@ type Gateway struct {
 	// widenPausedUntil is when widening may resume (unix nanoseconds),
 	// after a widened answer did not cover its window.
 	widenPausedUntil atomic.Int64
+	// upstreamSkew is how far the upstream's clock ran ahead of ours (in
+	// seconds, negative when behind) by the generated time of its latest
+	// list or series answer (see observeClock).
+	upstreamSkew atomic.Int64
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -34,7 +35,9 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 func (g *Gateway) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		req, err := api.ParseRequest(r, in.start)
+		// now only decides which starts without end are near the
+		// upstream's own now (kept to the second): its clock, as last seen.
+		req, err := api.ParseRequest(r, in.start.Add(time.Duration(g.upstreamSkew.Load())*time.Second))
 		if err != nil {
 			if r.ProtoMajor == 1 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 				// A body we refuse is not read: close after answering, so

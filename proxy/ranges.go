@@ -175,6 +175,7 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 		return nil, err
 	}
 	now := g.clk.Now()
+	g.observeClock(wide, resp, now)
 	e := entryOf(wide, resp, now, rt)
 	_ = g.cache.Put(context.WithoutCancel(ctx), e)
 	g.metrics.rangeWidened.Inc()
@@ -205,6 +206,16 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 		n.FreshUntil = rt.ttl.FreshUntil(cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: true}, now)
 	}
 	return n, nil
+}
+
+// observeClock notes how far the upstream's clock is from ours, by the
+// generated time of resp, its answer to q received at now. Only the list
+// and series are regenerated within a minute; whatsup summaries lag by
+// hours and say nothing of the clock.
+func (g *Gateway) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
+	if resp.Generated > 0 && (q.Endpoint == api.EndpointSeries || q.Endpoint == api.EndpointList) {
+		g.upstreamSkew.Store(resp.Generated - now.Unix())
+	}
 }
 
 // learnReading teaches the gateway how the upstream reads bounds from

@@ -505,3 +505,25 @@ func TestRangeWrongStatementIsNotUsed(t *testing.T) {
 		t.Error("no warning that the answer contradicts upstream.window_reading")
 	}
 }
+
+// TestStartNearTheUpstreamsNow is a regression test (the oracle, long run):
+// in front of an upstream two days behind, a start-only window whose start
+// is the upstream's own now was forwarded in canonical form (the second of
+// its bucket), which the upstream answered, where it refuses the client's
+// own start. The gateway follows the upstream's clock (by its answers'
+// generated time) and keeps such a start to the second.
+func TestStartNearTheUpstreamsNow(t *testing.T) {
+	behind := -48 * time.Hour
+	h := newProtectHarness(t, roomyFullPlan, func(o *demo.Options) { o.ClockOffset = behind })
+	base := "/api4/public/topic/" + url.PathEscape(h.up.Topics()[2]) + "/time-series/v1"
+	if r := h.send(base, h.full); r.status != http.StatusOK { // an answer shows the upstream's clock
+		t.Fatalf("the week: %d", r.status)
+	}
+	start := h.clk.Now().Add(behind).Unix() - 30
+	h.up.Reset()
+	h.send(fmt.Sprintf("%s?start=%d&bucket=day", base, start), h.full)
+	reqs := h.up.Requests()
+	if len(reqs) != 1 || reqs[0].RawQuery != fmt.Sprintf("bucket=day&start=%d", start) {
+		t.Errorf("the upstream got %+v; want bucket=day&start=%d (the start as sent)", reqs, start)
+	}
+}

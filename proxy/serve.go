@@ -199,7 +199,9 @@ func (g *Gateway) fetch(ctx context.Context, in *info, req api.Request, rt *runt
 		return nil, err
 	}
 	g.learnReading(ctx, req, resp, rt)
-	return entryOf(req, resp, g.clk.Now(), rt), nil
+	now := g.clk.Now()
+	g.observeClock(req, resp, now)
+	return entryOf(req, resp, now, rt), nil
 }
 
 // The access log's upstream_reason values, shared so that storing one
