@@ -76,7 +76,7 @@ func TestTracing(t *testing.T) {
 			}
 			attrs := map[string]string{}
 			for _, kv := range fetch.Attributes() {
-				attrs[string(kv.Key)] = kv.Value.Emit()
+				attrs[string(kv.Key)] = kv.Value.String()
 			}
 			for k, want := range tc.wantAttrs {
 				if attrs[k] != want {
