@@ -175,7 +175,7 @@ func (c *Config) validateAdminLog(p *problems) {
 		if c.Admin.Listen == c.Server.Listen {
 			p.add("admin.listen", "must differ from server.listen")
 		}
-		if c.Admin.Token == "" && !c.Admin.AllowNoToken && !loopbackListen(c.Admin.Listen) {
+		if c.Admin.Token == "" && !c.Admin.AllowNoToken && !LoopbackListen(c.Admin.Listen) {
 			what := "purge the cache and read per-key usage"
 			if c.Admin.Pprof {
 				what += " and profiles (admin.pprof is on)"
@@ -475,7 +475,7 @@ func isIP(s string) bool {
 // them and serve logs them at start.
 func (c *Config) Warnings() []string {
 	var w []string
-	if len(c.Server.TrustedProxies) == 0 && !loopbackListen(c.Server.Listen) {
+	if len(c.Server.TrustedProxies) == 0 && !LoopbackListen(c.Server.Listen) {
 		w = append(w, "server.trusted_proxies: empty while server.listen ("+c.Server.Listen+
 			") is not loopback; behind a load balancer every client then shares its address, "+
 			"for the failed-authentication limit and the access log alike")
@@ -510,8 +510,9 @@ func DerivedMemoryLimit(maxBytes int64) int64 {
 	return maxBytes + maxBytes/4 + MemoryLimitOverhead
 }
 
-// loopbackListen reports whether a listen address binds only loopback.
-func loopbackListen(addr string) bool {
+// LoopbackListen reports whether a listen address ("host:port") binds only
+// loopback: "localhost" or a loopback IP; an empty or wildcard host is not.
+func LoopbackListen(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false

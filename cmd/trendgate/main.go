@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -410,7 +409,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
-	if o.admin != "off" && !loopbackAddr(o.admin) {
+	if o.admin != "off" && !config.LoopbackListen(o.admin) {
 		return fmt.Errorf("-admin %s: demo mode serves the admin listener without a token, so only on loopback (such as 127.0.0.1:9090); "+
 			"run trendgate serve with admin.token set to expose it", o.admin)
 	}
@@ -469,19 +468,6 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	printDemo(stdout, "http://"+ls.Public.Addr().String(), adminURL, keys["full"], keys["limited"])
 	return g.Serve(ctx, ls)
-}
-
-// loopbackAddr reports whether a listen address binds only loopback.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
 }
 
 // demoOptions are demo mode's flags.
