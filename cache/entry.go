@@ -217,8 +217,9 @@ type Class struct {
 	Negative bool
 }
 
-// closedAfter is how long after its end a series window counts as closed.
-const closedAfter = 2 * time.Hour
+// ClosedAfter is how long after its end a series window counts as closed:
+// its rows may still be revised (late-counted interactions) until then.
+const ClosedAfter = 2 * time.Hour
 
 // FreshUntil returns until when an answer of class cl fetched at now is
 // fresh. It is pure: negative answers get TTL.Negative; list, whatsup and
@@ -238,7 +239,7 @@ func (c Config) FreshUntil(cl Class, now time.Time) time.Time {
 	case api.EndpointTSV:
 		return now.Add(c.TTL.TSV)
 	case api.EndpointSeries:
-		if !cl.End.IsZero() && now.Sub(cl.End) > closedAfter {
+		if !cl.End.IsZero() && now.Sub(cl.End) > ClosedAfter {
 			return now.Add(c.TTL.SeriesClosed)
 		}
 		if cl.Bucket == "day" {

@@ -50,14 +50,10 @@ const widenPause = 10 * time.Minute
 // upstream answers the window itself with today's counts.
 const maxSourceLag = 2 * time.Minute
 
-// revisedFor is how long after a bucket closes its row may still change
-// (late-counted interactions), as cache.Config.FreshUntil assumes.
-const revisedFor = 2 * time.Hour
-
 // sourceTooOld reports whether wide's data is too old for req: it lags its
 // fetch by more than maxSourceLag, and req reaches rows that may have
 // changed since (a window open to now, or one whose last bucket closed
-// less than revisedFor before wide's data was generated).
+// less than cache.ClosedAfter before wide's data was generated).
 func sourceTooOld(wide *cache.Entry, req api.Request) bool {
 	if wide.Generated <= 0 {
 		return false // nothing says how old the data is; its rows decide
@@ -67,7 +63,7 @@ func sourceTooOld(wide *cache.Entry, req api.Request) bool {
 		return false
 	}
 	end := req.WindowEnd()
-	return end.IsZero() || end.Add(revisedFor).After(generated)
+	return end.IsZero() || end.Add(cache.ClosedAfter).After(generated)
 }
 
 // reading returns the reading of the upstream's bounds to cut req with.
