@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -11,13 +12,15 @@ import (
 
 // KeySpec is one configured key as the keyring needs it. ID names the key in
 // logs and metrics; Digest is Digest(key) (64 lower-case hex characters);
-// Plan names the key's plan. A zero Expires means the key never expires;
+// Plan names the key's plan; Account names the key's account ("" means the
+// key is an account of its own, named by its ID). A zero Expires means the key never expires;
 // otherwise the key is refused from that instant on. Disabled refuses the key
 // without removing it. The zero value is not a valid spec (NewKeyring
 // rejects it).
 type KeySpec struct {
 	ID       string
 	Digest   string
+	Account  string
 	Plan     string
 	Expires  time.Time
 	Disabled bool
@@ -41,6 +44,7 @@ type Keyring struct {
 type entry struct {
 	digest   [sha256.Size]byte
 	id       string
+	account  string
 	plan     string
 	expires  time.Time
 	disabled bool
@@ -86,6 +90,7 @@ func NewKeyring(specs []KeySpec) (*Keyring, error) {
 		k.entries = append(k.entries, entry{
 			digest:   d,
 			id:       s.ID,
+			account:  cmp.Or(s.Account, s.ID),
 			plan:     s.Plan,
 			expires:  s.Expires,
 			disabled: s.Disabled,
@@ -170,7 +175,7 @@ func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
 		return Principal{}, errUnknown
 	}
 	e := &k.entries[found]
-	p := Principal{KeyID: e.id, Plan: e.plan}
+	p := Principal{KeyID: e.id, Account: e.account, Plan: e.plan}
 	if e.disabled {
 		return p, errDisabled
 	}
