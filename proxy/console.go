@@ -116,8 +116,8 @@ func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]ad
 		if only != "" && rk.Key.ID != only {
 			continue
 		}
-		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Policy: rk.Policy})
-		ku := admin.KeyUsage{ID: rk.Key.ID, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires}
+		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy})
+		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires}
 		switch {
 		case rk.Key.Disabled:
 			ku.State = "disabled"

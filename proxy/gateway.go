@@ -234,7 +234,7 @@ func compile(cfg *config.Config) (*runtime, error) {
 	}
 	specs := make([]auth.KeySpec, 0, len(cfg.Keys))
 	for _, rk := range cfg.ResolvedKeys() {
-		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Plan: rk.Plan, Disabled: rk.Key.Disabled}
+		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Account: rk.Account, Plan: rk.Plan, Disabled: rk.Key.Disabled}
 		if rk.Key.Expires != nil {
 			spec.Expires = *rk.Key.Expires
 		}

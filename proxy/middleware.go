@@ -108,7 +108,7 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 		}
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
-		in.keyID, in.plan, in.policy = p.KeyID, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
+		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
 		in.usage = in.rt.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
@@ -237,7 +237,8 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			return
 		}
 		actx, sp := g.startSpan(r.Context(), in, "limits admit")
-		d, err := g.limiter.Admit(actx, in.keyID, in.policy, in.cost)
+		subject := limits.Subject{Key: in.keyID, Account: in.account}
+		d, err := g.limiter.Admit(actx, subject, in.policy, in.cost)
 		if in.traced {
 			traceAdmit(sp, d, err)
 		}
@@ -253,7 +254,7 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			return
 		}
 		refund := func() {
-			if err := g.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
+			if err := g.limiter.Refund(context.WithoutCancel(r.Context()), subject, d); err != nil {
 				g.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
 			}
 		}

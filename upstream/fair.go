@@ -7,7 +7,8 @@ import (
 
 // Claim says on whose behalf a budget token is asked for.
 type Claim struct {
-	// Tenant is the key id whose cold miss causes the upstream call. ""
+	// Tenant is the account whose key's cold miss causes the upstream
+	// call (all keys of one account share one fair share). ""
 	// (a background refresh, or a caller that names no tenant) is not
 	// subject to the fair share; background claims keep the refresh
 	// reserve instead.
