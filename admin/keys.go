@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -25,20 +26,20 @@ var ErrUnknownKey = errors.New("admin: unknown key id")
 // keys (see Accounts).
 type KeyList struct {
 	GeneratedAt time.Time      `json:"generated_at"`
-	Accounts    []AccountUsage `json:"accounts"`
 	Keys        []KeyUsage     `json:"keys"`
+	Accounts    []AccountUsage `json:"accounts"`
 }
 
 // KeyUsage is one configured key's standing, the body of GET /keys/{id}.
 // It never holds the key's secret or digest.
 type KeyUsage struct {
-	ID string `json:"id"`
-	// Account is the key's account; for a key configured without one, the
-	// key's own ID.
-	Account string `json:"account"`
-	Plan    string `json:"plan"`
+	ID   string `json:"id"`
+	Plan string `json:"plan"`
 	// State is active, disabled or expired.
-	State   string     `json:"state"`
+	State string `json:"state"`
+	// Account is the key's account; for a key configured without one, the
+	// key's own ID ("" is read the same way).
+	Account string     `json:"account"`
 	Expires *time.Time `json:"expires,omitempty"`
 	// Rate is the token bucket; nil (null) when the key has no rate limit.
 	Rate *RateUsage `json:"rate"`
@@ -79,11 +80,12 @@ func Accounts(keys []KeyUsage) []AccountUsage {
 	out := []AccountUsage{}
 	index := make(map[string]int)
 	for _, k := range keys {
-		i, ok := index[k.Account]
+		id := cmp.Or(k.Account, k.ID)
+		i, ok := index[id]
 		if !ok {
 			i = len(out)
-			index[k.Account] = i
-			out = append(out, AccountUsage{ID: k.Account, Plan: k.Plan, Keys: []string{}, Daily: k.Daily, Monthly: k.Monthly,
+			index[id] = i
+			out = append(out, AccountUsage{ID: id, Plan: k.Plan, Keys: []string{}, Daily: k.Daily, Monthly: k.Monthly,
 				Source: k.Source, Last24h: UsageWindow{Scope: k.Last24h.Scope, Since: k.Last24h.Since, ByEndpoint: []UsageCount{}}})
 		}
 		a := &out[i]

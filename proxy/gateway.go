@@ -36,6 +36,9 @@ import (
 type upstreamClient interface {
 	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
 	State() breaker.State
+	// Withdraw takes an account its own limits refuse out of the fair
+	// share until it claims again.
+	Withdraw(ctx context.Context, tenant string)
 }
 
 // responseCache is what the gateway needs from the response cache.

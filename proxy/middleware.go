@@ -249,6 +249,9 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 		}
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
+			// The account cannot be served for now: it must not hold a
+			// reservation of the upstream budget others could use.
+			g.up.Withdraw(context.WithoutCancel(r.Context()), in.account)
 			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
 			g.fail(w, r, limitError(d))
 			return
