@@ -35,12 +35,19 @@ type KeyList struct {
 type KeyUsage struct {
 	ID   string `json:"id"`
 	Plan string `json:"plan"`
-	// State is active, disabled or expired.
+	// State is active, disabled, expired or not_yet_valid (before
+	// NotBefore).
 	State string `json:"state"`
 	// Account is the key's account; for a key configured without one, the
 	// key's own ID ("" is read the same way).
 	Account string     `json:"account"`
 	Expires *time.Time `json:"expires,omitempty"`
+	// NotBefore is when the key starts being accepted; nil (absent) when
+	// it is accepted from the start.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Created is when the key was issued, as configured; nil (absent)
+	// when the configuration does not say.
+	Created *time.Time `json:"created,omitempty"`
 	// Rate is the token bucket; nil (null) when the key has no rate limit.
 	Rate *RateUsage `json:"rate"`
 	// Daily and Monthly are the account's quotas in cost units over UTC
@@ -57,6 +64,11 @@ type KeyUsage struct {
 	// LastSeen is the time of the key's latest request seen by this
 	// instance; nil (null) if none since it started.
 	LastSeen *time.Time `json:"last_seen"`
+	// LastUsed is the key's latest request seen by any instance: in
+	// cluster mode the later of LastSeen and what the instances share
+	// every 30 s through Redis (so up to 30 s behind, for 90 days),
+	// otherwise LastSeen; nil (null) if none is known.
+	LastUsed *time.Time `json:"last_used"`
 }
 
 // AccountUsage is one account's standing: its quotas (shared by its keys)

@@ -73,6 +73,7 @@ func TestAuthenticate(t *testing.T) {
 		{ID: "old", Digest: Digest(gone), Plan: "full", Expires: t0},
 		{ID: "off", Digest: Digest(off), Plan: "full", Disabled: true},
 		{ID: "off-and-old", Digest: Digest(later), Plan: "full", Expires: t0, Disabled: true},
+		{ID: "next", Digest: Digest(fixedKey(98)), Plan: "full", NotBefore: t0},
 		// Digests of malformed variants: present only to prove that a
 		// malformed token is refused before any lookup.
 		{ID: "upper", Digest: Digest(strings.ToUpper(full)), Plan: "full"},
@@ -98,6 +99,8 @@ func TestAuthenticate(t *testing.T) {
 		{"after expiry", gone, t0.Add(time.Hour), Principal{KeyID: "old", Account: "old", Plan: "full"}, ReasonExpired},
 		{"disabled", off, t0, Principal{KeyID: "off", Account: "off", Plan: "full"}, ReasonDisabled},
 		{"disabled wins over expired", later, t0.Add(time.Hour), Principal{KeyID: "off-and-old", Account: "off-and-old", Plan: "full"}, ReasonDisabled},
+		{"before not_before", fixedKey(98), t0.Add(-time.Nanosecond), Principal{KeyID: "next", Account: "next", Plan: "full"}, ReasonNotYetValid},
+		{"at not_before", fixedKey(98), t0, Principal{KeyID: "next", Account: "next", Plan: "full"}, ""},
 		{"unknown", unknown, t0, Principal{}, ReasonUnknown},
 		{"bad checksum", flipChecksumDigit(full), t0, Principal{}, ReasonChecksum},
 		{"upper-cased key", strings.ToUpper(full), t0, Principal{}, ReasonMalformed},

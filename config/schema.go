@@ -208,8 +208,14 @@ type Key struct {
 	SHA256  string `yaml:"sha256"` // lower-case hex digest of the secret
 	Account string `yaml:"account"`
 	Plan    string `yaml:"plan"`
-	// Expires, when set, is the instant after which the key is refused.
-	Expires  *time.Time `yaml:"expires"`
+	// Expires, when set, is the instant from which the key is refused
+	// (the old key of a rotation expires when the overlap ends).
+	Expires *time.Time `yaml:"expires"`
+	// NotBefore, when set, is the instant before which the key is refused.
+	NotBefore *time.Time `yaml:"not_before"`
+	// Created, when set, is when the key was issued; reported, never
+	// enforced (trendgate keys new and the key API write it).
+	Created  *time.Time `yaml:"created"`
 	Disabled bool       `yaml:"disabled"`
 	// Overrides of the plan's (or the account's) numbers; nil keeps that
 	// value. Daily and Monthly only on a key without an Account.

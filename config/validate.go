@@ -377,6 +377,9 @@ func (c *Config) validateKeys(p *problems) {
 				digests[k.SHA256] = i
 			}
 		}
+		if k.NotBefore != nil && k.Expires != nil && !k.NotBefore.Before(*k.Expires) {
+			p.add(path+".not_before", "must be before expires (%s)", k.Expires.UTC().Format(time.RFC3339))
+		}
 		o := overrides{k.PerSecond, k.Burst, k.Daily, k.Monthly}
 		checkOverrides(p, path, o)
 		if k.Account != "" {

@@ -165,7 +165,7 @@ func TestAccountFairShareOverTime(t *testing.T) {
 	aCursor, bCursor := 0, 200
 	aOK, bOK, bAsked := 0, 0, 0
 	perMinute := map[int64]int{} // upstream calls of each minute, both accounts
-	for step := range 1400 { // 70 s in steps of 50 ms
+	for step := range 1400 {     // 70 s in steps of 50 ms
 		minute := h.clk.Now().Unix() / 60
 		if step%40 == 0 { // every 2 s
 			bAsked++

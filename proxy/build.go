@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"trendgate/activity"
 	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/breaker"
@@ -71,6 +72,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
+		g.startLastUsed(activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0))
 	}
 
 	g.readings.register(g.reg, g.statedReading)

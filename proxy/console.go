@@ -117,12 +117,15 @@ func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]ad
 			continue
 		}
 		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy})
-		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires}
+		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires,
+			NotBefore: rk.Key.NotBefore, Created: rk.Key.Created}
 		switch {
 		case rk.Key.Disabled:
 			ku.State = "disabled"
 		case rk.Key.Expires != nil && !now.Before(*rk.Key.Expires):
 			ku.State = "expired"
+		case rk.Key.NotBefore != nil && now.Before(*rk.Key.NotBefore):
+			ku.State = "not_yet_valid"
 		}
 		ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
 		if k := rt.usage[rk.Key.ID]; k != nil {
@@ -143,6 +146,21 @@ func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]ad
 	}
 	if len(kps) == 0 {
 		return out, nil
+	}
+	ids := make([]string, len(out))
+	for i := range out {
+		ids[i] = out[i].ID
+	}
+	shared := g.lastUsedOf(ctx, ids)
+	for i := range out {
+		ku := &out[i]
+		last := shared[ku.ID]
+		if ku.LastSeen != nil && ku.LastSeen.After(last) {
+			last = *ku.LastSeen
+		}
+		if !last.IsZero() {
+			ku.LastUsed = &last
+		}
 	}
 	us, err := g.usage.Usage(ctx, kps)
 	if err != nil {

@@ -95,6 +95,9 @@ type Gateway struct {
 	act      *activity.Recorder // recent traffic for the dashboard
 	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
 	closers  []func() error     // cluster resources, closed by Close
+	// lastUsed shares the keys' last use among instances; nil without
+	// cluster mode (lastused.go).
+	lastUsed *activity.LastUsed
 	// purgeBus tells the other instances of a cluster about purges; nil
 	// without cluster mode.
 	purgeBus *cache.PurgeBus
@@ -240,6 +243,9 @@ func compile(cfg *config.Config) (*runtime, error) {
 		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Account: rk.Account, Plan: rk.Plan, Disabled: rk.Key.Disabled}
 		if rk.Key.Expires != nil {
 			spec.Expires = *rk.Key.Expires
+		}
+		if rk.Key.NotBefore != nil {
+			spec.NotBefore = *rk.Key.NotBefore
 		}
 		specs = append(specs, spec)
 		rt.policies[rk.Key.ID] = rk.Policy

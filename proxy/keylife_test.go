@@ -1,0 +1,80 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"trendgate/admin"
+	"trendgate/auth"
+	"trendgate/config"
+)
+
+// TestKeyNotBefore: a key is refused (the same 401 as any invalid key)
+// until its not_before, then accepted; GET /keys says not_yet_valid, then
+// active, and reports created, never the secret.
+func TestKeyNotBefore(t *testing.T) {
+	next := newKey(t)
+	var from, created time.Time
+	h := newHarness(t, func(cfg *config.Config) {
+		from, created = testNow.Add(time.Hour), testNow.Add(-time.Hour)
+		cfg.Keys = append(cfg.Keys, config.Key{ID: "next", SHA256: auth.Digest(next), Plan: "full", NotBefore: &from, Created: &created})
+	})
+	state := func() admin.KeyUsage {
+		resp, body := h.adminDo(http.MethodGet, "/keys/next", "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /keys/next: %d %s", resp.StatusCode, body)
+		}
+		var k admin.KeyUsage
+		if err := json.Unmarshal(body, &k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if resp, body := h.get("/api4/public/topics/list/v1", next); resp.StatusCode != http.StatusUnauthorized || errorCode(body) != "invalid_api_key" {
+		t.Fatalf("before not_before: %d %s; want 401 invalid_api_key", resp.StatusCode, body)
+	}
+	if k := state(); k.State != "not_yet_valid" || k.NotBefore == nil || !k.NotBefore.Equal(from) || k.Created == nil || !k.Created.Equal(created) {
+		t.Errorf("before: got %+v; want state not_yet_valid with not_before and created", k)
+	}
+	h.clk.Advance(time.Hour)
+	if resp, body := h.get("/api4/public/topics/list/v1", next); resp.StatusCode != http.StatusOK {
+		t.Fatalf("at not_before: %d %s; want 200", resp.StatusCode, body)
+	}
+	if k := state(); k.State != "active" || k.LastUsed == nil || !k.LastUsed.Equal(h.clk.Now()) {
+		t.Errorf("after: got state %q, last_used %v; want active, %v", k.State, k.LastUsed, h.clk.Now())
+	}
+}
+
+// TestLastUsedClusterWide: a key used only on one instance shows its
+// last_used on the other once the first has shared it (every 30 s, and on
+// SyncLastUsed), without a Redis write per request.
+func TestLastUsedClusterWide(t *testing.T) {
+	c := newCluster(t, clusterOptions{instances: 2})
+	if r := c.send(0, "/api4/public/topics/list/v1", c.full); r.status != http.StatusOK {
+		t.Fatalf("request on node 0: %d %s", r.status, r.code)
+	}
+	used := c.clk.Now().Truncate(time.Second)
+	lastUsed := func(node int) *time.Time {
+		resp, body := c.nodes[node].adminDo(http.MethodGet, "/keys/team-full", "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /keys/team-full on node %d: %d %s", node, resp.StatusCode, body)
+		}
+		var k admin.KeyUsage
+		if err := json.Unmarshal(body, &k); err != nil {
+			t.Fatal(err)
+		}
+		return k.LastUsed
+	}
+	if got := lastUsed(1); got != nil {
+		t.Fatalf("node 1 before any sync: last_used %v; want null", got)
+	}
+	if err := c.nodes[0].gw.SyncLastUsed(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastUsed(1); got == nil || !got.Equal(used) {
+		t.Errorf("node 1 after node 0 synced: last_used %v; want %v", got, used)
+	}
+}
