@@ -126,7 +126,8 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time) Decision {
 	w := l.windowLocked(now)
 	l.maybeSweepLocked(now)
 
-	q := &quotaCounts{}
+	var none quotaCounts // the counters of a policy without quotas: always 0
+	q := &none
 	if p.Daily > 0 || p.Monthly > 0 {
 		q = l.quotasLocked(s.account())
 		q.roll(w)
