@@ -255,3 +255,31 @@ func TestRefusedAccountHoldsNoReservation(t *testing.T) {
 		t.Fatal("could not run within one minute in 3 tries")
 	})
 }
+
+// TestReloadIntoAccount: a reload that puts two keys into one account
+// applies at once (no restart pending), and from then on their requests
+// draw on the account's one daily quota.
+func TestReloadIntoAccount(t *testing.T) {
+	h := newHarness(t, nil)
+	next := *h.cfg
+	daily := int64(5)
+	next.Accounts = []config.Account{{ID: "team", Plan: config.PlanLimited, Daily: &daily}}
+	next.Keys = append([]config.Key(nil), h.cfg.Keys...)
+	for i := range next.Keys {
+		next.Keys[i].Account, next.Keys[i].Plan = "team", ""
+	}
+	if err := h.gw.Reload(&next); err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, h.gw.Registry(), "trendgate_config_restart_pending"); v != 0 {
+		t.Errorf("trendgate_config_restart_pending = %v; want 0 (accounts are live)", v)
+	}
+	var codes []int
+	for _, key := range []string{h.full, h.limited, h.full, h.limited, h.full, h.limited} {
+		resp, _ := h.get("/api4/public/topics/list/v1", key)
+		codes = append(codes, resp.StatusCode)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 200 200 429]" {
+		t.Errorf("statuses over both keys: %v; want five 200s, then 429 (one quota of 5)", codes)
+	}
+}
