@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
 )
@@ -131,6 +132,12 @@ func TestAccountGetsOneFairShare(t *testing.T) {
 		aOK, bOK := oneShareScenario(t, tn, h.up.Topics(), harnessSender(h))
 		if aOK != 8 || bOK != 8 {
 			t.Errorf("answered: A %d, B %d; want 8 and 8 (one share each; 4 held for newcomers)", aOK, bOK)
+		}
+		// The dashboard's summary shows the shares in use.
+		want := []admin.UpstreamShare{{Account: "a", Weight: 1, Active: true, Used: 8, Guaranteed: 8},
+			{Account: "b", Weight: 1, Active: true, Used: 8, Guaranteed: 8}}
+		if got := h.summary().Upstream.Shares; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("summary shares: got %+v; want %+v", got, want)
 		}
 	})
 	t.Run("cluster", func(t *testing.T) {

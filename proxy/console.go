@@ -15,6 +15,7 @@ import (
 	"trendgate/admin"
 	"trendgate/internal/buildinfo"
 	"trendgate/limits"
+	"trendgate/upstream"
 )
 
 // The operator's console: per-key usage (GET /keys), the dashboard summary
@@ -30,6 +31,31 @@ var (
 type budgetReporter interface {
 	BudgetLeft() (minute, day int64, ok bool)
 	BudgetLimits() (perMinute, perDay int)
+}
+
+// shareReporter is implemented by an upstream client that can list the
+// minute's fair shares.
+type shareReporter interface {
+	Shares(ctx context.Context) ([]upstream.Share, error)
+}
+
+// upstreamShares returns the minute's shares for the summary; none when
+// they cannot be read (logged).
+func (g *Gateway) upstreamShares(ctx context.Context) []admin.UpstreamShare {
+	out := []admin.UpstreamShare{}
+	sr, ok := g.up.(shareReporter)
+	if !ok {
+		return out
+	}
+	ss, err := sr.Shares(ctx)
+	if err != nil {
+		g.log.Warn("reading the upstream shares failed", zap.Error(err))
+		return out
+	}
+	for _, s := range ss {
+		out = append(out, admin.UpstreamShare{Account: s.Tenant, Weight: s.Weight, Active: s.Active, Used: s.Used, Guaranteed: s.Guarantee})
+	}
+	return out
 }
 
 // topN is how many keys and topics the summary lists.
@@ -225,6 +251,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	for _, o := range activity.Outcomes {
 		s.Outcomes = append(s.Outcomes, admin.OutcomeRate{Outcome: o.String(), PerSecond: round(snap.Rates[o], 1), Total: snap.Totals[o]})
 	}
+	s.Upstream.Shares = g.upstreamShares(ctx)
 	if br, ok := g.up.(budgetReporter); ok {
 		s.Upstream.PerMinuteLimit, s.Upstream.PerDayLimit = br.BudgetLimits()
 		if m, d, ok := br.BudgetLeft(); ok {

@@ -252,3 +252,46 @@ func TestLocalBudgetMinuteHorizon(t *testing.T) {
 		t.Fatalf("A over four minutes: %d granted; want 40 (B's part of the day held)", total)
 	}
 }
+
+// TestBudgetShares: the minute's shares as the dashboard shows them, in
+// process and from Redis (the same on every instance).
+func TestBudgetShares(t *testing.T) {
+	cfg := BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}
+	check := func(t *testing.T, b Budget) error {
+		ctx := context.Background()
+		if _, _, err := grants(b, keyB, 1); err != nil {
+			return err
+		}
+		if _, _, err := grants(b, keyA, 25); err != nil {
+			return err
+		}
+		sr := b.(shareReporter)
+		got, err := sr.shares(ctx)
+		if err != nil {
+			return err
+		}
+		want := []Share{{Tenant: "key-a", Weight: 1, Active: true, Used: 8, Guarantee: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 8}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("shares: got %+v; want %+v", got, want)
+		}
+		b.Withdraw(ctx, "key-a")
+		got, err = sr.shares(ctx)
+		if err != nil {
+			return err
+		}
+		want = []Share{{Tenant: "key-a", Weight: 1, Active: false, Used: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 16}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("after withdrawing key-a: got %+v; want %+v", got, want)
+		}
+		return nil
+	}
+	t.Run("local", func(t *testing.T) {
+		if err := check(t, newBudget(t, cfg, clock.NewFake(t0))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		rdb := testRedis(t)
+		inOneMinute(t, rdb, func(prefix string) error { return check(t, newRedisBudget(t, rdb, cfg, prefix, nil)) })
+	})
+}
