@@ -125,7 +125,9 @@ type UpstreamShare struct {
 // Daily and Monthly give each window (nil: no quota in that window).
 // State is the key's: active, disabled or expired.
 type TopKey struct {
-	ID      string      `json:"id"`
+	ID string `json:"id"`
+	// Account is the key's account (its quotas are the account's).
+	Account string      `json:"account"`
 	Plan    string      `json:"plan"`
 	State   string      `json:"state"`
 	Window  string      `json:"window"`

@@ -280,7 +280,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 func topKeys(keys []admin.KeyUsage, n int) []admin.TopKey {
 	out := make([]admin.TopKey, 0, len(keys))
 	for _, k := range keys {
-		tk := admin.TopKey{ID: k.ID, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
+		tk := admin.TopKey{ID: k.ID, Account: k.Account, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
 		for _, w := range []struct {
 			name  string
 			q     admin.QuotaUsage

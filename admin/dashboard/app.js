@@ -157,7 +157,8 @@ function render(s) {
       th.appendChild(cell("span", k.state, "badge", "key." + i + ".state"));
     }
     tr.appendChild(th);
-    tr.appendChild(cell("td", k.plan, "opt"));
+    // A key of an account shows it: the quotas are the account's.
+    tr.appendChild(cell("td", k.account && k.account !== k.id ? k.plan + " · " + k.account : k.plan, "opt"));
     tr.appendChild(quotaCell(k.id, k.daily, "daily", "key." + i + ".day"));
     tr.appendChild(quotaCell(k.id, k.monthly, "monthly", "key." + i + ".month"));
     keys.appendChild(tr);
