@@ -625,11 +625,13 @@ func (rt *Route) canonicalQuery(raw string) (string, *httperr.Error) {
 
 // canonical checks one value of qp and returns its canonical form.
 func (qp *QueryParam) canonical(v string) (string, *httperr.Error) {
-	if v == "" {
-		return "", emptyParam(qp.Name)
-	}
+	// One code for every configured parameter: the set of codes stays the
+	// documented one whatever the routes; the message names the parameter.
 	invalid := func(what string) *httperr.Error {
-		return bad("invalid_"+qp.Name, qp.Name+" must be "+what)
+		return bad("invalid_parameter", qp.Name+" must be "+what)
+	}
+	if v == "" {
+		return "", invalid("given a value; omit it instead of leaving it empty")
 	}
 	switch qp.Type {
 	case QueryInteger:

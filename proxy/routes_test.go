@@ -2,7 +2,9 @@ package proxy_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -98,11 +100,11 @@ func TestRouteTopicParameter(t *testing.T) {
 	for _, tc := range []struct{ target, code string }{
 		{"/api4/public/topic/bit%2Fcoin/posts/v1", "invalid_topic"},
 		{"/api4/public/topic/bitcoin/posts/v1?limit=5", "unknown_parameter"},
-		{"/api4/public/topic/bitcoin/posts/v1?start=01", "invalid_start"},
+		{"/api4/public/topic/bitcoin/posts/v1?start=01", "invalid_parameter"},
 		{"/api4/public/topic/bitcoin/posts/v1?start=1&start=2", "duplicate_parameter"},
-		{"/api4/public/coins/list/v1?sort=nonsense", "invalid_sort"},
-		{"/api4/public/coins/list/v1?limit=0", "invalid_limit"},
-		{"/api4/public/coins/list/v1?desc=yes", "invalid_desc"},
+		{"/api4/public/coins/list/v1?sort=nonsense", "invalid_parameter"},
+		{"/api4/public/coins/list/v1?limit=0", "invalid_parameter"},
+		{"/api4/public/coins/list/v1?desc=yes", "invalid_parameter"},
 		{"/api4/public/coins/list/v1?key=abc", "key_in_query"},
 	} {
 		resp, body := h.get(tc.target, h.full)
@@ -229,4 +231,48 @@ func keys(m map[string]json.RawMessage) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestRoutesOpenAPI fetches the OpenAPI document the admin listener
+// serves, which describes the configured routes, and validates real route
+// answers against it.
+func TestRoutesOpenAPI(t *testing.T) {
+	h := newHarness(t, withRoutes)
+	resp, err := h.client.Get(h.admin + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml: %d, %v", resp.StatusCode, err)
+	}
+	c := newContractFrom(t, h.base, data)
+	for _, p := range []string{"/api4/public/coins/list/v1", "/api4/public/topic/{topic}/posts/v1", "/api4/public/creators/list/v1"} {
+		if c.doc.Paths.Find(p) == nil {
+			t.Errorf("the served document has no path %s", p)
+		}
+	}
+	for _, ex := range []exchange{
+		{name: "coins list", target: "/api4/public/coins/list/v1?sort=alt_rank&limit=2", key: h.full, status: http.StatusOK},
+		{name: "coins list, limited", target: "/api4/public/coins/list/v1?sort=alt_rank&limit=2", key: h.limited, status: http.StatusOK},
+		{name: "posts", target: "/api4/public/topic/%23ai/posts/v1", key: h.full, status: http.StatusOK},
+		{name: "creators", target: "/api4/public/creators/list/v1", key: h.limited, status: http.StatusOK},
+		{name: "bad limit", target: "/api4/public/coins/list/v1?limit=0", key: h.full, status: http.StatusBadRequest, code: "invalid_parameter", docRejects: true},
+		{name: "posts, limited", target: "/api4/public/topic/bitcoin/posts/v1", key: h.limited, status: http.StatusForbidden, code: "endpoint_not_in_plan"},
+	} {
+		c.run(h, ex)
+	}
+
+	// A purge by url= knows the routes' paths.
+	req, _ := http.NewRequest(http.MethodPost, h.admin+"/purge?url="+url.QueryEscape("/api4/public/topic/%23ai/posts/v1"), nil)
+	resp, err = h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"purged":1`) {
+		t.Errorf("purge by url: %d %s; want the route's entry purged", resp.StatusCode, body)
+	}
 }
