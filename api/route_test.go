@@ -154,10 +154,10 @@ func TestQueryParamYAML(t *testing.T) {
 func FuzzRoutes(f *testing.F) {
 	for _, seed := range []string{
 		"/api4/public/coins/list/v1?sort=alt_rank&limit=5", // canonical
-		"/api4/public/topic/%23ai/posts/v1",                 // an encoded topic
-		"/api4/public/posts/reddit/123/v1",                  // two parameters
-		"/api4/public/coins/list/v1?filter=a%7Cb",           // a '|' in a value
-		"/api4/public/topic/%25/posts/v1",                   // an encoded '%'
+		"/api4/public/topic/%23ai/posts/v1",                // an encoded topic
+		"/api4/public/posts/reddit/123/v1",                 // two parameters
+		"/api4/public/coins/list/v1?filter=a%7Cb",          // a '|' in a value
+		"/api4/public/topic/%25/posts/v1",                  // an encoded '%'
 	} {
 		f.Add(seed)
 	}
