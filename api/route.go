@@ -728,3 +728,38 @@ func (qp *QueryParam) UnmarshalYAML(node *yaml.Node) error {
 	*qp = QueryParam(p)
 	return nil
 }
+
+// ParseKey is api.ParseKey extended by the configured routes: a route's
+// key ("v2|route|<name>|<path>|<query>") is accepted only when a route of
+// that name exists and parses the request the key names back to the same
+// key, so an entry is never served under a route that changed. Other keys
+// go to ParseKey.
+func (rs *Routes) ParseKey(key string, now time.Time) (Request, error) {
+	rest, ok := strings.CutPrefix(key, keyVersion+"route|")
+	if !ok {
+		return ParseKey(key, now)
+	}
+	f := strings.Split(rest, "|")
+	if len(f) != 3 {
+		return Request{}, fmt.Errorf("%w: %q", ErrNotCanonicalKey, key)
+	}
+	if _, found := rs.Named(f[0]); !found || !strings.HasPrefix(f[1], "/") {
+		return Request{}, fmt.Errorf("%w: %q: no such route", ErrNotCanonicalKey, key)
+	}
+	target := f[1]
+	if f[2] != "" {
+		target += "?" + f[2]
+	}
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: %q", ErrNotCanonicalKey, key)
+	}
+	q, err := rs.Parse(&http.Request{Method: http.MethodGet, URL: u, RequestURI: target}, now)
+	if err != nil {
+		return Request{}, fmt.Errorf("%w: %q: %w", ErrNotCanonicalKey, key, err)
+	}
+	if q.Key() != key {
+		return Request{}, fmt.Errorf("%w: %q parses back as %q", ErrNotCanonicalKey, key, q.Key())
+	}
+	return q, nil
+}

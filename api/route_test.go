@@ -184,3 +184,28 @@ func FuzzRoutes(f *testing.F) {
 		}
 	})
 }
+
+func TestRoutesParseKey(t *testing.T) {
+	rs := testRoutes(t)
+	now := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	for _, key := range []string{
+		"v2|route|coins_list|/api4/public/coins/list/v1|limit=10&sort=galaxy_score",
+		"v2|route|topic_posts|/api4/public/topic/%23ai/posts/v1|",
+		"v2|whatsup|bitcoin",
+	} {
+		if q, err := rs.ParseKey(key, now); err != nil || q.Key() != key {
+			t.Errorf("ParseKey(%q) = %q, %v; want the key back", key, q.Key(), err)
+		}
+	}
+	for _, key := range []string{
+		"v2|route|coins_list|/api4/public/coins/list/v1|sort=galaxy_score&limit=10", // not sorted
+		"v2|route|gone|/api4/public/coins/list/v1|",                                 // no such route
+		"v2|route|coin|/api4/public/coins/list/v1|",                                 // another route's path
+		"v2|route|topic_posts|/api4/public/topic/%23AI/posts/v1|",                   // not canonical
+		"v2|route|coins_list|/api4/public/coins/list/v1",                            // a field short
+	} {
+		if _, err := rs.ParseKey(key, now); !errors.Is(err, ErrNotCanonicalKey) {
+			t.Errorf("ParseKey(%q) = %v; want ErrNotCanonicalKey", key, err)
+		}
+	}
+}
