@@ -75,3 +75,23 @@ func fillDistinct(v reflect.Value, value func(i int) reflect.Value) {
 		v.Field(i).Set(value(i))
 	}
 }
+
+func TestRouteWarnings(t *testing.T) {
+	c := Default()
+	c.Routes = ExampleRoutes()
+	c.Routes[1].Stale = c.Cache.MaxStale + time.Hour
+	p := c.Plans[PlanLimited]
+	p.Endpoints = append(p.Endpoints, "coins_list", "topic_posts")
+	c.Plans[PlanLimited] = p
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"routes[1].stale: 25h0m0s is above cache.max_stale (24h0m0s), which caps it",
+		"plans.limited.endpoints[5]: route topic_posts has no limited_fields, so keys of this limited plan are refused there (403)",
+	}
+	got := c.routeWarnings()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("routeWarnings() = %q; want %q", got, want)
+	}
+}

@@ -511,9 +511,36 @@ func (c *Config) Warnings() []string {
 			w = append(w, "cache.persist_path: "+err.Error()+"; the local cache will not survive a restart")
 		}
 	}
+	w = append(w, c.routeWarnings()...)
 	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
 		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+
 			"the collector will run almost constantly once the cache fills", m, c.Cache.MaxBytes))
+	}
+	return w
+}
+
+// routeWarnings returns the routes' settings that are valid but cannot
+// work as written: a stale lifetime the cache caps, and a limited plan
+// listing a route without limited_fields (its keys are refused there).
+func (c *Config) routeWarnings() []string {
+	var w []string
+	limited := make(map[string]bool)
+	for i, r := range c.Routes {
+		if r.Stale > c.Cache.MaxStale {
+			w = append(w, fmt.Sprintf("routes[%d].stale: %s is above cache.max_stale (%s), which caps it", i, r.Stale, c.Cache.MaxStale))
+		}
+		limited[r.Name] = r.LimitedFields != nil
+	}
+	for _, name := range c.planNames() {
+		pl := c.Plans[name]
+		if pl.DataMode != DataModeLimited {
+			continue
+		}
+		for i, e := range pl.Endpoints {
+			if has, isRoute := limited[e]; isRoute && !has {
+				w = append(w, fmt.Sprintf("plans.%s.endpoints[%d]: route %s has no limited_fields, so keys of this limited plan are refused there (403)", name, i, e))
+			}
+		}
 	}
 	return w
 }
