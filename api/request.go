@@ -85,7 +85,7 @@ const (
 // under /api4/ when no key was presented). Callers must not modify it.
 var ErrNotFound = httperr.New(http.StatusNotFound, "not_found",
 	"no such route; the API serves /api4/public/topics/list/v1, /api4/public/topic/<topic>/whatsup/v1, "+
-		"/api4/public/topic/<topic>/time-series/v1 and /topic/<topic>/time-series/<metric>.tsv")
+		"/api4/public/topic/<topic>/time-series/v1, /topic/<topic>/time-series/<metric>.tsv and the routes its operator configured")
 
 // ErrMethodNotAllowed is what ParseRequest returns for any method other than
 // GET and HEAD: 405, code "method_not_allowed". The caller adds the header

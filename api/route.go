@@ -239,6 +239,7 @@ type fieldError struct{ field, msg string }
 // when the template itself is unusable.
 func compileRoute(rc RouteConfig) (*Route, []fieldError) {
 	var errs []fieldError
+	rc.Query = slices.Clone(rc.Query) // defaults are filled in below: never in the caller's config
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fieldError{field, fmt.Sprintf(format, args...)})
 	}

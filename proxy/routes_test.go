@@ -78,6 +78,12 @@ func TestRouteServedAndCached(t *testing.T) {
 		t.Errorf("after 11m: Cache-Status %q; want stale (route fresh 10m)", got)
 	}
 
+	// A large answer is compressed for a client that accepts gzip.
+	resp, body = h.get("/api4/public/creators/list/v1", h.full, "Accept-Encoding", "gzip")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Encoding") != "gzip" || len(body) < 20 || body[0] != 0x1f {
+		t.Errorf("creators list with gzip: status %d, Content-Encoding %q; want a gzip body", resp.StatusCode, resp.Header.Get("Content-Encoding"))
+	}
+
 	if n, _ := promtest.Sum(t, h.gw.Registry(), "trendgate_requests_total", "route", "coins_list"); n != 4 {
 		t.Errorf("trendgate_requests_total{route=coins_list} = %v; want 4", n)
 	}
