@@ -54,7 +54,7 @@ func closedRun(ctx context.Context, o options, e *env, s *server, pr protocol, e
 	if err != nil {
 		return fmt.Errorf("%s: %w\n%s", cmd.Args[0], err, out)
 	}
-	serverCPU, _, _, err := cpu.stop()
+	serverCPU, _, _, _, err := cpu.stop()
 	if err != nil {
 		return err
 	}

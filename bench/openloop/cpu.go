@@ -19,21 +19,35 @@ func procCPU(pid int, children bool) (time.Duration, error) {
 	if err != nil || !children {
 		return total, err
 	}
-	entries, err := os.ReadDir("/proc")
+	kids, err := childrenOf(pid)
 	if err != nil {
 		return 0, err
 	}
+	for _, k := range kids {
+		if t, _, err := statCPU(k); err == nil {
+			total += t
+		}
+	}
+	return total, nil
+}
+
+// childrenOf returns the live child processes of pid.
+func childrenOf(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		t, ppid, err := statCPU(child)
-		if err == nil && ppid == pid {
-			total += t
+		if _, ppid, err := statCPU(child); err == nil && ppid == pid {
+			kids = append(kids, child)
 		}
 	}
-	return total, nil
+	return kids, nil
 }
 
 // statCPU reads utime+stime and the parent pid from /proc/PID/stat.
@@ -69,6 +83,35 @@ func statCPU(pid int) (cpu time.Duration, ppid int, err error) {
 	return time.Duration(utime+stime) * clockTick, ppid, nil
 }
 
+// switches returns the context switches (voluntary and not) of every
+// thread of pid so far, from /proc/PID/task/*/status: each time a thread
+// sleeps (in epoll_wait, a futex) and is woken counts one, so per request
+// they show the wake-ups and hand-offs between threads a server pays.
+func switches(pid int) (int64, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				n += c
+			}
+		}
+	}
+	return n, nil
+}
+
 // hostBusy returns the CPU time all processors spent neither idle nor in
 // I/O wait so far (from /proc/stat), to show how loaded the host was.
 func hostBusy() (time.Duration, error) {
@@ -100,13 +143,41 @@ type cpuMeter struct {
 	pids               []int
 	children           bool
 	server, self, host time.Duration
+	switches           int64
 }
 
 func startCPU(pids []int, children bool) (*cpuMeter, error) {
 	m := &cpuMeter{pids: pids, children: children}
 	var err error
 	m.server, m.self, m.host, err = m.read()
+	if err == nil {
+		m.switches, err = m.countSwitches()
+	}
 	return m, err
+}
+
+// countSwitches sums switches over the server's processes (with nginx's
+// workers when children is set).
+func (m *cpuMeter) countSwitches() (int64, error) {
+	var n int64
+	for _, pid := range m.pids {
+		pids := []int{pid}
+		if m.children {
+			kids, err := childrenOf(pid)
+			if err != nil {
+				return 0, err
+			}
+			pids = append(pids, kids...)
+		}
+		for _, p := range pids {
+			c, err := switches(p)
+			if err != nil {
+				return 0, err
+			}
+			n += c
+		}
+	}
+	return n, nil
 }
 
 func (m *cpuMeter) read() (server, self, host time.Duration, err error) {
@@ -124,8 +195,13 @@ func (m *cpuMeter) read() (server, self, host time.Duration, err error) {
 	return server, self, host, err
 }
 
-// stop returns the CPU used since startCPU.
-func (m *cpuMeter) stop() (server, self, host time.Duration, err error) {
+// stop returns the CPU used and the server's context switches since
+// startCPU.
+func (m *cpuMeter) stop() (server, self, host time.Duration, switches int64, err error) {
 	s, g, h, err := m.read()
-	return s - m.server, g - m.self, h - m.host, err
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	n, err := m.countSwitches()
+	return s - m.server, g - m.self, h - m.host, n - m.switches, err
 }

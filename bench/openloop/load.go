@@ -159,6 +159,7 @@ type result struct {
 	serverCPU         time.Duration // the server's processes over the step
 	genCPU            time.Duration // this process (the load generator)
 	hostCPU           time.Duration // the whole host, all processors
+	switches          int64         // the server's threads' context switches
 	elapsed           time.Duration
 }
 
@@ -207,7 +208,7 @@ func step(ctx context.Context, c *http.Client, url, key string, rate int, d time
 	res.elapsed = time.Since(began)
 	if cpu != nil {
 		var err error
-		if res.serverCPU, res.genCPU, res.hostCPU, err = cpu.stop(); err != nil {
+		if res.serverCPU, res.genCPU, res.hostCPU, res.switches, err = cpu.stop(); err != nil {
 			return res, fmt.Errorf("cpu time: %w", err)
 		}
 	}

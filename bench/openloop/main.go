@@ -310,7 +310,7 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
 			return result{}, err
 		}
-		file := filepath.Join(o.pprofDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, pr, ep, rate))
+		file := filepath.Join(o.pprofDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, string(pr), ep, rate))
 		profiled = profileStep(s.admin(pr), o.duration, file)
 	}
 	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
