@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,8 +88,8 @@ func newClient(pr protocol, conns int, pool *x509.CertPool) *http.Client {
 }
 
 // warm opens the client's connections (conns requests at once, so that
-// the pool fills) and checks that url answers 200 on the expected protocol
-// from the cache. It returns the body size.
+// the pool fills) and checks that url answers 200 on the expected protocol,
+// and then from the cache. It returns the body size.
 func warm(ctx context.Context, c *http.Client, pr protocol, conns int, url, key string) (int, error) {
 	var (
 		wg    sync.WaitGroup
@@ -101,7 +102,7 @@ func warm(ctx context.Context, c *http.Client, pr protocol, conns int, url, key 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n, err := get(ctx, c, pr, url, key)
+				n, _, err := get(ctx, c, pr, url, key)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil && first == nil {
@@ -115,36 +116,50 @@ func warm(ctx context.Context, c *http.Client, pr protocol, conns int, url, key 
 			return 0, first
 		}
 	}
+	_, hit, err := get(ctx, c, pr, url, key)
+	if err != nil {
+		return 0, err
+	}
+	if !hit {
+		return 0, fmt.Errorf("%s: not answered from the cache after two rounds of requests", url)
+	}
 	return size, nil
 }
 
-// get sends one request and checks its status and protocol.
-func get(ctx context.Context, c *http.Client, pr protocol, url, key string) (int, error) {
+// cacheHit reports whether a response says it came from the cache:
+// nginx's X-Cache-Status (see nginx.conf.tmpl) or trendgate's Cache-Status.
+func cacheHit(h http.Header) bool {
+	return h.Get("X-Cache-Status") == "HIT" || strings.HasPrefix(h.Get("Cache-Status"), "trendgate; hit")
+}
+
+// get sends one request and checks its status and protocol; it returns
+// the body's size and whether the answer came from the cache.
+func get(ctx context.Context, c *http.Client, pr protocol, url, key string) (size int, hit bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", url, err)
+		return 0, false, fmt.Errorf("%s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: status %s: %.200s", url, resp.Status, body)
+		return 0, false, fmt.Errorf("%s: status %s: %.200s", url, resp.Status, body)
 	}
 	wantMajor := 1
 	if pr == h2 {
 		wantMajor = 2
 	}
 	if resp.ProtoMajor != wantMajor {
-		return 0, fmt.Errorf("%s: answered over %s, want %s", url, resp.Proto, pr)
+		return 0, false, fmt.Errorf("%s: answered over %s, want %s", url, resp.Proto, pr)
 	}
-	return len(body), nil
+	return len(body), cacheHit(resp.Header), nil
 }
 
 // result is what one step measured.

@@ -90,7 +90,7 @@ func parseOptions() (options, error) {
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured step")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load at the first rate before each server's first step of an endpoint")
 	flag.DurationVar(&o.pause, "pause", 500*time.Millisecond, "idle time between steps")
-	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections per server (HTTP/2: one stream at a time is not enforced; requests spread over the connections)")
+	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections per server (HTTP/2: requests go round-robin over them, as several streams when they queue)")
 	flag.DurationVar(&o.knee, "knee", 10*time.Millisecond, "p99 at or above which a server is past its knee and stepped no further")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write a CPU profile of trendgate over each of its steps into this directory")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
@@ -258,18 +258,23 @@ func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]resul
 // rates run out.
 func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clients []*http.Client,
 	pr protocol, ep string) ([]result, error) {
+	sizes := map[int]bool{}
 	for i, s := range servers {
 		url := s.baseURL(pr) + endpoints[ep]
 		size, err := warm(ctx, clients[i], pr, o.conns, url, e.clientKey)
 		if err != nil {
 			return nil, fmt.Errorf("warm %s %s: %w", s.name, pr, err)
 		}
+		sizes[size] = true
 		if o.warmup > 0 {
 			if _, err := step(ctx, clients[i], url, e.clientKey, o.rates[0], o.warmup, nil); err != nil {
 				return nil, err
 			}
 		}
-		fmt.Printf("# %s %s %s: %d-byte body, %d connections warm\n", pr, ep, s.name, size, o.conns)
+		fmt.Printf("# %s %s %s: %d-byte body from its cache, %d connections warm\n", pr, ep, s.name, size, o.conns)
+	}
+	if len(sizes) > 1 {
+		fmt.Printf("# WARNING: the servers' bodies differ in size (%v): they do not send the same bytes\n", sizes)
 	}
 	var results []result
 	done := make([]bool, len(servers))
