@@ -49,11 +49,16 @@ type conn struct {
 	readDeadline, writeDeadline time.Time
 }
 
-// setReadDeadline arms the read deadline at t (zero: none) unless the one
-// armed is later than t and by less than slack.
+// setReadDeadline arms the read deadline at t (zero: none), or leaves the
+// one armed when it is later than t by at most slack. It arms t+slack, so
+// that a keep-alive connection's next requests, each asking a little later,
+// find it still good: one timer update per slack rather than per request.
 func (c *conn) setReadDeadline(t time.Time, slack time.Duration) {
-	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d < slack || t.IsZero() && c.readDeadline.IsZero() {
+	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d <= slack || t.IsZero() && c.readDeadline.IsZero() {
 		return
+	}
+	if !t.IsZero() {
+		t = t.Add(slack)
 	}
 	c.readDeadline = t
 	_ = c.rwc.SetReadDeadline(t)
