@@ -222,8 +222,8 @@ type server struct {
 	plainURL   string // http://127.0.0.1:P
 	tlsURL     string // https://127.0.0.1:P (HTTP/1.1 and HTTP/2 by ALPN)
 	procs      []*process
-	adminURL   string // trendgate's TLS instance's admin listener (pprof), else ""
-	plainAdmin string // trendgate's plain instance's admin listener
+	tlsAdmin   string // trendgate's HTTPS process's admin listener (pprof); "" for nginx
+	plainAdmin string // trendgate's plain-HTTP process's admin listener; "" for nginx
 }
 
 // baseURL is the URL requests of protocol pr go to.
@@ -239,11 +239,11 @@ func (s *server) admin(pr protocol) string {
 	if pr == h1 {
 		return s.plainAdmin
 	}
-	return s.adminURL
+	return s.tlsAdmin
 }
 
 // pids returns the processes serving pr: trendgate runs one process per
-// listener kind, nginx one master for all (whose workers cpuTicks adds).
+// listener kind, nginx one master for all (whose workers procCPU adds).
 func (s *server) pids(pr protocol) []int {
 	if s.name == "nginx" {
 		return []int{s.procs[0].pid()}
@@ -329,7 +329,7 @@ func startTrendgate(ctx context.Context, e *env, bin string) (*server, error) {
 			return nil, err
 		}
 		if tls {
-			s.tlsURL, s.adminURL = "https://"+addrs[0], admin
+			s.tlsURL, s.tlsAdmin = "https://"+addrs[0], admin
 		} else {
 			s.plainURL, s.plainAdmin = "http://"+addrs[0], admin
 		}
