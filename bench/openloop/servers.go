@@ -102,7 +102,7 @@ func start(dir, name string, argv ...string) (*process, error) {
 }
 
 // pid is the process id whose CPU time counts for this process (nginx adds
-// its workers, see cpuTicks).
+// its workers, see procCPU).
 func (p *process) pid() int { return p.cmd.Process.Pid }
 
 // stop sends SIGTERM and, after 10 s, SIGKILL; it waits for the exit.
