@@ -109,6 +109,12 @@ func TestExampleFile(t *testing.T) {
 	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
 	want.TLS.ACME.Domains = []string{}
 	want.Server.CORS.AllowedOrigins = []string{}
+	want.Routes = ExampleRoutes()
+	for plan, routes := range ExamplePlanRoutes() {
+		p := want.Plans[plan]
+		p.Endpoints = append(p.Endpoints, routes...)
+		want.Plans[plan] = p
+	}
 	daily := int64(10000)
 	want.Accounts = []Account{{ID: "example-team", Plan: PlanFull, Daily: &daily}}
 	want.Keys = []Key{

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
@@ -31,6 +32,10 @@ type Config struct {
 	// the quotas and the fair share of the upstream budget that all its
 	// keys draw on. Nil means every key is an account of its own.
 	Accounts []Account `yaml:"accounts"`
+	// Routes are the upstream's other read endpoints the gateway serves,
+	// each added on purpose (docs/routes.md); nil serves only the four
+	// built-in endpoints. A plan lists a route's name to include it.
+	Routes []api.RouteConfig `yaml:"routes"`
 	// Keys are the issued API keys (only their digests). Nil means no keys,
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
@@ -172,7 +177,8 @@ type Redis struct {
 // Its zero value fails Validate: Endpoints and DataMode are required.
 type Plan struct {
 	limits.Policy `yaml:",inline"`
-	// Endpoints the plan may call: list, whatsup, series, tsv.
+	// Endpoints the plan may call: list, whatsup, series, tsv, and the
+	// names of configured routes.
 	Endpoints []string `yaml:"endpoints"`
 	// DataMode is "full" (everything passes) or "limited" (Fields applies).
 	DataMode string `yaml:"data_mode"`
