@@ -10,7 +10,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestClusterRedisHang hangs a private Redis (SIGSTOP: connections are

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool that

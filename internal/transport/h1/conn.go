@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"trendgate/internal/batchconn"
+	"trendgate/internal/transport/batchconn"
 )
 
 // Connection states, for Shutdown: an idle connection waits for a

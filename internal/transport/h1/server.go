@@ -16,7 +16,7 @@
 // With a TLSConfig the lane terminates TLS itself: after the handshake, a
 // connection that negotiated HTTP/1.1 (or no protocol) runs on the lane as
 // a plain one does, and one that negotiated h2 goes to the Server's H2
-// (the HTTP/2 lane, package internal/h2) or, without one, untouched to the
+// (the HTTP/2 lane, package internal/transport/h2) or, without one, untouched to the
 // net/http server, whose HTTP/2 serves it.
 package h1
 
