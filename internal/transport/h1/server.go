@@ -42,7 +42,11 @@ type Server struct {
 	Handler  http.Handler
 	Fallback *http.Server
 	// TLSConfig, when not nil, makes Serve terminate TLS on every
-	// connection it accepts. Its NextProtos decide what clients may
+	// connection it accepts. Requests then carry the connection's TLS
+	// state in r.TLS, on the lane and on Fallback alike: for the
+	// connections the lane hands over after reading from them (which
+	// net/http cannot see as *tls.Conn), Serve wraps Fallback's Handler
+	// and ConnContext, once, to set it. Its NextProtos decide what clients may
 	// negotiate: "h2" connections go to Fallback (which must then have
 	// the same TLSConfig, so that net/http sets up its HTTP/2), "http/1.1"
 	// and none stay on the lane, and any other protocol is closed after
@@ -67,6 +71,7 @@ type Server struct {
 	listener net.Listener
 	handoff  *handoffListener
 	conns    map[*conn]struct{}
+	wrapped  bool // Fallback's Handler and ConnContext carry the TLS state
 }
 
 // ConnServer serves whole connections: the HTTP/2 lane's side of H2.
@@ -104,6 +109,10 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listener, s.handoff = l, hl
 	if s.conns == nil {
 		s.conns = make(map[*conn]struct{})
+	}
+	if s.TLSConfig != nil && !s.wrapped {
+		s.wrapped = true
+		carryTLSState(s.Fallback)
 	}
 	s.mu.Unlock()
 
@@ -327,6 +336,9 @@ func (l *handoffListener) deliver(c net.Conn) bool {
 type replayConn struct {
 	net.Conn
 	pending []byte
+	// tlsState is the TLS state of the connection under it; nil without
+	// TLS. carryTLSState gives it to the requests net/http reads.
+	tlsState *tls.ConnectionState
 	// headDeadline bounds the first request's head as the lane counted it;
 	// zero means no bound. clamped is set once it has been applied. Only
 	// net/http's serving goroutine calls SetReadDeadline.
@@ -362,6 +374,40 @@ func (c *replayConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// tlsStateKey is the context key under which a handed-over TLS
+// connection's state reaches Fallback's handler.
+type tlsStateKey struct{}
+
+// carryTLSState wraps srv's ConnContext and Handler so that requests on a
+// replayConn over TLS carry its state in r.TLS. net/http sets r.TLS only
+// for a connection that is a *tls.Conn, and a replayConn, which must
+// replay the bytes the lane already read, cannot be one. Requests on any
+// other connection pass through unchanged.
+func carryTLSState(srv *http.Server) {
+	connContext := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		if rc, ok := c.(*replayConn); ok && rc.tlsState != nil {
+			ctx = context.WithValue(ctx, tlsStateKey{}, rc.tlsState)
+		}
+		return ctx
+	}
+	next := srv.Handler
+	if next == nil {
+		next = http.DefaultServeMux // what net/http serves for a nil Handler
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok && r.TLS == nil {
+			r2 := *r // net/http's handlers may not modify r itself
+			r2.TLS = st
+			r = &r2
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 var (
