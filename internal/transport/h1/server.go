@@ -6,18 +6,48 @@
 // per-request machinery (a background-read goroutine, a cancelable context,
 // header sorting, a buffered writer that sends a large body in two
 // syscalls) costs more than that. The lane serves the requests a hot API
-// sees all day — GET or HEAD, origin-form target, no body, well-formed
-// fields — with the same http.Handler, and writes each response's head and
-// body with one writev. Everything else (other methods, bodies, HTTP/1.0,
-// bare LF, obs-fold, oversized heads, protocol upgrades) is handed, with
-// every byte already read, to a net/http server that keeps serving that
-// connection, so odd input always meets net/http's behaviour.
+// sees all day with the same http.Handler, and writes each response's head
+// and body with one writev.
 //
 // With a TLSConfig the lane terminates TLS itself: after the handshake, a
 // connection that negotiated HTTP/1.1 (or no protocol) runs on the lane as
 // a plain one does, and one that negotiated h2 goes to the Server's H2
-// (the HTTP/2 lane, package internal/transport/h2) or, without one, untouched to the
-// net/http server, whose HTTP/2 serves it.
+// (the HTTP/2 lane, package internal/transport/h2) or, without one,
+// untouched to the net/http server, whose HTTP/2 serves it.
+//
+// # Invariants
+//
+// The lane frames no body. It serves a head only when it is "GET" or
+// "HEAD", an origin-form target, "HTTP/1.1", CRLF line ends, at most 64
+// fields valid by the checks net/http uses, exactly one valid Host, and
+// no Content-Length (not even 0), Transfer-Encoding, Expect or Upgrade.
+// Anything else, including every request that has or announces a body,
+// is handed to the Fallback net/http server together with every byte
+// already read, and net/http serves that connection from then on. So
+// every request the lane itself serves has Body http.NoBody and
+// ContentLength 0, and the lane never has to decide where a body ends.
+//
+// What the lane serves, it must answer as net/http would:
+//   - the request: the same Method, URL, Host, RequestURI, Close and
+//     Header (Host removed, "Pragma: no-cache" implying Cache-Control) as
+//     http.ReadRequest reads from the same head
+//     (TestParseHeadAgreesWithReadRequest, FuzzParseHead); RemoteAddr the
+//     peer's address; r.TLS set on a TLS connection, also on one handed
+//     to Fallback after the lane read from it; a context carrying
+//     http.ServerContextKey
+//     (Fallback) and http.LocalAddrContextKey, canceled when the handler
+//     returns or, once the handler asked for Done, when the client goes
+//     away;
+//   - the response: net/http's rules for status codes, Content-Length,
+//     a sniffed Content-Type, Date, Connection: close and HEAD
+//     (TestLaneMatchesNetHTTP, TestResponseWriterMatchesNetHTTP), with two
+//     deliberate differences: a body without a Content-Length is held
+//     whole and sent with its length, never chunked, and the writer is no
+//     http.Flusher;
+//   - the connection: Fallback's ReadHeaderTimeout, ReadTimeout,
+//     WriteTimeout, IdleTimeout and MaxHeaderBytes, as net/http applies
+//     them (a head over 8 KiB, or over MaxHeaderBytes, goes to net/http,
+//     which then decides).
 package h1
 
 import (
