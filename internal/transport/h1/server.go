@@ -46,8 +46,8 @@
 //     http.Flusher;
 //   - the connection: Fallback's ReadHeaderTimeout, ReadTimeout,
 //     WriteTimeout, IdleTimeout and MaxHeaderBytes, as net/http applies
-//     them (a head over 8 KiB, or over MaxHeaderBytes, goes to net/http,
-//     which then decides).
+//     them (a head over 8 KiB, or over a smaller MaxHeaderBytes but at
+//     least 512 bytes, goes to net/http, which then decides).
 package h1
 
 import (
