@@ -134,7 +134,7 @@ func (c *conn) serve() {
 			// goroutine in the poller to be woken (often on the other
 			// CPU) a moment later. It trades fairness for throughput: at
 			// saturation the median falls and the tail rises, and a lone
-			// connection pays a few µs (README, Performance).
+			// connection pays a few µs (docs/performance.md).
 			runtime.Gosched()
 			if d := c.s.idleTimeout(); d > 0 {
 				// A deadline up to d/64 later than asked is as good.
