@@ -207,7 +207,7 @@ func liveHeap() uint64 {
 // attackTimeouts are the server timeouts of the attack tests: short, so
 // that what they bound shows within a test's time, and write_timeout below
 // shutdown_timeout, so a write the client never lets finish cannot outlast
-// the drain (with the defaults, 60 s and 20 s, it can; see the README).
+// the drain (with the defaults, 60 s and 20 s, it can; see docs/http-lanes.md).
 func attackTimeouts(c *config.Config) {
 	c.Server.ReadHeaderTimeout = time.Second
 	c.Server.ReadTimeout = time.Second
