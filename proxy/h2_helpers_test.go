@@ -53,7 +53,12 @@ type upstreamHold struct {
 	path    string
 	match   func(path string) bool // when set, holds the paths it matches instead
 	release chan struct{}
+	arrived chan struct{} // closed when the first held request arrives
+	once    sync.Once
 }
+
+// arrive records that a held request reached the upstream.
+func (h *upstreamHold) arrive() { h.once.Do(func() { close(h.arrived) }) }
 
 // holds reports whether h holds the upstream's requests for path.
 func (h *upstreamHold) holds(path string) bool {
@@ -67,7 +72,7 @@ func (h *upstreamHold) holds(path string) bool {
 // or quota (the attacks exercise the HTTP/2 server, not the limiter), with
 // set (an h2Servers entry, nil for none) and then mutate applied to the
 // config. It is stopped when the test ends.
-func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway {
+func startTLSGateway(t testing.TB, set, mutate func(*config.Config)) *tlsGateway {
 	t.Helper()
 	clk := clock.NewFake(testNow)
 	calls, held := &atomic.Int64{}, &atomic.Pointer[upstreamHold]{}
@@ -75,6 +80,7 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			if h := held.Load(); h != nil && h.holds(r.URL.Path) {
+				h.arrive()
 				select {
 				case <-h.release:
 				case <-r.Context().Done():
@@ -109,13 +115,13 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 
 // hold makes the upstream hold every request for path until the returned
 // func is called (at the latest when the test ends).
-func (g *tlsGateway) hold(t *testing.T, path string) (release func()) {
+func (g *tlsGateway) hold(t testing.TB, path string) (release func()) {
 	return g.holdMatching(t, &upstreamHold{path: path})
 }
 
 // holdMatching is hold for every path h holds.
-func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()) {
-	h.release = make(chan struct{})
+func (g *tlsGateway) holdMatching(t testing.TB, h *upstreamHold) (release func()) {
+	h.release, h.arrived = make(chan struct{}), make(chan struct{})
 	g.held.Store(h)
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.release) }) }
@@ -124,7 +130,7 @@ func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()
 }
 
 // dial opens a frame-level HTTP/2 connection to the gateway.
-func (g *tlsGateway) dial(t *testing.T) *h2test.Conn {
+func (g *tlsGateway) dial(t testing.TB) *h2test.Conn {
 	t.Helper()
 	return h2test.Dial(t, g.public, g.tls)
 }
