@@ -71,12 +71,12 @@ type Server struct {
 	// finding the client IP. Empty trusts no one.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// FastHTTP1 serves HTTP/1.1 GET and HEAD requests of the common shape
-	// on trendgate's lean HTTP/1.1 loop (package internal/h1), over TLS
+	// on trendgate's lean HTTP/1.1 loop (package internal/transport/h1), over TLS
 	// too, and everything else (HTTP/2 included) with net/http (default
 	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
 	// FastHTTP2 serves HTTP/2 (TLS connections that negotiate h2) on
-	// trendgate's own HTTP/2 lane (package internal/h2) instead of
+	// trendgate's own HTTP/2 lane (package internal/transport/h2) instead of
 	// net/http's HTTP/2 server (default true; nil means true). It only
 	// matters with TLS on: plain HTTP/2 (h2c) is not served.
 	FastHTTP2 *bool `yaml:"fast_http2"`

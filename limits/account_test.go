@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // accountLimiters returns the limiters an account's sharing must hold on:

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // withRoutes configures the example routes (config.ExampleRoutes) and adds
