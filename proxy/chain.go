@@ -8,6 +8,7 @@ func (g *Gateway) chain() http.Handler {
 	return compose(http.HandlerFunc(g.serveAPI),
 		g.observe,      // 1. request id, panic recovery, access log, metrics
 		g.cors,         // 1b. CORS headers; preflights answered here, spending nothing
+		g.selfUsage,    // 1c. GET /trendgate/v1/usage answered by its own chain (usage.go)
 		g.route,        // 2. strict parse into a canonical Request; 400/404/405
 		g.authenticate, // 3. Bearer key → Principal; 401
 		g.checkPlan,    // 3b. endpoint and metric in the key's plan; 403, costs nothing

@@ -78,10 +78,11 @@ func (g *Gateway) withUsage(rt *runtime) *runtime {
 
 // record counts a finished request in the console's counters: the key's
 // 24 h counters (when a key was authenticated) and the gateway's activity.
-// It runs on every request, hits included: atomic adds only.
+// It runs on every request, hits included: atomic adds only. A usage read
+// (usage.go) is not the key's traffic: its counters skip it.
 func (g *Gateway) record(in *info, status int, elapsed time.Duration) {
 	topic := ""
-	if in.usage != nil {
+	if in.usage != nil && in.routed {
 		units := 0
 		if delivered(status) {
 			units = in.cost

@@ -33,7 +33,9 @@ type info struct {
 	rt     *runtime
 	req    api.Request // zero until route succeeds
 	routed bool
-	keyID  string
+	// usageRead marks a request for api.UsagePath (usage.go): never routed.
+	usageRead bool
+	keyID     string
 	// account is keyID's account (keyID itself for a key configured
 	// without one): its quotas and its fair share of the upstream budget.
 	account string
@@ -225,8 +227,11 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 	}
 	elapsed := g.clk.Now().Sub(in.start)
 	route := "unknown"
-	if in.routed {
+	switch {
+	case in.routed:
 		route = in.req.Label() // a built-in's name or a configured route's: bounded
+	case in.usageRead:
+		route = "usage"
 	}
 	planName := ""
 	if in.plan != nil {

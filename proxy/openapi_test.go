@@ -354,6 +354,15 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "quota: first call", target: routes[0], key: quota, status: 200, plan: "listonly"},
 		{name: "quota: spent", target: routes[0], key: quota, status: 429, code: "daily_quota_exceeded"},
 	}
+	// The client's own usage report: the same conventions.
+	errorCases = append(errorCases,
+		exchange{name: "usage", target: api.UsagePath, key: h.full, status: 200},
+		exchange{name: "usage HEAD", method: http.MethodHead, target: api.UsagePath, key: h.limited, status: 200},
+		exchange{name: "usage without key", target: api.UsagePath, status: 401, code: "missing_api_key"},
+		exchange{name: "usage invalid key", target: api.UsagePath, key: "tg_not-a-key", status: 401, code: "invalid_api_key"},
+		exchange{name: "usage parameter", target: api.UsagePath + "?day=1", key: h.full, status: 400, code: "unknown_parameter"},
+		exchange{name: "usage POST", method: http.MethodPost, target: api.UsagePath, key: h.full, status: 405, code: "method_not_allowed"},
+	)
 	for _, ex := range errorCases {
 		if ex.key == "" && ex.code != "missing_api_key" && ex.status == 400 {
 			ex.key = h.full
@@ -372,6 +381,10 @@ func TestOpenAPIContract(t *testing.T) {
 			t.Fatal("the narrow key was never rate limited")
 		}
 	}
+
+	// The usage report takes a token too: the narrow key's bucket is empty.
+	resp, body := h.get(api.UsagePath, narrow)
+	c.validate(exchange{name: "usage rate limited", target: api.UsagePath, key: narrow, status: 429, code: "rate_limited"}, http.MethodGet, resp, body)
 
 	// Invalid keys from one address are limited (limits.auth_failures:
 	// burst 20): within a bounded number the address gets 429.

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"trendgate/api"
+	"trendgate/limits"
+)
+
+// GET /trendgate/v1/usage: a client reads its own standing with its own
+// key (api.Usage). The read takes one token from the key's bucket, so it
+// cannot be used to flood the gateway, but charges no quota, never reaches
+// the cache or the upstream, and is not counted in the key's 24 h traffic.
+
+// selfUsage answers requests for api.UsagePath through their own short
+// chain (check, authenticate, token bucket, report) and passes every other
+// request on.
+func (g *Gateway) selfUsage(next http.Handler) http.Handler {
+	usage := compose(http.HandlerFunc(g.serveUsage),
+		g.checkUsage,   // GET or HEAD, no body, no query; 400/405
+		g.authenticate, // Bearer key → Principal; 401
+		g.limitRate,    // one token of the key's bucket, no quota; 429
+	)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != api.UsagePath {
+			next.ServeHTTP(w, r)
+			return
+		}
+		infoFrom(r.Context()).usageRead = true
+		usage.ServeHTTP(w, r)
+	})
+}
+
+// checkUsage refuses a usage request the API would refuse on any route.
+func (g *Gateway) checkUsage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := api.CheckUsageRequest(r); err != nil {
+			if errors.Is(err, api.ErrMethodNotAllowed) {
+				w.Header().Set("Allow", api.AllowedMethods)
+			}
+			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+				w.Header().Set("Connection", "close") // an unread body: see route
+			}
+			g.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitRate admits the request against the key's token bucket only, at
+// cost 1: the policy it is admitted under has its quotas turned off. The
+// RateLimit headers it sets therefore describe the bucket.
+func (g *Gateway) limitRate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := infoFrom(r.Context())
+		p := in.policy
+		p.Daily, p.Monthly = 0, 0
+		d, err := g.limiter.Admit(r.Context(), limits.Subject{Key: in.keyID, Account: in.account}, p, 1)
+		if err != nil {
+			g.fail(w, r, err)
+			return
+		}
+		d.SetHeaders(w.Header())
+		if !d.Allowed {
+			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
+			g.fail(w, r, limitError(d))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// serveUsage writes the authenticated key's api.Usage.
+func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request) {
+	in := infoFrom(r.Context())
+	body, err := g.usageOf(r.Context(), in)
+	if err != nil {
+		g.fail(w, r, err)
+		return
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		g.fail(w, r, fmt.Errorf("proxy: encode usage: %w", err))
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = ctJSON
+	h["X-Content-Type-Options"] = nosniff
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b)
+	}
+}
+
+// usageOf reads in's key's standing: the account's quota counters from the
+// limiter (Redis in cluster mode), the traffic from this instance's
+// counters.
+func (g *Gateway) usageOf(ctx context.Context, in *info) (api.Usage, error) {
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	defer cancel()
+	us, err := g.usage.Usage(ctx, []limits.KeyPolicy{{Key: in.keyID, Account: in.account, Policy: in.policy}})
+	if err != nil {
+		return api.Usage{}, fmt.Errorf("proxy: usage of key %s: %w", in.keyID, err)
+	}
+	u := us[0]
+	now := g.clk.Now()
+	out := api.Usage{
+		GeneratedAt: now.UTC(),
+		Key:         in.keyID,
+		Account:     in.account,
+		Plan:        in.plan.name,
+		Daily:       usageQuota(u.DayUsed, u.Policy.Daily, u.DayEnd),
+		Monthly:     usageQuota(u.MonthUsed, u.Policy.Monthly, u.MonthEnd),
+		Last24h:     traffic(in.rt, in.keyID, in.account, now),
+	}
+	if u.Policy.PerSecond > 0 {
+		out.Rate = &api.UsageRate{PerSecond: u.Policy.PerSecond, Burst: u.Policy.Burst, Remaining: u.BurstTokens}
+	}
+	return out, nil
+}
+
+func usageQuota(used, limit int64, end time.Time) api.UsageQuota {
+	q := api.UsageQuota{Limit: limit, Used: used, ResetsAt: end.UTC()}
+	if limit > 0 {
+		left := max(limit-used, 0)
+		q.Remaining = &left
+	}
+	return q
+}
+
+// traffic sums this instance's 24 h counters of the account's keys, and
+// gives keyID's own.
+func traffic(rt *runtime, keyID, account string, now time.Time) api.UsageTraffic {
+	t := api.UsageTraffic{Scope: "instance"}
+	for _, rk := range rt.cfg.ResolvedKeys() {
+		k := rt.usage[rk.Key.ID]
+		if rk.Account != account || k == nil {
+			continue
+		}
+		w := k.Window(now)
+		t.Since = w.Since
+		c := api.UsageCounts{Requests: w.Requests, Units: w.Units, UpstreamCalls: w.UpstreamCalls}
+		t.Account.Requests += c.Requests
+		t.Account.Units += c.Units
+		t.Account.UpstreamCalls += c.UpstreamCalls
+		if rk.Key.ID == keyID {
+			t.Key = c
+		}
+	}
+	return t
+}
