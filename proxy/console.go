@@ -338,12 +338,16 @@ func round(x float64, decimals int) float64 {
 }
 
 // quotaCollector exports trendgate_key_quota_used_units and
-// trendgate_key_quota_limit_units per key and window (day, month), read
-// from the limiter at scrape time; a quota that is off has no limit
-// series.
+// trendgate_key_quota_limit_units per key and window (day, month), and
+// trendgate_account_quota_used_units and trendgate_account_quota_limit_units
+// per account and window, read from the limiter at scrape time; a quota
+// that is off has no limit series. The account label takes only configured
+// accounts and the ids of keys configured without one: it is bounded by
+// the configuration, like key_id.
 type quotaCollector struct {
-	g          *Gateway
-	used, limt *prometheus.Desc
+	g                        *Gateway
+	used, limt               *prometheus.Desc
+	accountUsed, accountLimt *prometheus.Desc
 }
 
 func newQuotaCollector(g *Gateway) *quotaCollector {
@@ -355,6 +359,12 @@ func newQuotaCollector(g *Gateway) *quotaCollector {
 		limt: prometheus.NewDesc("trendgate_key_quota_limit_units",
 			"A key's quota for the window (day or month); absent when that quota is unlimited.",
 			[]string{"key_id", "window"}, nil),
+		accountUsed: prometheus.NewDesc("trendgate_account_quota_used_units",
+			"Quota units an account (all its keys) has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
+			[]string{"account", "window"}, nil),
+		accountLimt: prometheus.NewDesc("trendgate_account_quota_limit_units",
+			"An account's quota for the window (day or month), shared by its keys; absent when that quota is unlimited.",
+			[]string{"account", "window"}, nil),
 	}
 }
 
@@ -362,6 +372,8 @@ func newQuotaCollector(g *Gateway) *quotaCollector {
 func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.used
 	ch <- c.limt
+	ch <- c.accountUsed
+	ch <- c.accountLimt
 }
 
 // Collect implements prometheus.Collector.
@@ -372,14 +384,22 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, k := range keys {
-		for _, w := range []struct {
-			name string
-			q    admin.QuotaUsage
-		}{{"day", k.Daily}, {"month", k.Monthly}} {
-			ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, float64(w.q.Used), k.ID, w.name)
-			if w.q.Limit > 0 {
-				ch <- prometheus.MustNewConstMetric(c.limt, prometheus.GaugeValue, float64(w.q.Limit), k.ID, w.name)
-			}
+		collectQuotas(ch, c.used, c.limt, k.ID, k.Daily, k.Monthly)
+	}
+	for _, a := range admin.Accounts(keys) {
+		collectQuotas(ch, c.accountUsed, c.accountLimt, a.ID, a.Daily, a.Monthly)
+	}
+}
+
+// collectQuotas sends the used and limit gauges of one key or account.
+func collectQuotas(ch chan<- prometheus.Metric, used, limit *prometheus.Desc, id string, daily, monthly admin.QuotaUsage) {
+	for _, w := range []struct {
+		name string
+		q    admin.QuotaUsage
+	}{{"day", daily}, {"month", monthly}} {
+		ch <- prometheus.MustNewConstMetric(used, prometheus.GaugeValue, float64(w.q.Used), id, w.name)
+		if w.q.Limit > 0 {
+			ch <- prometheus.MustNewConstMetric(limit, prometheus.GaugeValue, float64(w.q.Limit), id, w.name)
 		}
 	}
 }

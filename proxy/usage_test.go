@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,5 +213,39 @@ func TestUsageCluster(t *testing.T) {
 	}
 	if got := c.quotaCounter("d", "acme"); got != list {
 		t.Errorf("Redis day counter of acme: %d; want %d", got, list)
+	}
+}
+
+// TestAccountQuotaGauges: the account gauges sum what an account's keys
+// used, once per account (not per key), and a key without an account is
+// an account of its own.
+func TestAccountQuotaGauges(t *testing.T) {
+	web, batch := newKey(t), newKey(t)
+	h := newHarness(t, func(c *config.Config) { usageAccount(c, web, batch) })
+	h.get("/api4/public/topics/list/v1", web)
+	h.get("/api4/public/topic/bitcoin/whatsup/v1", batch)
+	h.get("/api4/public/topics/list/v1", h.full)
+	costs := h.cfg.Limits.Costs
+	reg := h.gw.Registry()
+	for _, tc := range []struct {
+		name, account, window string
+		want                  float64
+	}{
+		{"trendgate_account_quota_used_units", "acme", "day", float64(costs.List + costs.Whatsup)},
+		{"trendgate_account_quota_used_units", "acme", "month", float64(costs.List + costs.Whatsup)},
+		{"trendgate_account_quota_limit_units", "acme", "day", 100},
+		{"trendgate_account_quota_used_units", "team-full", "day", float64(costs.List)},
+		{"trendgate_account_quota_used_units", "team-limited", "day", 0},
+	} {
+		if got := metric(t, reg, tc.name, "account", tc.account, "window", tc.window); got != tc.want {
+			t.Errorf("%s{%s,%s}: got %v; want %v", tc.name, tc.account, tc.window, got, tc.want)
+		}
+	}
+	_, body := h.adminDo(http.MethodGet, "/metrics", "")
+	if n := strings.Count(string(body), `trendgate_account_quota_limit_units{account="acme",window="day"}`); n != 1 {
+		t.Errorf("acme's daily limit series appears %d times; want once", n)
+	}
+	if strings.Contains(string(body), `account="acme-web"`) {
+		t.Errorf("a key of an account has account series of its own")
 	}
 }
