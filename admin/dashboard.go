@@ -45,11 +45,14 @@ type Summary struct {
 	Upstream         UpstreamStatus `json:"upstream"`
 	// TopKeys lists up to ten keys by their highest share of a quota used
 	// (day or month), then keys without quotas by units used today.
-	TopKeys   []TopKey       `json:"top_keys"`
-	TopTopics TopTopics      `json:"top_topics"`
-	Refusals  RefusalSummary `json:"refusals"`
-	Cache     CacheStatus    `json:"cache"`
-	Reload    ReloadStatus   `json:"reload"`
+	TopKeys []TopKey `json:"top_keys"`
+	// TopAccounts lists up to ten accounts (a key configured without one
+	// is an account of its own) in the same order, each with its keys.
+	TopAccounts []TopAccount   `json:"top_accounts"`
+	TopTopics   TopTopics      `json:"top_topics"`
+	Refusals    RefusalSummary `json:"refusals"`
+	Cache       CacheStatus    `json:"cache"`
+	Reload      ReloadStatus   `json:"reload"`
 }
 
 // CacheStatus is this instance's local cache: the bytes it holds (entries
@@ -120,16 +123,30 @@ type UpstreamShare struct {
 	Guaranteed int64   `json:"guaranteed"`
 }
 
-// TopKey is one key's quota use: Window is "day" or "month" (the one more
-// used), or "" when the key has no quota; Pct is Used / Limit × 100.
-// Daily and Monthly give each window (nil: no quota in that window).
+// TopKey is one key's quota use (its account's quotas, see QuotaRank).
 // State is the key's: active, disabled or expired.
 type TopKey struct {
 	ID string `json:"id"`
 	// Account is the key's account (its quotas are the account's).
-	Account string      `json:"account"`
-	Plan    string      `json:"plan"`
-	State   string      `json:"state"`
+	Account string `json:"account"`
+	Plan    string `json:"plan"`
+	State   string `json:"state"`
+	QuotaRank
+}
+
+// TopAccount is one account's quota use, with the ids of its keys.
+type TopAccount struct {
+	ID   string   `json:"id"`
+	Plan string   `json:"plan"`
+	Keys []string `json:"keys"`
+	QuotaRank
+}
+
+// QuotaRank is what the top lists are ordered by: Window is "day" or
+// "month" (the one more used), or "" without a quota (then Used is the
+// units used today); Pct is Used / Limit × 100. Daily and Monthly give
+// each window (nil: no quota in that window).
+type QuotaRank struct {
 	Window  string      `json:"window"`
 	Used    int64       `json:"used"`
 	Limit   int64       `json:"limit"`

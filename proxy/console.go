@@ -273,6 +273,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 		return admin.Summary{}, err
 	}
 	s.TopKeys = topKeys(keys, topN)
+	s.TopAccounts = topAccounts(admin.Accounts(keys), topN)
 	return s, nil
 }
 
@@ -281,34 +282,53 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 func topKeys(keys []admin.KeyUsage, n int) []admin.TopKey {
 	out := make([]admin.TopKey, 0, len(keys))
 	for _, k := range keys {
-		tk := admin.TopKey{ID: k.ID, Account: k.Account, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
-		for _, w := range []struct {
-			name  string
-			q     admin.QuotaUsage
-			share **admin.QuotaShare
-		}{{"day", k.Daily, &tk.Daily}, {"month", k.Monthly, &tk.Monthly}} {
-			if w.q.Limit <= 0 {
-				continue
-			}
-			p := 100 * float64(w.q.Used) / float64(w.q.Limit)
-			*w.share = &admin.QuotaShare{Used: w.q.Used, Limit: w.q.Limit, Pct: round(p, 1)}
-			if tk.Window == "" || p > tk.Pct {
-				tk.Window, tk.Used, tk.Limit, tk.Pct = w.name, w.q.Used, w.q.Limit, p
-			}
-		}
-		tk.Pct = round(tk.Pct, 1)
-		out = append(out, tk)
+		out = append(out, admin.TopKey{ID: k.ID, Account: k.Account, Plan: k.Plan, State: k.State, QuotaRank: rankOf(k.Daily, k.Monthly)})
 	}
-	slices.SortStableFunc(out, func(a, b admin.TopKey) int {
-		if (a.Window == "") != (b.Window == "") {
-			if a.Window == "" {
-				return 1
-			}
-			return -1
-		}
-		return cmp.Or(cmp.Compare(b.Pct, a.Pct), cmp.Compare(b.Used, a.Used), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortStableFunc(out, func(a, b admin.TopKey) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
 	return out[:min(n, len(out))]
+}
+
+// topAccounts orders accounts as topKeys orders keys.
+func topAccounts(accounts []admin.AccountUsage, n int) []admin.TopAccount {
+	out := make([]admin.TopAccount, 0, len(accounts))
+	for _, a := range accounts {
+		out = append(out, admin.TopAccount{ID: a.ID, Plan: a.Plan, Keys: a.Keys, QuotaRank: rankOf(a.Daily, a.Monthly)})
+	}
+	slices.SortStableFunc(out, func(a, b admin.TopAccount) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
+	return out[:min(n, len(out))]
+}
+
+// rankOf is the highest share of the two quota windows used.
+func rankOf(daily, monthly admin.QuotaUsage) admin.QuotaRank {
+	r := admin.QuotaRank{Used: daily.Used}
+	for _, w := range []struct {
+		name  string
+		q     admin.QuotaUsage
+		share **admin.QuotaShare
+	}{{"day", daily, &r.Daily}, {"month", monthly, &r.Monthly}} {
+		if w.q.Limit <= 0 {
+			continue
+		}
+		p := 100 * float64(w.q.Used) / float64(w.q.Limit)
+		*w.share = &admin.QuotaShare{Used: w.q.Used, Limit: w.q.Limit, Pct: round(p, 1)}
+		if r.Window == "" || p > r.Pct {
+			r.Window, r.Used, r.Limit, r.Pct = w.name, w.q.Used, w.q.Limit, p
+		}
+	}
+	r.Pct = round(r.Pct, 1)
+	return r
+}
+
+// compareRanks orders by share used, then units used, then id; entries
+// without a quota last.
+func compareRanks(a, b admin.QuotaRank, aID, bID string) int {
+	if (a.Window == "") != (b.Window == "") {
+		if a.Window == "" {
+			return 1
+		}
+		return -1
+	}
+	return cmp.Or(cmp.Compare(b.Pct, a.Pct), cmp.Compare(b.Used, a.Used), cmp.Compare(aID, bID))
 }
 
 func topicCounts(in []activity.TopicCount) []admin.TopicCount {

@@ -115,12 +115,14 @@ func TestDashboardInBrowser(t *testing.T) {
 		{ID: "demo-full", SHA256: auth.Digest(full), Plan: "full"},
 		{ID: "demo-limited", SHA256: auth.Digest(limited), Plan: "limited"},
 	}
+	// Account "small" has two keys: team-small and the disabled old-team.
 	small, daily := newKey(t), int64(60)
-	cfg.Keys = append(cfg.Keys, config.Key{ID: "team-small", SHA256: auth.Digest(small), Plan: "limited", Daily: &daily})
+	cfg.Accounts = []config.Account{{ID: "small", Plan: "limited", Daily: &daily}}
+	cfg.Keys = append(cfg.Keys, config.Key{ID: "team-small", SHA256: auth.Digest(small), Account: "small"})
 	// Keys the page marks: one disabled, one past its expiry.
 	expired := testNow.Add(-time.Hour)
 	cfg.Keys = append(cfg.Keys,
-		config.Key{ID: "old-team", SHA256: auth.Digest(newKey(t)), Plan: "limited", Disabled: true},
+		config.Key{ID: "old-team", SHA256: auth.Digest(newKey(t)), Account: "small", Disabled: true},
 		config.Key{ID: "trial", SHA256: auth.Digest(newKey(t)), Plan: "full", Expires: &expired})
 	gw, err := proxy.New(cfg, proxy.Options{Clock: clk})
 	if err != nil {
@@ -215,6 +217,23 @@ func TestDashboardInBrowser(t *testing.T) {
 			want[p+"state"] = k.State
 		}
 		states[k.ID] = k.State
+	}
+	for i, sh := range s.Upstream.Shares {
+		p := "share." + strconv.Itoa(i) + "."
+		want[p+"account"], want[p+"used"], want[p+"guaranteed"] = sh.Account, strconv.FormatInt(sh.Used, 10), "–"
+		if sh.Active {
+			want[p+"guaranteed"] = strconv.FormatInt(sh.Guaranteed, 10)
+		}
+	}
+	accountKeys := map[string][]string{}
+	for i, a := range s.TopAccounts {
+		p := "account." + strconv.Itoa(i) + "."
+		want[p+"id"], want[p+"keys"] = a.ID, a.Plan+" · "+strings.Join(a.Keys, ", ")
+		want[p+"day"], want[p+"month"] = quota(a.Daily), quota(a.Monthly)
+		accountKeys[a.ID] = a.Keys
+	}
+	if len(s.TopAccounts) != 4 || !slices.Equal(accountKeys["small"], []string{"team-small", "old-team"}) {
+		t.Errorf("top accounts %+v; want four, small with team-small and old-team", s.TopAccounts)
 	}
 	if states["old-team"] != "disabled" || states["trial"] != "expired" || states["demo-full"] != "active" {
 		t.Errorf("key states %v; want old-team disabled, trial expired, the others active", states)

@@ -123,8 +123,9 @@ function render(s) {
   shares.replaceChildren();
   (up.shares || []).forEach((sh, i) => {
     const tr = document.createElement("tr");
-    const th = cell("th", sh.account, "", "share." + i + ".account");
+    const th = document.createElement("th");
     th.scope = "row";
+    th.appendChild(cell("span", sh.account, "", "share." + i + ".account"));
     if (!sh.active) {
       // Not counted in this minute's split: it stopped asking, or its own
       // limits refuse it.
@@ -164,6 +165,18 @@ function render(s) {
     keys.appendChild(tr);
   });
   if (!s.top_keys.length) emptyRow(keys, 4, "no keys configured");
+
+  const accounts = $("#accounts");
+  accounts.replaceChildren();
+  (s.top_accounts || []).forEach((a, i) => {
+    const tr = document.createElement("tr");
+    tr.appendChild(cell("th", a.id, "", "account." + i + ".id")).scope = "row";
+    tr.appendChild(cell("td", a.plan + " · " + a.keys.join(", "), "opt", "account." + i + ".keys"));
+    tr.appendChild(quotaCell(a.id, a.daily, "daily", "account." + i + ".day"));
+    tr.appendChild(quotaCell(a.id, a.monthly, "monthly", "account." + i + ".month"));
+    accounts.appendChild(tr);
+  });
+  if (!(s.top_accounts || []).length) emptyRow(accounts, 4, "no accounts configured");
 
   const c = s.cache;
   setFigure("cache_fill", fixed(c.fill_pct, 1) + "%");
