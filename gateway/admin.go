@@ -1,4 +1,4 @@
-package proxy
+package gateway
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/internal/breaker"
+	"trendgate/proxy"
 )
 
 var _ admin.Purger = (*Gateway)(nil)
@@ -27,7 +28,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Ready:     func() (bool, string) { return g.ready(sec) },
 		Metrics:   promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
 		Purger:    g,
-		NewID:     ids.next,
+		NewID:     proxy.NewRequestID,
 		Usage:     g,
 		Dashboard: g,
 		Clock:     g.clk,
@@ -61,7 +62,7 @@ func (g *Gateway) ready(sec *certs.Manager) (bool, string) {
 	if g.draining.Load() {
 		return false, "shutting down"
 	}
-	if g.up.State() == breaker.Open && !g.servedFromCache.Load() {
+	if g.up.State() == breaker.Open && !g.chain.ServedFromCache() {
 		return false, "upstream unavailable and cache cold"
 	}
 	return sec.Ready()

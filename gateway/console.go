@@ -1,4 +1,4 @@
-package proxy
+package gateway
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 	"trendgate/admin"
 	"trendgate/internal/buildinfo"
 	"trendgate/limits"
+	"trendgate/proxy"
 )
 
 // The operator's console: per-key usage (GET /keys), the dashboard summary
@@ -39,61 +40,15 @@ const topN = 10
 // mode, which falls back to local figures when it fails).
 const usageTimeout = 2 * time.Second
 
-// withUsage gives rt the per-key traffic counters of its keys: the same
-// counters as before for keys that stay configured.
-func (g *Gateway) withUsage(rt *runtime) *runtime {
-	ids := make([]string, 0, len(rt.cfg.Keys))
-	for _, k := range rt.cfg.Keys {
-		ids = append(ids, k.ID)
-	}
-	rt.usage = g.keyStats.Retain(ids)
-	return rt
-}
-
-// record counts a finished request in the console's counters: the key's
-// 24 h counters (when a key was authenticated) and the gateway's activity.
-// It runs on every request, hits included: atomic adds only.
-func (g *Gateway) record(in *info, status int, elapsed time.Duration) {
-	topic := ""
-	if in.usage != nil {
-		units := 0
-		if delivered(status) {
-			units = in.cost
-		}
-		in.usage.Record(in.start, in.req.Endpoint, status, units)
-		topic = in.req.Topic
-	}
-	g.act.Request(in.start, outcomeOf(status, in.cache), elapsed, topic)
-}
-
-// outcomeOf classifies a finished request for the dashboard rates.
-func outcomeOf(status int, cacheOutcome string) activity.Outcome {
-	switch {
-	case status == 429:
-		return activity.OutcomeLimited
-	case status >= 500:
-		return activity.OutcomeError
-	case status >= 400:
-		return activity.OutcomeRejected
-	}
-	switch cacheOutcome {
-	case "hit", "range":
-		return activity.OutcomeHit
-	case "stale", "stale-if-error":
-		return activity.OutcomeStale
-	}
-	return activity.OutcomeMiss
-}
-
 // KeysUsage implements admin.UsageSource: every configured key, in
 // configuration order.
 func (g *Gateway) KeysUsage(ctx context.Context) ([]admin.KeyUsage, error) {
-	return g.keysUsage(ctx, g.rt.Load(), "")
+	return g.keysUsage(ctx, g.chain.Settings(), "")
 }
 
 // KeyUsage implements admin.UsageSource.
 func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, error) {
-	ks, err := g.keysUsage(ctx, g.rt.Load(), id)
+	ks, err := g.keysUsage(ctx, g.chain.Settings(), id)
 	if err != nil {
 		return admin.KeyUsage{}, err
 	}
@@ -103,13 +58,13 @@ func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, erro
 	return ks[0], nil
 }
 
-// keysUsage reads the usage of every key of rt, or of the key named only
+// keysUsage reads the usage of every key of set, or of the key named only
 // ("" for all).
-func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]admin.KeyUsage, error) {
+func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only string) ([]admin.KeyUsage, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
 	now := g.clk.Now()
-	resolved := rt.cfg.ResolvedKeys()
+	resolved := set.Config().ResolvedKeys()
 	kps := make([]limits.KeyPolicy, 0, len(resolved))
 	out := make([]admin.KeyUsage, 0, len(resolved))
 	for _, rk := range resolved {
@@ -125,7 +80,7 @@ func (g *Gateway) keysUsage(ctx context.Context, rt *runtime, only string) ([]ad
 			ku.State = "expired"
 		}
 		ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
-		if k := rt.usage[rk.Key.ID]; k != nil {
+		if k := set.KeyActivity(rk.Key.ID); k != nil {
 			w := k.Window(now)
 			ku.Last24h.Since, ku.Last24h.Requests, ku.Last24h.Units = w.Since, w.Requests, w.Units
 			ku.Last24h.UpstreamCalls = w.UpstreamCalls
@@ -173,7 +128,7 @@ func quotaUsage(used, limit int64, end time.Time) admin.QuotaUsage {
 // Summary implements admin.SummarySource.
 func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	now := g.clk.Now()
-	rt := g.rt.Load()
+	set := g.chain.Settings()
 	snap := g.act.Snapshot(now, topN)
 	s := admin.Summary{
 		GeneratedAt:       now.UTC(),
@@ -181,7 +136,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 		UptimeSeconds:     int64(now.Sub(snap.Started) / time.Second),
 		Version:           buildinfo.Read().String(),
 		Reload:            g.reloadStatus(),
-		Cluster:           rt.cfg.ClusterMode(),
+		Cluster:           set.Config().ClusterMode(),
 		RateWindowSeconds: int(activity.RateWindow / time.Second),
 		HitRatioPct:       pct(snap.HitRatio),
 		HitRatioTotalPct:  pct(snap.HitRatioTotal),
@@ -222,7 +177,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 			s.Cache.FillPct = round(100*float64(s.Cache.Bytes+s.Cache.PinnedBytes)/float64(s.Cache.MaxBytes), 1)
 		}
 	}
-	keys, err := g.keysUsage(ctx, rt, "")
+	keys, err := g.keysUsage(ctx, set, "")
 	if err != nil {
 		return admin.Summary{}, err
 	}
@@ -320,7 +275,7 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
-	keys, err := c.g.keysUsage(context.Background(), c.g.rt.Load(), "")
+	keys, err := c.g.keysUsage(context.Background(), c.g.chain.Settings(), "")
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.used, err)
 		return

@@ -1,59 +1,29 @@
-package proxy
+package gateway
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
 	"trendgate/admin"
-	"trendgate/api"
-	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/config"
-	"trendgate/internal/breaker"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
-	"trendgate/internal/cors"
-	"trendgate/internal/inflight"
 	"trendgate/limits"
-	"trendgate/projection"
-	"trendgate/series"
+	"trendgate/proxy"
 	"trendgate/tracing"
-	"trendgate/upstream"
 )
 
-// upstreamClient is what the gateway needs from the upstream client.
-type upstreamClient interface {
-	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
-	State() breaker.State
-}
-
-// responseCache is what the gateway needs from the response cache.
-type responseCache interface {
-	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
-	Peek(ctx context.Context, key string) (*cache.Entry, bool)
-	Put(ctx context.Context, e *cache.Entry) error
-	Purge(ctx context.Context, sel cache.Selector) int
-	Reconfigure(cfg cache.Config) error
-	Close(ctx context.Context) error
-}
-
-var (
-	_ upstreamClient = (*upstream.Client)(nil)
-	_ responseCache  = (*cache.Cache)(nil)
-	_ limits.Limiter = (*limits.Local)(nil)
-	_ http.Handler   = (*Gateway)(nil)
-)
+var _ http.Handler = (*Gateway)(nil)
 
 // Options are the gateway's injectable dependencies. The zero value is
 // production: real clock, no-op logger, a private Prometheus registry.
@@ -75,23 +45,22 @@ type Options struct {
 	CertCheckInterval time.Duration
 }
 
-// Gateway is the trendgate API gateway: an http.Handler for the public API
-// plus the pieces the servers and the admin listener need. Build it with New.
+// Gateway is the trendgate process: the request chain (package proxy)
+// and what runs it: the servers and their lanes, TLS, reload, the cache
+// snapshot, the admin routes and the operator's console. It is also an
+// http.Handler for the public API. Build it with New.
 type Gateway struct {
-	clk      clock.Clock
-	log      *zap.Logger
-	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
-	reg      *prometheus.Registry
-	metrics  *metrics
-	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
-	up       upstreamClient
-	cache    responseCache
-	limiter  limits.Limiter
-	usage    limits.UsageReader // the limiter's counters, read by the console
-	authFail *limits.AuthFailures
-	act      *activity.Recorder // recent traffic for the dashboard
-	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
-	closers  []func() error     // cluster resources, closed by Close
+	clk     clock.Clock
+	log     *zap.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	certs   *certs.Metrics // certificate outcomes, registered even with TLS off
+	chain   *proxy.Chain
+	up      proxy.Upstream
+	cache   *cache.Cache
+	usage   limits.UsageReader // the limiter's counters, read by the console
+	act     *activity.Recorder // recent traffic for the dashboard
+	closers []func() error     // cluster resources, closed by Close
 	// purgeBus tells the other instances of a cluster about purges; nil
 	// without cluster mode.
 	purgeBus *cache.PurgeBus
@@ -102,66 +71,19 @@ type Gateway struct {
 	// persist_path and persist_max_bytes a reload does not change.
 	local   *cache.Local
 	persist cache.Config
-	// inflight bounds the bytes that upstream reads and freshly derived
-	// variants hold outside the cache (see inflightBytes).
-	inflight *inflight.Bound
 	// persistOrigin ties the snapshot to upstream.base_url (at start).
 	persistOrigin string
-	// statedReading is upstream.window_reading (at start); readings is
-	// what the upstream's answers taught (see ranges.go).
-	statedReading series.Reading
-	readings      *readings
-	// widenPausedUntil is when widening may resume (unix nanoseconds),
-	// after a widened answer did not cover its window.
-	widenPausedUntil atomic.Int64
-	// upstreamSkew is how far the upstream's clock ran ahead of ours (in
-	// seconds, negative when behind) by the generated time of its latest
-	// list or series answer (see observeClock).
-	upstreamSkew atomic.Int64
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
 
-	boot     *config.Config          // the configuration the process started with
-	rt       atomic.Pointer[runtime] // the reloadable configuration snapshot
-	draining atomic.Bool             // set when shutdown begins; readiness turns false
-	// servedFromCache is set once any response was served from the cache;
-	// readiness then survives an open upstream breaker.
-	servedFromCache atomic.Bool
+	boot     *config.Config // the configuration the process started with
+	draining atomic.Bool    // set when shutdown begins; readiness turns false
 	// lastReload is the latest reload's outcome, for the dashboard; nil
 	// before any.
 	lastReload atomic.Pointer[admin.ReloadStatus]
-	handler    http.Handler
-	// tracing exports spans; tracer makes them. Both nil with tracing
-	// off, which is all the hot path checks (see trace.go).
+	// tracing exports spans; nil with tracing off.
 	tracing *tracing.Provider
-	tracer  trace.Tracer
-}
-
-// runtime is one immutable snapshot of everything a reload swaps: keys,
-// plans, costs and TTLs. A request loads it once, in observe, and every
-// stage reads that copy (info.rt), so a reload can never pair a key with
-// another snapshot's plan or costs.
-type runtime struct {
-	cfg      *config.Config
-	keyring  *auth.Keyring
-	plans    map[string]*plan         // plan name → compiled plan
-	policies map[string]limits.Policy // key id → resolved rate and quotas
-	costs    limits.Costs
-	ttl      cache.Config
-	trusted  []netip.Prefix
-	cors     *cors.Policy             // nil: CORS off
-	usage    map[string]*activity.Key // key id → its 24 h counters (console.go)
-}
-
-// plan is a compiled plan: allowed endpoints and projection.
-type plan struct {
-	name      string
-	endpoints [api.EndpointTSV + 1]bool
-	proj      *projection.Projection // nil: full data
-	memoKey   any                    // the entry memo key of this plan's variant (see variantOf)
-	upWeight  float64                // upstream fair-share weight; 0 means 1
-	upPerMin  int                    // upstream calls per key per minute; 0 no cap
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the
@@ -183,78 +105,28 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.metrics = newMetrics(g.reg)
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
-	g.access = zap.NewNop()
-	if cfg.Log.Access == nil || *cfg.Log.Access {
-		g.access = g.log.Named("access")
-	}
 
-	rt, err := compile(cfg)
+	set, err := proxy.Compile(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.rt.Store(g.withUsage(rt))
 	g.boot = cfg
 
 	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	g.tracer = g.tracing.Tracer("trendgate/proxy")
-	if err := g.build(cfg, opts); err != nil {
+	deps, err := g.build(cfg, opts)
+	if err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
+	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
+	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
+	g.chain = proxy.New(set, deps)
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	g.loadSnapshot(cfg.Cache)
 	g.reg.MustRegister(newQuotaCollector(g))
-	g.handler = g.chain()
 	return g, nil
-}
-
-// compile turns a validated config into a runtime snapshot.
-func compile(cfg *config.Config) (*runtime, error) {
-	rt := &runtime{
-		cfg:      cfg,
-		policies: make(map[string]limits.Policy, len(cfg.Keys)),
-		plans:    make(map[string]*plan, len(cfg.Plans)),
-		costs:    cfg.Limits.Costs,
-		ttl:      cfg.Cache,
-	}
-	for name, p := range cfg.Plans {
-		proj, err := projection.Compile(p)
-		if err != nil {
-			return nil, fmt.Errorf("plans.%s: %w", name, err)
-		}
-		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute, memoKey: variantKey(name, proj)}
-		for _, e := range p.Endpoints {
-			if ep, ok := api.EndpointNamed(e); ok {
-				cp.endpoints[ep] = true
-			}
-		}
-		rt.plans[name] = cp
-	}
-	specs := make([]auth.KeySpec, 0, len(cfg.Keys))
-	for _, rk := range cfg.ResolvedKeys() {
-		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Plan: rk.Plan, Disabled: rk.Key.Disabled}
-		if rk.Key.Expires != nil {
-			spec.Expires = *rk.Key.Expires
-		}
-		specs = append(specs, spec)
-		rt.policies[rk.Key.ID] = rk.Policy
-	}
-	kr, err := auth.NewKeyring(specs)
-	if err != nil {
-		return nil, err
-	}
-	rt.keyring = kr
-	for _, c := range cfg.Server.TrustedProxies {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return nil, fmt.Errorf("server.trusted_proxies: %w", err)
-		}
-		rt.trusted = append(rt.trusted, p.Masked())
-	}
-	rt.cors = cors.New(cfg.Server.CORS)
-	return rt, nil
 }
 
 // tracingFlushTimeout bounds the export of the last spans by Close.
@@ -276,17 +148,17 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
-	rt, err := compile(cfg)
+	set, err := proxy.Compile(cfg)
 	if err == nil {
 		err = g.cache.Reconfigure(cfg.Cache)
 	}
 	if err != nil {
 		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
 	}
-	old := g.rt.Swap(g.withUsage(rt))
+	old := g.chain.Swap(set)
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	pending := g.reportReload(old.cfg, cfg)
+	pending := g.reportReload(old.Config(), cfg)
 	at := g.clk.Now().UTC()
 	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil
@@ -313,13 +185,13 @@ func (g *Gateway) refuseReload(err error) error {
 func (g *Gateway) FlushTraces(ctx context.Context) error { return g.tracing.ForceFlush(ctx) }
 
 // Config returns the configuration currently in force.
-func (g *Gateway) Config() *config.Config { return g.rt.Load().cfg }
+func (g *Gateway) Config() *config.Config { return g.chain.Settings().Config() }
 
 // Registry returns the Prometheus registry holding the gateway's metrics.
 func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
 
 // ServeHTTP serves the public API.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.chain.ServeHTTP(w, r) }
 
 // Close stops background work (cache refreshes) and releases cluster
 // resources. It does not stop servers; see Run.

@@ -1,4 +1,4 @@
-package proxy
+package gateway
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/internal/httperr"
+	"trendgate/proxy"
 )
 
 // httpsRequired answers every request on the plain-HTTP listener that is not
@@ -14,7 +15,7 @@ import (
 // exposed, and a redirect would teach clients that plain HTTP works.
 func httpsRequired() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := ids.next()
+		id := proxy.NewRequestID()
 		w.Header().Set("X-Request-Id", id)
 		w.Header().Set("Connection", "close")
 		httperr.Write(w, id, api.ErrHTTPSRequired)

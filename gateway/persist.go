@@ -1,4 +1,4 @@
-package proxy
+package gateway
 
 import (
 	"errors"
@@ -63,7 +63,7 @@ func (g *Gateway) saveSnapshot() {
 	origin, _ := g.snapshotOrigin() // unknown: saved under an origin no load matches
 	stats, err := g.local.SaveSnapshot(path, cache.SnapshotOptions{
 		MaxBytes: g.persist.PersistBound(),
-		MaxStale: g.rt.Load().ttl.MaxStale,
+		MaxStale: g.Config().Cache.MaxStale,
 		Now:      g.clk.Now(),
 		Origin:   origin,
 	})

@@ -1,4 +1,4 @@
-package proxy
+package gateway
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"trendgate/internal/inflight"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/proxy"
 	"trendgate/series"
 	"trendgate/upstream"
 )
@@ -20,24 +21,27 @@ import (
 const maxTrackedIPs = 100_000
 
 // build constructs the upstream client, cache and limiter from cfg, on
-// Redis when cluster mode is on. Each names its own logger.
-func (g *Gateway) build(cfg *config.Config, opts Options) error {
+// Redis when cluster mode is on, and returns them as the chain's
+// dependencies (without clock, logger, registry, activity and tracer,
+// which are the gateway's own). Each names its own logger.
+func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
+	var deps proxy.Deps
 	upMetrics := upstream.NewMetrics(g.reg)
 	cacheMetrics := cache.NewMetrics(g.reg)
 	limitMetrics := limits.NewMetrics(g.reg)
 
 	local, err := limits.NewLocal(cfg.Limits, g.clk, limitMetrics)
 	if err != nil {
-		return err
+		return deps, err
 	}
-	g.limiter, g.usage = local, local
-	g.authFail = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
+	deps.Limiter, g.usage = local, local
+	deps.AuthFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
 
 	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)
 	if err != nil {
-		return err
+		return deps, err
 	}
-	g.local = store
+	g.local, deps.Local = store, store
 	// Closed after the cache itself (see Close), which stops fills first.
 	g.closers = append(g.closers, func() error { store.Close(); return nil })
 	var cacheStore cache.Store = store
@@ -45,9 +49,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	// upstream connections they queue for (cache.max_detached_fills).
 	cacheOpts := []cache.Option{cache.WithDetachedFills(detachedFillsPerConn * cfg.Upstream.MaxConns)}
 
-	g.inflight = inflight.New(inflightBytes(cfg))
-	g.metrics.watchInflight(g.reg, g.inflight)
-	upOpts := []upstream.Option{upstream.WithInflight(g.inflight)}
+	deps.Inflight = inflight.New(inflightBytes(cfg))
+	watchInflight(g.reg, deps.Inflight)
+	upOpts := []upstream.Option{upstream.WithInflight(deps.Inflight)}
 	if g.tracing != nil {
 		upOpts = append(upOpts, upstream.WithTracing(g.tracing.TracerProvider()))
 	}
@@ -55,37 +59,33 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
 	}
 
-	stated, err := series.Named(cfg.Upstream.WindowReading.Start, cfg.Upstream.WindowReading.End)
-	if err != nil {
-		return err
+	if deps.StatedReading, err = series.Named(cfg.Upstream.WindowReading.Start, cfg.Upstream.WindowReading.End); err != nil {
+		return deps, err
 	}
-	g.statedReading = stated
-	g.readings = newReadings(g.log.Named("series"), nil, "")
 	if cfg.ClusterMode() {
 		cl, err := g.buildCluster(cfg, local, store, limitMetrics, cacheMetrics, upMetrics)
 		if err != nil {
-			return err
+			return deps, err
 		}
-		g.readings = newReadings(g.log.Named("series"), cl.counters, cfg.Redis.Prefix)
-		g.limiter, g.usage = cl.limiter, cl.limiter
+		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
+		deps.Limiter, g.usage = cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
 	}
 
-	g.readings.register(g.reg, g.statedReading)
 	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)
 	if err != nil {
-		return err
+		return deps, err
 	}
-	g.up = up
+	g.up, deps.Upstream = up, up
 	g.closers = append(g.closers, func() error { up.Close(); return nil })
 	c, err := cache.New(cfg.Cache, cacheStore, g.clk, g.log, cacheMetrics, cacheOpts...)
 	if err != nil {
-		return err
+		return deps, err
 	}
-	g.cache = c
-	return nil
+	g.cache, deps.Cache = c, c
+	return deps, nil
 }
 
 // detachedFillsPerConn is how many detached fills (see cache.flight) each
