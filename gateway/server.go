@@ -101,6 +101,34 @@ func (g *Gateway) Run(ctx context.Context) error {
 // written to cache.persist_path (when set), certificate management stops,
 // and the admin server closes last. Serve closes the listeners.
 func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
+	run, err := g.start(ctx, ls)
+	if err != nil {
+		return err
+	}
+	return g.drain(ctx, run, run.wait(ctx))
+}
+
+// running is what one Serve call runs.
+type running struct {
+	cfg   *config.Config
+	sec   *certs.Manager // nil with TLS off
+	front server         // the public listener's server
+	// public is Go's server behind front (front itself without a lane).
+	public *http.Server
+	plain  *http.Server // the plain-HTTP listener's server; nil for none
+	admin  *http.Server // nil for no admin listener
+	errc   chan error   // each server's exit
+	// startErr is why certificate management did not start; nil normally.
+	startErr error
+	// readyMu orders readiness-gauge writes so a late "certificate ready"
+	// cannot set the gauge back to 1 once draining began.
+	readyMu sync.Mutex
+}
+
+// start sets up the certificates and the servers, starts serving every
+// listener in ls and starts certificate management. An error means
+// nothing runs (ls is closed).
+func (g *Gateway) start(ctx context.Context, ls Listeners) (*running, error) {
 	cfg := g.Config()
 	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
 		CheckInterval: g.certCheck,
@@ -109,15 +137,39 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	})
 	if err != nil {
 		ls.close()
-		return err
+		return nil, err
 	}
 	g.sec.Store(sec)
-	defer g.sec.CompareAndSwap(sec, nil)
+	run := &running{cfg: cfg, sec: sec, errc: make(chan error, 3)}
+	run.front, run.public = g.publicServers(cfg, sec)
+	if sec != nil {
+		if ls.HTTP != nil {
+			run.plain = g.newServer(sec.ChallengeHandler(httpsRequired()), "http")
+		}
+	} else if ls.HTTP != nil {
+		_ = ls.HTTP.Close()
+	}
+	if ls.Admin != nil {
+		run.admin = g.newServer(g.adminHandler(sec), "admin")
+	}
+	run.serve(ls)
+	run.startErr = sec.Start(context.WithoutCancel(ctx), func() { g.setReady(run) })
+	g.setReady(run)
+	build := buildinfo.Read()
+	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
+		zap.Bool("tls", sec != nil), zap.Bool("http", run.plain != nil), zap.Bool("admin", run.admin != nil),
+		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go", build.GoVersion))
+	return run, nil
+}
+
+// publicServers builds the public listener's server: Go's (public),
+// behind the HTTP/1.1 lane and the HTTP/2 lane when they are on (front).
+func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front server, public *http.Server) {
 	var handler http.Handler = g
 	if sec != nil {
 		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
 	}
-	public := g.newServer(g.resetBudgetCheck(handler), "public")
+	public = g.newServer(g.resetBudgetCheck(handler), "public")
 	// Go's HTTP/2 (fast_http2: false) keeps a reset budget per connection
 	// (resetbudget.go) and runs as many handlers per connection as the lane.
 	public.ConnContext = withResetBudget
@@ -130,91 +182,77 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	// With only the HTTP/2 lane on, h1 does the TLS handshake and hands
 	// every HTTP/1.1 connection to public. Without either, net/http
 	// serves all.
-	var front server = public
 	fast1, fast2 := cfg.Server.FastHTTP1Enabled(), cfg.Server.FastHTTP2Enabled() && sec != nil
-	if fast1 || fast2 {
-		lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1}
-		if fast2 {
-			lane.H2 = &h2.Server{Handler: handler, Base: public}
-		}
-		front = lane
+	if !fast1 && !fast2 {
+		return public, public
 	}
-	var plain *http.Server
-	if sec != nil {
-		if ls.HTTP != nil {
-			plain = g.newServer(sec.ChallengeHandler(httpsRequired()), "http")
-		}
-	} else if ls.HTTP != nil {
-		_ = ls.HTTP.Close()
+	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1}
+	if fast2 {
+		lane.H2 = &h2.Server{Handler: handler, Base: public}
 	}
+	return lane, public
+}
 
-	// readyMu orders readiness-gauge writes so a late "certificate ready"
-	// cannot set the gauge back to 1 once draining began.
-	var readyMu sync.Mutex
-	setReady := func() {
-		readyMu.Lock()
-		defer readyMu.Unlock()
-		if ok, _ := g.ready(sec); ok && !g.draining.Load() {
-			g.metrics.ready.Set(1)
-		}
-	}
-
-	errc := make(chan error, 3)
+// serve runs each server on its listener until it stops; each one's exit
+// goes to run.errc.
+func (run *running) serve(ls Listeners) {
 	go func() {
-		if sec != nil && front == server(public) {
+		if run.sec != nil && run.front == server(run.public) {
 			// Not ServeTLS: it would serve a clone of the tls.Config, and
 			// the certificate manager keeps rotating the session ticket
 			// keys of this one. Under each tls.Conn, a batchconn.Conn: a
 			// connection whose write failed closes at once, as in the
 			// lanes, without a close_notify that could hold the drain.
-			errc <- serveErr(public.Serve(tls.NewListener(batchconn.Listener{Listener: ls.Public}, public.TLSConfig)))
+			run.errc <- serveErr(run.public.Serve(tls.NewListener(batchconn.Listener{Listener: ls.Public}, run.public.TLSConfig)))
 			return
 		}
-		errc <- serveErr(front.Serve(ls.Public))
+		run.errc <- serveErr(run.front.Serve(ls.Public))
 	}()
-	if plain != nil {
-		go func() { errc <- serveErr(plain.Serve(ls.HTTP)) }()
+	if run.plain != nil {
+		go func() { run.errc <- serveErr(run.plain.Serve(ls.HTTP)) }()
 	}
-	var admin *http.Server
-	if ls.Admin != nil {
-		admin = g.newServer(g.adminHandler(sec), "admin")
-		go func() { errc <- serveErr(admin.Serve(ls.Admin)) }()
+	if run.admin != nil {
+		go func() { run.errc <- serveErr(run.admin.Serve(ls.Admin)) }()
 	}
-	startErr := sec.Start(context.WithoutCancel(ctx), setReady)
-	setReady()
-	build := buildinfo.Read()
-	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
-		zap.Bool("tls", sec != nil), zap.Bool("http", plain != nil), zap.Bool("admin", admin != nil),
-		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go", build.GoVersion))
+}
 
-	runErr := startErr
-	if runErr == nil {
-		select {
-		case <-ctx.Done():
-		case runErr = <-errc:
-		}
+// setReady sets trendgate_ready once the gateway is ready, unless draining
+// began.
+func (g *Gateway) setReady(run *running) {
+	run.readyMu.Lock()
+	defer run.readyMu.Unlock()
+	if ok, _ := g.ready(run.sec); ok && !g.draining.Load() {
+		g.metrics.ready.Set(1)
 	}
-	readyMu.Lock()
+}
+
+// wait returns when ctx is done (nil) or a server fails (its error), at
+// once when certificate management did not start.
+func (run *running) wait(ctx context.Context) error {
+	if run.startErr != nil {
+		return run.startErr
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-run.errc:
+		return err
+	}
+}
+
+// drain stops what start started, in order (see Serve), and returns every
+// error met, runErr (why serving ended) included.
+func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
+	defer g.sec.CompareAndSwap(run.sec, nil)
+	run.readyMu.Lock()
 	g.draining.Store(true)
 	g.metrics.ready.Set(0)
-	readyMu.Unlock()
-	g.log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", cfg.Server.ShutdownTimeout))
+	run.readyMu.Unlock()
+	g.log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", run.cfg.Server.ShutdownTimeout))
 
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Server.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), run.cfg.Server.ShutdownTimeout)
 	defer cancel()
-	var errs []error
-	var wg sync.WaitGroup
-	var plainErr error
-	if plain != nil {
-		wg.Go(func() { plainErr = plain.Shutdown(sctx) })
-	}
-	if err := front.Shutdown(sctx); err != nil {
-		errs = append(errs, fmt.Errorf("proxy: drain: %w", err))
-	}
-	wg.Wait()
-	if plainErr != nil {
-		errs = append(errs, fmt.Errorf("proxy: drain http: %w", plainErr))
-	}
+	errs := g.drainPublic(sctx, run)
 	if err := g.cache.Close(sctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -226,11 +264,11 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	}
 	fcancel()
 	g.saveSnapshot()
-	if err := sec.Close(); err != nil {
+	if err := run.sec.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	if admin != nil {
-		if err := admin.Shutdown(sctx); err != nil {
+	if run.admin != nil {
+		if err := run.admin.Shutdown(sctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -238,6 +276,25 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 		errs = append(errs, runErr)
 	}
 	return errors.Join(errs...)
+}
+
+// drainPublic shuts the public and plain-HTTP servers down at the same
+// time, waiting for their in-flight requests until sctx ends.
+func (g *Gateway) drainPublic(sctx context.Context, run *running) []error {
+	var errs []error
+	var wg sync.WaitGroup
+	var plainErr error
+	if run.plain != nil {
+		wg.Go(func() { plainErr = run.plain.Shutdown(sctx) })
+	}
+	if err := run.front.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("proxy: drain: %w", err))
+	}
+	wg.Wait()
+	if plainErr != nil {
+		errs = append(errs, fmt.Errorf("proxy: drain http: %w", plainErr))
+	}
+	return errs
 }
 
 // serveErr turns a server's exit into Serve's error: a normal shutdown is
