@@ -10,7 +10,7 @@ import (
 )
 
 // UsageSource reports per-key usage for GET /keys and GET /keys/{id};
-// proxy.Gateway implements it. KeyUsage returns ErrUnknownKey for an id no
+// gateway.Gateway implements it. KeyUsage returns ErrUnknownKey for an id no
 // configured key has.
 type UsageSource interface {
 	KeysUsage(ctx context.Context) ([]KeyUsage, error)

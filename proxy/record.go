@@ -6,6 +6,9 @@ import (
 	"trendgate/activity"
 )
 
+// What the chain counts for the operator's console (package gateway reads
+// it): per-key 24 h counters and the activity of every finished request.
+
 // withUsage gives set the per-key traffic counters of its keys: the same
 // counters as before for keys that stay configured.
 func (c *Chain) withUsage(set *Settings) *Settings {
