@@ -6,7 +6,7 @@ import _ "embed"
 // in this package): the four routes with their exact parameters, both
 // plans' response shapes, every error code with its status, and the
 // headers. The admin listener serves it at /openapi.yaml, and a test in
-// package gateway validates real gateway responses against it. Callers must
+// package proxy validates real gateway responses against it. Callers must
 // not modify it.
 //
 //go:embed openapi.yaml

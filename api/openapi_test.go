@@ -13,7 +13,7 @@ import (
 // TestOpenAPIListsEveryErrorCode checks that each error this package
 // defines is documented in openapi.yaml under its status, so a new code
 // cannot be added without the document. (Real responses are validated
-// against the document by TestOpenAPIContract in package gateway.)
+// against the document by TestOpenAPIContract in package proxy.)
 func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 	var doc struct {
 		Components struct {

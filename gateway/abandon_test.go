@@ -14,7 +14,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/h2test"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 var (
@@ -35,18 +35,6 @@ type floodStats struct {
 	sent, conns int
 	goaways     int // connections the server sent GOAWAY on
 	maxDetached int // the most detached fills seen between batches
-}
-
-// metricOf sums a gateway metric's samples.
-func (g *tlsGateway) metricOf(t *testing.T, name string, labels ...string) int {
-	t.Helper()
-	n, _ := promtest.Sum(t, g.gw.Registry(), name, labels...)
-	return int(n)
-}
-
-// waitingFills is how many fills have a caller waiting on them.
-func (g *tlsGateway) waitingFills(t *testing.T) int {
-	return g.metricOf(t, "trendgate_cache_fills") - g.metricOf(t, "trendgate_cache_detached_fills")
 }
 
 // poll checks cond every millisecond, at most 10,000 times (a bound on
@@ -85,7 +73,7 @@ const floodBatch = 100
 // them all (RST_STREAM CANCEL); a PING then tells when the server has read
 // the resets. A connection the server sends GOAWAY on (its reset budget)
 // or closes is replaced by a new one.
-func floodH2(t *testing.T, g *tlsGateway, from, n int) floodStats {
+func floodH2(t *testing.T, g *gatewaytest.TLSGateway, from, n int) floodStats {
 	var st floodStats
 	var c *h2test.Conn
 	defer func() {
@@ -96,14 +84,14 @@ func floodH2(t *testing.T, g *tlsGateway, from, n int) floodStats {
 	served := false
 	for i := from; i < from+n; {
 		if c == nil {
-			c = g.dial(t)
+			c = g.Dial(t)
 			c.Handshake()
 			st.conns++
 		}
 		var ids []uint32
 		for ; len(ids) < floodBatch && i < from+n; i++ {
 			id := c.NextStreamID()
-			c.WriteRequest(id, c.Encode(h2test.GET(g.authority, floodPath(i), g.key)...), true)
+			c.WriteRequest(id, c.Encode(h2test.GET(g.Authority, floodPath(i), g.Key)...), true)
 			ids = append(ids, id)
 		}
 		if err := c.Flush(); err != nil {
@@ -111,7 +99,7 @@ func floodH2(t *testing.T, g *tlsGateway, from, n int) floodStats {
 			c = nil
 			continue
 		}
-		poll(func() bool { return g.waitingFills(t) >= len(ids) })
+		poll(func() bool { return g.WaitingFills(t) >= len(ids) })
 		for _, id := range ids {
 			_ = c.Framer.WriteRSTStream(id, http2.ErrCodeCancel)
 		}
@@ -123,9 +111,9 @@ func floodH2(t *testing.T, g *tlsGateway, from, n int) floodStats {
 			_ = c.Close()
 			c = nil
 		}
-		st.maxDetached = max(st.maxDetached, g.metricOf(t, "trendgate_cache_detached_fills"))
+		st.maxDetached = max(st.maxDetached, g.MetricOf(t, "trendgate_cache_detached_fills"))
 		if !served && i-from >= n/2 {
-			g.mustServe(t, "during the flood")
+			g.MustServe(t, "during the flood")
 			served = true
 		}
 	}
@@ -160,32 +148,32 @@ func pingThrough(c *h2test.Conn) (goaway, open bool) {
 // floodH1 sends n HTTP/1.1 requests for distinct uncached answers, one per
 // TLS connection, floodBatch/2 connections at a time; once every one's
 // handler waits on its fill, it closes them all.
-func floodH1(t *testing.T, g *tlsGateway, from, n int) floodStats {
+func floodH1(t *testing.T, g *gatewaytest.TLSGateway, from, n int) floodStats {
 	var st floodStats
-	cfg := g.tls.Clone()
+	cfg := g.TLS.Clone()
 	cfg.NextProtos = []string{"http/1.1"}
 	served := false
 	for i := from; i < from+n; {
 		var conns []net.Conn
 		for ; len(conns) < floodBatch/2 && i < from+n; i++ {
-			nc, err := tls.Dial("tcp", g.public, cfg)
+			nc, err := tls.Dial("tcp", g.Public, cfg)
 			if err != nil {
 				t.Fatalf("dial: %v", err)
 			}
-			if _, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: tg.test\r\nAuthorization: Bearer %s\r\n\r\n", floodPath(i), g.key); err != nil {
+			if _, err := fmt.Fprintf(nc, "GET %s HTTP/1.1\r\nHost: tg.test\r\nAuthorization: Bearer %s\r\n\r\n", floodPath(i), g.Key); err != nil {
 				t.Fatalf("write: %v", err)
 			}
 			conns = append(conns, nc)
 		}
-		poll(func() bool { return g.waitingFills(t) >= len(conns) })
+		poll(func() bool { return g.WaitingFills(t) >= len(conns) })
 		for _, nc := range conns {
 			_ = nc.Close()
 		}
 		st.sent += len(conns)
 		st.conns += len(conns)
-		st.maxDetached = max(st.maxDetached, g.metricOf(t, "trendgate_cache_detached_fills"))
+		st.maxDetached = max(st.maxDetached, g.MetricOf(t, "trendgate_cache_detached_fills"))
 		if !served && i-from >= n/2 {
-			g.mustServe(t, "during the flood")
+			g.MustServe(t, "during the flood")
 			served = true
 		}
 	}
@@ -214,7 +202,7 @@ func TestAbandonedRequestFloods(t *testing.T) {
 	servers := []struct {
 		name  string
 		set   func(*config.Config)
-		flood func(t *testing.T, g *tlsGateway, from, n int) floodStats
+		flood func(t *testing.T, g *gatewaytest.TLSGateway, from, n int) floodStats
 		size  int
 	}{
 		{"http2 lane", nil, floodH2, 1500},
@@ -230,8 +218,8 @@ func TestAbandonedRequestFloods(t *testing.T) {
 	const heldHeap, afterHeap = 8 << 20, 8 << 20
 	for _, s := range servers {
 		t.Run(s.name, func(t *testing.T) {
-			g := startTLSGateway(t, s.set, func(c *config.Config) {
-				attackTimeouts(c)
+			g := gatewaytest.StartTLSGateway(t, s.set, func(c *config.Config) {
+				gatewaytest.AttackTimeouts(c)
 				off := false
 				c.Log.Access = &off // the test's log buffer would grow with the heap it weighs
 				c.Upstream.MaxConns = maxConns
@@ -242,27 +230,27 @@ func TestAbandonedRequestFloods(t *testing.T) {
 					c.Cache.MaxDetachedFills = 1 << 30
 				}
 			})
-			g.prime(t)
+			g.Prime(t)
 			size := s.size
 			if *floodSize > 0 {
 				size = *floodSize
 			}
-			baseG, baseH := settle(), liveHeap()
+			baseG, baseH := settle(), gatewaytest.LiveHeap()
 			t.Logf("baseline: %d goroutines, live heap %.1f MB", baseG, float64(baseH)/1e6)
 			start := time.Now()
 			for round := 0; round == 0 || *soak && time.Since(start) < *soakFor; round++ {
-				release := g.holdMatching(t, &upstreamHold{match: func(p string) bool { return strings.Contains(p, "/topic/flood") }})
+				release := g.HoldMatching(t, &gatewaytest.UpstreamHold{Match: func(p string) bool { return strings.Contains(p, "/topic/flood") }})
 				began := time.Now()
 				st := s.flood(t, g, round*size, size)
-				if !poll(func() bool { return g.waitingFills(t) == 0 }) {
-					t.Errorf("round %d: %d fills still have a caller waiting after the flood's clients left", round, g.waitingFills(t))
+				if !poll(func() bool { return g.WaitingFills(t) == 0 }) {
+					t.Errorf("round %d: %d fills still have a caller waiting after the flood's clients left", round, g.WaitingFills(t))
 				}
-				heldG, heldH := settle(), liveHeap()
-				detached, dropped := g.metricOf(t, "trendgate_cache_detached_fills"), g.metricOf(t, "trendgate_cache_fills_dropped_total", "reason", "abandoned")
+				heldG, heldH := settle(), gatewaytest.LiveHeap()
+				detached, dropped := g.MetricOf(t, "trendgate_cache_detached_fills"), g.MetricOf(t, "trendgate_cache_fills_dropped_total", "reason", "abandoned")
 				t.Logf("round %d: %d requests abandoned on %d connections (%d GOAWAY) in %v; upstream holding: %d goroutines (+%d), live heap %.1f MB (%+.1f), %d fills detached (at most %d seen), %d dropped so far, %d reset-budget GOAWAYs (Go's HTTP/2)",
 					round, st.sent, st.conns, st.goaways, time.Since(began).Round(time.Millisecond), heldG, heldG-baseG,
 					float64(heldH)/1e6, (float64(heldH)-float64(baseH))/1e6, detached, st.maxDetached, dropped,
-					g.metricOf(t, "trendgate_http2_reset_budget_goaways_total"))
+					g.MetricOf(t, "trendgate_http2_reset_budget_goaways_total"))
 				if st.maxDetached > bound || detached > bound {
 					t.Errorf("round %d: detached fills %d (at most %d seen); want at most cache.max_detached_fills, %d", round, detached, st.maxDetached, bound)
 				}
@@ -275,30 +263,30 @@ func TestAbandonedRequestFloods(t *testing.T) {
 				if dropped == 0 {
 					t.Errorf("round %d: no fill dropped after %d abandoned requests; want all but %d", round, st.sent, bound)
 				}
-				if s.set != nil && g.metricOf(t, "trendgate_http2_reset_budget_goaways_total") == 0 {
+				if s.set != nil && g.MetricOf(t, "trendgate_http2_reset_budget_goaways_total") == 0 {
 					t.Errorf("round %d: Go's HTTP/2 server sent no GOAWAY for the reset budget after %d abandoned streams", round, st.sent)
 				}
 
 				release()
-				if !poll(func() bool { return g.metricOf(t, "trendgate_cache_fills") == 0 }) {
-					t.Errorf("round %d: %d fills still running after the upstream answered", round, g.metricOf(t, "trendgate_cache_fills"))
+				if !poll(func() bool { return g.MetricOf(t, "trendgate_cache_fills") == 0 }) {
+					t.Errorf("round %d: %d fills still running after the upstream answered", round, g.MetricOf(t, "trendgate_cache_fills"))
 				}
-				afterG, afterH := settle(), liveHeap()
+				afterG, afterH := settle(), gatewaytest.LiveHeap()
 				t.Logf("round %d: upstream answered: %d goroutines (+%d), live heap %.1f MB (%+.1f); upstream calls abandoned so far: %d",
 					round, afterG, afterG-baseG, float64(afterH)/1e6, (float64(afterH)-float64(baseH))/1e6,
-					g.metricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.cfg.Keys[0].ID))
+					g.MetricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.Config.Keys[0].ID))
 				if afterG > baseG+afterGoroutines {
 					t.Errorf("round %d: %d goroutines after the flood, baseline %d; want at most %d more", round, afterG, baseG, afterGoroutines)
 				}
 				if int64(afterH) > int64(baseH)+afterHeap {
 					t.Errorf("round %d: live heap %d bytes after the flood, baseline %d; want at most %d more", round, afterH, baseH, afterHeap)
 				}
-				if g.metricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.cfg.Keys[0].ID) == 0 {
+				if g.MetricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.Config.Keys[0].ID) == 0 {
 					t.Errorf("round %d: no upstream call counted as abandoned for the key", round)
 				}
 			}
-			g.mustServe(t, "after the floods")
-			g.drainsWithin(t)
+			g.MustServe(t, "after the floods")
+			g.DrainsWithin(t)
 		})
 	}
 }

@@ -1,49 +1,23 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 const adminToken = "admin-test-token"
 
-// adminDo sends method path to the admin listener with token (none when
-// empty) and returns the response with its body read.
-func (h *harness) adminDo(method, path, token string) (*http.Response, []byte) {
-	h.t.Helper()
-	req, err := http.NewRequest(method, h.admin+path, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		h.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return resp, body
-}
-
 // TestAdminToken: with admin.token set every admin route but the probes
 // (/healthz, /readyz) needs it.
 func TestAdminToken(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) { c.Admin.Token = adminToken })
+	h := gatewaytest.New(t, func(c *config.Config) { c.Admin.Token = adminToken })
 	tests := []struct {
 		name, method, path, token string
 		want                      int
@@ -62,12 +36,12 @@ func TestAdminToken(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := h.adminDo(tc.method, tc.path, tc.token)
+			resp, body := h.AdminDo(tc.method, tc.path, tc.token)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("%s %s: got %d %s; want %d", tc.method, tc.path, resp.StatusCode, body, tc.want)
 			}
 			if tc.want == http.StatusUnauthorized {
-				if e := decodeError(t, body); e.Code != "invalid_admin_token" {
+				if e := gatewaytest.DecodeError(t, body); e.Code != "invalid_admin_token" {
 					t.Errorf("code: got %q; want invalid_admin_token", e.Code)
 				}
 				if resp.Header.Get("WWW-Authenticate") == "" {
@@ -104,23 +78,23 @@ func TestAdminPurge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nil)
+			h := gatewaytest.New(t, nil)
 			for _, target := range all {
-				if resp, body := h.get(target, h.full); resp.StatusCode != http.StatusOK {
+				if resp, body := h.Get(target, h.Full); resp.StatusCode != http.StatusOK {
 					t.Fatalf("warm %s: %d %s", target, resp.StatusCode, body)
 				}
 			}
 			for _, target := range all { // all cached now
-				before := h.up.Count()
-				h.get(target, h.full)
-				if h.up.Count() != before {
+				before := h.Up.Count()
+				h.Get(target, h.Full)
+				if h.Up.Count() != before {
 					t.Fatalf("%s reached the upstream while cached", target)
 				}
 			}
-			resp, body := h.adminDo(http.MethodPost, "/purge?"+tc.query, "")
+			resp, body := h.AdminDo(http.MethodPost, "/purge?"+tc.query, "")
 			if len(tc.purged) == 0 {
 				// Nothing matched: said so (it used to be a silent 0).
-				if resp.StatusCode != http.StatusNotFound || decodeError(t, body).Code != "not_cached" {
+				if resp.StatusCode != http.StatusNotFound || gatewaytest.DecodeError(t, body).Code != "not_cached" {
 					t.Errorf("purge answer: %d %s; want 404 not_cached", resp.StatusCode, body)
 				}
 			} else {
@@ -137,9 +111,9 @@ func TestAdminPurge(t *testing.T) {
 				for _, p := range tc.purged {
 					wantMiss = wantMiss || p == target
 				}
-				before := h.up.Count()
-				resp, _ := h.get(target, h.full)
-				miss := h.up.Count() > before
+				before := h.Up.Count()
+				resp, _ := h.Get(target, h.Full)
+				miss := h.Up.Count() > before
 				if resp.StatusCode != http.StatusOK || miss != wantMiss {
 					t.Errorf("%s after purge: status %d, upstream fetched %v (Cache-Status %q); want 200 and fetched %v",
 						target, resp.StatusCode, miss, resp.Header.Get("Cache-Status"), wantMiss)
@@ -147,21 +121,6 @@ func TestAdminPurge(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scrape reads /metrics from the admin listener and parses the exposition.
-func (h *harness) scrape(token string) map[string]*dto.MetricFamily {
-	h.t.Helper()
-	resp, body := h.adminDo(http.MethodGet, "/metrics", token)
-	if resp.StatusCode != http.StatusOK {
-		h.t.Fatalf("/metrics: %d", resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		h.t.Fatalf("parse /metrics: %v", err)
-	}
-	return fams
 }
 
 // expoSample returns the sum of the counter or gauge samples of name whose
@@ -197,7 +156,7 @@ next:
 // moved accordingly.
 func TestMetricsAfterTraffic(t *testing.T) {
 	one, burst := 1.0, 1
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		c.Keys[1].PerSecond, c.Keys[1].Burst = &one, &burst // team-limited: 1 request, then 429 (clock stands still)
 		p := c.Plans["limited"]
 		p.Endpoints = []string{"list", "series", "tsv"} // whatsup (cost 5) could never pass a burst of 1
@@ -205,29 +164,29 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	})
 	const series = "/api4/public/topic/bitcoin/time-series/v1" // costs 1 unit
 	for i, want := range []int{200, 200} {                     // a miss, then a hit
-		if resp, body := h.get(listPath, h.full); resp.StatusCode != want {
+		if resp, body := h.Get(gatewaytest.ListPath, h.Full); resp.StatusCode != want {
 			t.Fatalf("full request %d: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := h.get(series, h.limited); resp.StatusCode != http.StatusOK {
+	if resp, _ := h.Get(series, h.Limited); resp.StatusCode != http.StatusOK {
 		t.Fatalf("limited request: %d", resp.StatusCode)
 	}
-	if resp, _ := h.get(series, h.limited); resp.StatusCode != http.StatusTooManyRequests {
+	if resp, _ := h.Get(series, h.Limited); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("limited request over burst: %d; want 429", resp.StatusCode)
 	}
-	if resp, _ := h.get(listPath, "tg_wrong_key"); resp.StatusCode != http.StatusUnauthorized {
+	if resp, _ := h.Get(gatewaytest.ListPath, "tg_wrong_key"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong key: %d; want 401", resp.StatusCode)
 	}
-	if err := h.gw.Reload(h.cfg); err != nil {
+	if err := h.Gateway.Reload(h.Config); err != nil {
 		t.Fatal(err)
 	}
-	bad := *h.cfg
+	bad := *h.Config
 	bad.Plans = nil
-	if err := h.gw.Reload(&bad); err == nil {
+	if err := h.Gateway.Reload(&bad); err == nil {
 		t.Fatal("Reload accepted a config without plans")
 	}
 
-	fams := h.scrape("")
+	fams := h.Scrape("")
 	tests := []struct {
 		name   string
 		metric string

@@ -16,6 +16,7 @@ import (
 	"trendgate/internal/promtest"
 
 	"trendgate/internal/testcert"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // certPair is a self-signed certificate for tg.test and 127.0.0.1 with its
@@ -29,7 +30,7 @@ func newCertPair(t *testing.T, serial int64) certPair {
 	t.Helper()
 	// Valid around the fake clock (testNow) and the real one, which the
 	// client checks.
-	p := testcert.New(t, testcert.Options{Serial: serial, NotBefore: testNow.Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)})
+	p := testcert.New(t, testcert.Options{Serial: serial, NotBefore: gatewaytest.Now.Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour)})
 	return certPair{certPEM: p.CertPEM, keyPEM: p.KeyPEM, cert: p.Cert}
 }
 
@@ -68,30 +69,30 @@ func handshakeSerial(t *testing.T, addr string) int64 {
 // working; a broken new pair is refused, logged once and counted, and the
 // previous pair keeps serving.
 func TestTLSFilesReload(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
+	clk := clock.NewFake(gatewaytest.Now)
+	_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	mtime := testNow
+	mtime := gatewaytest.Now
 	first := newCertPair(t, 1)
 	writeCertFile(t, certFile, first.certPEM, &mtime)
 	writeCertFile(t, keyFile, first.keyPEM, &mtime)
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+	s := gatewaytest.StartGateway(t, upSrv.URL, clk, func(c *config.Config) {
 		c.TLS.Mode = config.TLSModeFiles
 		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
 		c.TLS.HTTPListen = "127.0.0.1:0"
 	})
-	url := "https://" + s.public + listPath
+	url := "https://" + s.Public + gatewaytest.ListPath
 
 	// A client trusting only the first certificate keeps one connection.
 	pool := x509.NewCertPool()
 	pool.AddCert(first.cert)
-	old := httpsClient(pool, "tg.test", tls.VersionTLS12, tls.VersionTLS13)
+	old := gatewaytest.HttpsClient(pool, "tg.test", tls.VersionTLS12, tls.VersionTLS13)
 	defer old.CloseIdleConnections()
-	if resp, body, err := getWithKey(t, old, url, s.key); err != nil || resp.StatusCode != http.StatusOK {
+	if resp, body, err := gatewaytest.GetWithKey(t, old, url, s.Key); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %v %v %s", err, resp, body)
 	}
-	if got := handshakeSerial(t, s.public); got != 1 {
+	if got := handshakeSerial(t, s.Public); got != 1 {
 		t.Fatalf("serial at start: got %d; want 1", got)
 	}
 
@@ -99,14 +100,14 @@ func TestTLSFilesReload(t *testing.T) {
 	second := newCertPair(t, 2)
 	writeCertFile(t, certFile, second.certPEM, &mtime)
 	writeCertFile(t, keyFile, second.keyPEM, &mtime)
-	if got := handshakeSerial(t, s.public); got != 1 {
+	if got := handshakeSerial(t, s.Public); got != 1 {
 		t.Fatalf("serial before the check interval passed: got %d; want 1", got)
 	}
 	clk.Advance(3 * time.Second)
-	if got := handshakeSerial(t, s.public); got != 2 {
+	if got := handshakeSerial(t, s.Public); got != 2 {
 		t.Fatalf("serial after the renewal and the check interval: got %d; want 2", got)
 	}
-	resp, body, err := getWithKey(t, old, url, s.key)
+	resp, body, err := gatewaytest.GetWithKey(t, old, url, s.Key)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request on the connection made before the reload: %v %v %s", err, resp, body)
 	}
@@ -115,9 +116,9 @@ func TestTLSFilesReload(t *testing.T) {
 	}
 	pool2 := x509.NewCertPool()
 	pool2.AddCert(second.cert)
-	fresh := httpsClient(pool2, "tg.test", tls.VersionTLS12, tls.VersionTLS13)
+	fresh := gatewaytest.HttpsClient(pool2, "tg.test", tls.VersionTLS12, tls.VersionTLS13)
 	defer fresh.CloseIdleConnections()
-	if resp, body, err := getWithKey(t, fresh, url, s.key); err != nil || resp.StatusCode != http.StatusOK {
+	if resp, body, err := gatewaytest.GetWithKey(t, fresh, url, s.Key); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request trusting only the renewed certificate: %v %v %s", err, resp, body)
 	}
 
@@ -127,27 +128,27 @@ func TestTLSFilesReload(t *testing.T) {
 	writeCertFile(t, certFile, third.certPEM, &mtime)
 	for range 3 {
 		clk.Advance(3 * time.Second)
-		if got := handshakeSerial(t, s.public); got != 2 {
+		if got := handshakeSerial(t, s.Public); got != 2 {
 			t.Fatalf("serial after a mismatched pair: got %d; want 2", got)
 		}
 	}
-	if got := strings.Count(s.logs.String(), "tls certificate files not reloaded"); got != 1 {
+	if got := strings.Count(s.Logs.String(), "tls certificate files not reloaded"); got != 1 {
 		t.Errorf("refusal log lines: got %d; want 1", got)
 	}
-	if got, _ := promtest.Sum(t, s.gw.Registry(), "trendgate_tls_certificate_reloads_total", "result", "refused"); got != 1 {
+	if got, _ := promtest.Sum(t, s.Gateway.Registry(), "trendgate_tls_certificate_reloads_total", "result", "refused"); got != 1 {
 		t.Errorf("refused reloads: got %v; want 1", got)
 	}
 
 	// The key arrives: SIGHUP's Reload loads it without waiting for the
 	// interval.
 	writeCertFile(t, keyFile, third.keyPEM, &mtime)
-	if err := s.gw.Reload(s.cfg); err != nil {
+	if err := s.Gateway.Reload(s.Config); err != nil {
 		t.Fatal(err)
 	}
-	if got := handshakeSerial(t, s.public); got != 3 {
+	if got := handshakeSerial(t, s.Public); got != 3 {
 		t.Fatalf("serial after Reload: got %d; want 3", got)
 	}
-	if got, _ := promtest.Sum(t, s.gw.Registry(), "trendgate_tls_certificate_reloads_total", "result", "ok"); got != 2 {
+	if got, _ := promtest.Sum(t, s.Gateway.Registry(), "trendgate_tls_certificate_reloads_total", "result", "ok"); got != 2 {
 		t.Errorf("ok reloads: got %v; want 2", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"trendgate/gateway"
 	"trendgate/internal/clock"
 	"trendgate/internal/redistest"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/limits"
 )
 
@@ -111,14 +112,14 @@ func hitGateway(b testing.TB, kind string, relay bool) (hit func(), trips func()
 		cfgRedis = func(c *config.Config) { c.Redis.URL = rc.URL() }
 	}
 	clk := clock.NewFake(time.Now().UTC()) // Redis TIME decides the quota windows
-	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
+	up, err := demo.New(demo.Options{Clock: clk, APIKey: gatewaytest.UpstreamKey})
 	if err != nil {
 		b.Fatal(err)
 	}
 	upSrv := httptest.NewServer(up)
 	b.Cleanup(func() { up.Close(); upSrv.Close() })
-	full := newKey(b)
-	cfg := baseConfig(upSrv.URL, full, "")
+	full := gatewaytest.NewKey(b)
+	cfg := gatewaytest.BaseConfig(upSrv.URL, full, "")
 	noAccess := false
 	cfg.Log.Access = &noAccess
 	pl := cfg.Plans["full"]
@@ -134,18 +135,18 @@ func hitGateway(b testing.TB, kind string, relay bool) (hit func(), trips func()
 
 	req := httptest.NewRequest(http.MethodGet, listTarget, nil)
 	req.Header.Set("Authorization", "Bearer "+full)
-	serve := func() *discardWriter {
-		w := &discardWriter{h: http.Header{}}
+	serve := func() *gatewaytest.DiscardWriter {
+		w := &gatewaytest.DiscardWriter{Hdr: http.Header{}}
 		gw.ServeHTTP(w, req)
 		return w
 	}
-	if w := serve(); w.status != http.StatusOK { // the miss that fills the cache
-		b.Fatalf("warm-up: got %d; want 200", w.status)
+	if w := serve(); w.Status != http.StatusOK { // the miss that fills the cache
+		b.Fatalf("warm-up: got %d; want 200", w.Status)
 	}
 	hit = func() {
 		w := serve()
-		if w.status != http.StatusOK || !strings.HasPrefix(w.h.Get("Cache-Status"), "trendgate; hit") {
-			b.Fatalf("got %d %q; want 200 and a hit", w.status, w.h.Get("Cache-Status"))
+		if w.Status != http.StatusOK || !strings.HasPrefix(w.Hdr.Get("Cache-Status"), "trendgate; hit") {
+			b.Fatalf("got %d %q; want 200 and a hit", w.Status, w.Hdr.Get("Cache-Status"))
 		}
 	}
 	hit() // the first hit, outside any measurement

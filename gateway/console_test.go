@@ -10,41 +10,15 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
-
-// keyUsage fetches GET /keys/{id} from the harness's admin listener.
-func (h *harness) keyUsage(id string) (int, admin.KeyUsage, []byte) {
-	h.t.Helper()
-	resp, body := h.adminDo(http.MethodGet, "/keys/"+id, "")
-	var ku admin.KeyUsage
-	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(body, &ku); err != nil {
-			h.t.Fatalf("GET /keys/%s: %v in %s", id, err, body)
-		}
-	}
-	return resp.StatusCode, ku, body
-}
-
-// summary fetches GET /summary from the harness's admin listener.
-func (h *harness) summary() admin.Summary {
-	h.t.Helper()
-	resp, body := h.adminDo(http.MethodGet, "/summary", "")
-	var s admin.Summary
-	if resp.StatusCode != http.StatusOK {
-		h.t.Fatalf("GET /summary: %d %s", resp.StatusCode, body)
-	}
-	if err := json.Unmarshal(body, &s); err != nil {
-		h.t.Fatalf("GET /summary: %v in %s", err, body)
-	}
-	return s
-}
 
 // TestKeyUsage: GET /keys/{id} reports what the limiter counted and what
 // the key did in the last 24 hours, never a secret or a digest.
 func TestKeyUsage(t *testing.T) {
-	disabled, expired := newKey(t), newKey(t)
-	past := testNow.Add(-time.Hour)
-	h := newHarness(t, func(c *config.Config) {
+	disabled, expired := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	past := gatewaytest.Now.Add(-time.Hour)
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["full"]
 		p.Daily, p.PerSecond, p.Burst = 20, 1, 40
 		c.Plans["full"] = p
@@ -55,21 +29,21 @@ func TestKeyUsage(t *testing.T) {
 	})
 	series := "/api4/public/topic/bitcoin/time-series/v1"
 	for range 3 { // a miss, then two hits: 3 units
-		if resp, body := h.get(series, h.full); resp.StatusCode != 200 {
+		if resp, body := h.Get(series, h.Full); resp.StatusCode != 200 {
 			t.Fatalf("series: %d %s", resp.StatusCode, body)
 		}
 	}
-	if resp, _ := h.get("/api4/public/topic/bitcoin/whatsup/v1", h.full); resp.StatusCode != 200 { // 5 units
+	if resp, _ := h.Get("/api4/public/topic/bitcoin/whatsup/v1", h.Full); resp.StatusCode != 200 { // 5 units
 		t.Fatalf("whatsup: %d", resp.StatusCode)
 	}
-	if resp, _ := h.get("/api4/public/topic/bitcoin/time-series/v1?bucket=hour&bucket=day", h.full); resp.StatusCode != 400 {
+	if resp, _ := h.Get("/api4/public/topic/bitcoin/time-series/v1?bucket=hour&bucket=day", h.Full); resp.StatusCode != 400 {
 		t.Fatalf("duplicate parameter: %d; want 400 (refused before auth: not the key's)", resp.StatusCode)
 	}
 	for range 3 { // 8 units used of 20: the next whatsups fit twice, then 429 daily_quota_exceeded
-		h.get("/api4/public/topic/%23ai/whatsup/v1", h.full)
+		h.Get("/api4/public/topic/%23ai/whatsup/v1", h.Full)
 	}
 
-	code, ku, body := h.keyUsage("team-full")
+	code, ku, body := h.KeyUsage("team-full")
 	if code != 200 {
 		t.Fatalf("GET /keys/team-full: %d %s", code, body)
 	}
@@ -105,24 +79,24 @@ func TestKeyUsage(t *testing.T) {
 	if ku.Last24h.Requests != 7 || ku.Last24h.Units != 18 || ku.Last24h.Scope != "instance" {
 		t.Errorf("got last 24h %d requests, %d units, scope %q; want 7, 18, instance", ku.Last24h.Requests, ku.Last24h.Units, ku.Last24h.Scope)
 	}
-	if ku.LastSeen == nil || !ku.LastSeen.Equal(testNow) {
-		t.Errorf("got last seen %v; want %v", ku.LastSeen, testNow)
+	if ku.LastSeen == nil || !ku.LastSeen.Equal(gatewaytest.Now) {
+		t.Errorf("got last seen %v; want %v", ku.LastSeen, gatewaytest.Now)
 	}
 
 	for _, tc := range []struct{ id, state string }{{"off", "disabled"}, {"old", "expired"}, {"team-limited", "active"}} {
-		if code, ku, body := h.keyUsage(tc.id); code != 200 || ku.State != tc.state || ku.LastSeen != nil || ku.Daily.Used != 0 {
+		if code, ku, body := h.KeyUsage(tc.id); code != 200 || ku.State != tc.state || ku.LastSeen != nil || ku.Daily.Used != 0 {
 			t.Errorf("GET /keys/%s: %d %s; want 200, state %s, never seen, nothing used", tc.id, code, body, tc.state)
 		}
 	}
 
 	// The list: every configured key, in configuration order, and no key
 	// material anywhere.
-	resp, list := h.adminDo(http.MethodGet, "/keys", "")
+	resp, list := h.AdminDo(http.MethodGet, "/keys", "")
 	var kl admin.KeyList
 	if err := json.Unmarshal(list, &kl); resp.StatusCode != 200 || err != nil || len(kl.Keys) != 4 || kl.Keys[0].ID != "team-full" || kl.Keys[3].ID != "old" {
 		t.Fatalf("GET /keys: %d %v %s", resp.StatusCode, err, list)
 	}
-	for _, secret := range []string{h.full, h.limited, disabled, expired} {
+	for _, secret := range []string{h.Full, h.Limited, disabled, expired} {
 		if strings.Contains(string(list), secret) || strings.Contains(string(list), auth.Digest(secret)) {
 			t.Errorf("GET /keys shows a key or its digest: %s", list)
 		}
@@ -130,7 +104,7 @@ func TestKeyUsage(t *testing.T) {
 
 	// Unknown ids: 404 in the usual error shape.
 	for _, id := range []string{"nobody", "team-ful", "%2e%2e"} {
-		resp, body := h.adminDo(http.MethodGet, "/keys/"+id, "")
+		resp, body := h.AdminDo(http.MethodGet, "/keys/"+id, "")
 		var e map[string]string
 		if err := json.Unmarshal(body, &e); resp.StatusCode != 404 || err != nil || e["code"] != "unknown_key" || e["request_id"] != resp.Header.Get("X-Request-Id") || e["request_id"] == "" {
 			t.Errorf("GET /keys/%s: %d %s; want 404 unknown_key with the request id", id, resp.StatusCode, body)
@@ -141,31 +115,31 @@ func TestKeyUsage(t *testing.T) {
 // TestKeyUsageSurvivesReload: the 24 h counters belong to the key id, not
 // to one configuration snapshot; a removed key's are dropped.
 func TestKeyUsageSurvivesReload(t *testing.T) {
-	h := newHarness(t, nil)
-	h.get("/api4/public/topics/list/v1", h.full)
-	h.get("/api4/public/topics/list/v1", h.limited)
-	next := *h.cfg
+	h := gatewaytest.New(t, nil)
+	h.Get("/api4/public/topics/list/v1", h.Full)
+	h.Get("/api4/public/topics/list/v1", h.Limited)
+	next := *h.Config
 	next.Keys = next.Keys[:1] // team-limited removed
-	if err := h.gw.Reload(&next); err != nil {
+	if err := h.Gateway.Reload(&next); err != nil {
 		t.Fatal(err)
 	}
-	if code, ku, _ := h.keyUsage("team-full"); code != 200 || ku.Last24h.Requests != 1 {
+	if code, ku, _ := h.KeyUsage("team-full"); code != 200 || ku.Last24h.Requests != 1 {
 		t.Errorf("team-full after reload: %d, %d requests; want 200, 1", code, ku.Last24h.Requests)
 	}
-	if code, _, _ := h.keyUsage("team-limited"); code != 404 {
+	if code, _, _ := h.KeyUsage("team-limited"); code != 404 {
 		t.Errorf("removed key: got %d; want 404", code)
 	}
-	if err := h.gw.Reload(h.cfg); err != nil {
+	if err := h.Gateway.Reload(h.Config); err != nil {
 		t.Fatal(err)
 	}
-	if code, ku, _ := h.keyUsage("team-limited"); code != 200 || ku.Last24h.Requests != 0 || ku.Daily.Used != 1 {
+	if code, ku, _ := h.KeyUsage("team-limited"); code != 200 || ku.Last24h.Requests != 0 || ku.Daily.Used != 1 {
 		t.Errorf("re-added key: %d %+v; want fresh 24 h counters (the limiter's quota count is its own and stays at 1)", code, ku)
 	}
 }
 
 // TestSummary: the dashboard's figures follow the traffic.
 func TestSummary(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["limited"]
 		// A burst of 2 is below the whatsup cost: without whatsup.
 		p.PerSecond, p.Burst, p.Endpoints = 1, 2, []string{"list", "series", "tsv"}
@@ -173,19 +147,19 @@ func TestSummary(t *testing.T) {
 		c.Upstream.Budget.PerMinute, c.Upstream.Budget.PerDay = 50, 1000
 	})
 	for i := range 4 { // 1 miss + 3 hits
-		h.get("/api4/public/topic/bitcoin/time-series/v1", h.full)
+		h.Get("/api4/public/topic/bitcoin/time-series/v1", h.Full)
 		if i < 2 {
-			h.get("/api4/public/topic/%23ai/whatsup/v1", h.full) // 1 miss + 1 hit
+			h.Get("/api4/public/topic/%23ai/whatsup/v1", h.Full) // 1 miss + 1 hit
 		}
 	}
 	for range 3 { // the burst is 2: one 429
-		h.get("/api4/public/topics/list/v1", h.limited)
+		h.Get("/api4/public/topics/list/v1", h.Limited)
 	}
-	h.get("/api4/public/topics/list/v1", "tg_"+strings.Repeat("a", 49)) // malformed: 401
-	h.get("/api4/public/topics/list/v1", "")                            // missing: 401
-	h.clk.Advance(time.Second)                                          // the traffic's second is now complete
+	h.Get("/api4/public/topics/list/v1", "tg_"+strings.Repeat("a", 49)) // malformed: 401
+	h.Get("/api4/public/topics/list/v1", "")                            // missing: 401
+	h.Clock.Advance(time.Second)                                        // the traffic's second is now complete
 
-	s := h.summary()
+	s := h.Summary()
 	want := map[string]uint64{"hit": 5, "stale": 0, "miss": 3, "error": 0, "limited": 1, "rejected": 2}
 	for _, o := range s.Outcomes {
 		if o.Total != want[o.Outcome] {
@@ -198,8 +172,8 @@ func TestSummary(t *testing.T) {
 	if s.HitRatioPct == nil || *s.HitRatioPct != 62.5 {
 		t.Errorf("got hit ratio %v; want 62.5 (5 of 8)", s.HitRatioPct)
 	}
-	if int(s.Upstream.CallsLastMinute) != h.up.Count() || s.Upstream.CallsTotal != 3 {
-		t.Errorf("got %d upstream calls in the minute, %d total; the upstream saw %d, want 3", s.Upstream.CallsLastMinute, s.Upstream.CallsTotal, h.up.Count())
+	if int(s.Upstream.CallsLastMinute) != h.Up.Count() || s.Upstream.CallsTotal != 3 {
+		t.Errorf("got %d upstream calls in the minute, %d total; the upstream saw %d, want 3", s.Upstream.CallsLastMinute, s.Upstream.CallsTotal, h.Up.Count())
 	}
 	if s.Upstream.Breaker != "closed" || s.Upstream.PerMinuteLimit == 0 || s.Upstream.MinuteLeft == nil || *s.Upstream.MinuteLeft != int64(s.Upstream.PerMinuteLimit-3) {
 		t.Errorf("got upstream %+v; want closed, with 3 of the minute budget spent", s.Upstream)
@@ -225,8 +199,8 @@ func TestSummary(t *testing.T) {
 	}
 
 	// Ten seconds later the rates are gone, the totals stay.
-	h.clk.Advance(10 * time.Second)
-	s = h.summary()
+	h.Clock.Advance(10 * time.Second)
+	s = h.Summary()
 	if s.Outcomes[0].PerSecond != 0 || s.Outcomes[0].Total != 5 || s.HitRatioPct != nil || *s.HitRatioTotalPct != 62.5 {
 		t.Errorf("got %+v, ratio %v, total ratio %v; want rate 0, total 5, no ratio, 62.5 overall", s.Outcomes[0], s.HitRatioPct, s.HitRatioTotalPct)
 	}
@@ -235,14 +209,14 @@ func TestSummary(t *testing.T) {
 // TestQuotaGauges: the per-key quota gauges are read at scrape time; an
 // unlimited quota has no limit series.
 func TestQuotaGauges(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["limited"]
 		p.Monthly = 0
 		c.Plans["limited"] = p
 	})
-	h.get("/api4/public/topic/bitcoin/whatsup/v1", h.full)
-	h.get("/api4/public/topics/list/v1", h.limited)
-	reg := h.gw.Registry()
+	h.Get("/api4/public/topic/bitcoin/whatsup/v1", h.Full)
+	h.Get("/api4/public/topics/list/v1", h.Limited)
+	reg := h.Gateway.Registry()
 	for _, tc := range []struct {
 		name, key, window string
 		want              float64
@@ -254,11 +228,11 @@ func TestQuotaGauges(t *testing.T) {
 		{"trendgate_key_quota_limit_units", "team-full", "day", 100000},
 		{"trendgate_key_quota_limit_units", "team-limited", "day", 5000},
 	} {
-		if got := metric(t, reg, tc.name, "key_id", tc.key, "window", tc.window); got != tc.want {
+		if got := gatewaytest.Metric(t, reg, tc.name, "key_id", tc.key, "window", tc.window); got != tc.want {
 			t.Errorf("%s{%s,%s}: got %v; want %v", tc.name, tc.key, tc.window, got, tc.want)
 		}
 	}
-	_, body := h.adminDo(http.MethodGet, "/metrics", "")
+	_, body := h.AdminDo(http.MethodGet, "/metrics", "")
 	if strings.Contains(string(body), `trendgate_key_quota_limit_units{key_id="team-limited",window="month"}`) {
 		t.Errorf("an unlimited monthly quota has a limit series")
 	}
@@ -267,16 +241,16 @@ func TestQuotaGauges(t *testing.T) {
 // TestClusterKeyUsageSameOnEveryInstance: in cluster mode the quota and
 // bucket figures come from Redis, so every instance answers the same.
 func TestClusterKeyUsageSameOnEveryInstance(t *testing.T) {
-	c := newCluster(t, clusterOptions{})
+	c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{})
 	for i := range 6 {
-		if r := c.send(i%2, "/api4/public/topic/bitcoin/time-series/v1", c.full); r.status != 200 {
+		if r := c.Send(i%2, "/api4/public/topic/bitcoin/time-series/v1", c.Full); r.Status != 200 {
 			t.Fatalf("request %d: %+v", i, r)
 		}
 	}
 	var first admin.KeyUsage
 	start := time.Now()
-	for i, h := range c.nodes {
-		code, ku, body := h.keyUsage("team-full")
+	for i, h := range c.Nodes {
+		code, ku, body := h.KeyUsage("team-full")
 		if code != 200 || ku.Source != "redis" || ku.Daily.Used != 6 || ku.Monthly.Used != 6 {
 			t.Fatalf("instance %d: %d %s; want 200, source redis, 6 units today and this month", i, code, body)
 		}
@@ -300,7 +274,7 @@ func TestClusterKeyUsageSameOnEveryInstance(t *testing.T) {
 		// once its handler returns, which may be just after its client has
 		// read a large body: wait for that.
 		want := map[int]uint64{1: 3, 2: 0}[i]
-		waitFor(func() bool { _, ku, _ = h.keyUsage("team-full"); return ku.Last24h.Requests == want })
+		gatewaytest.WaitFor(func() bool { _, ku, _ = h.KeyUsage("team-full"); return ku.Last24h.Requests == want })
 		if ku.Last24h.Requests != want {
 			t.Errorf("instance %d: got %d requests in its 24 h; want %d (its own)", i, ku.Last24h.Requests, want)
 		}

@@ -25,6 +25,7 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // chromiumOrSkip returns the path of the chromium binary; without one the
@@ -93,7 +94,7 @@ var figureRE = regexp.MustCompile(`<[a-z0-9]+[^>]*\sdata-figure="([^"]+)"[^>]*>(
 // screenshot there (docs/dashboard.png is made so).
 func TestDashboardInBrowser(t *testing.T) {
 	bin := chromiumOrSkip(t)
-	clk := clock.NewFake(testNow)
+	clk := clock.NewFake(gatewaytest.Now)
 	up, err := demo.New(demo.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +106,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	upSrv := httptest.NewServer(slowUp)
 	t.Cleanup(func() { up.Close(); upSrv.Close() })
 
-	full, limited := newKey(t), newKey(t)
+	full, limited := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = upSrv.URL
 	cfg.Upstream.Budget.PerMinute, cfg.Upstream.Budget.PerDay = 60, 2000
@@ -115,36 +116,36 @@ func TestDashboardInBrowser(t *testing.T) {
 		{ID: "demo-full", SHA256: auth.Digest(full), Plan: "full"},
 		{ID: "demo-limited", SHA256: auth.Digest(limited), Plan: "limited"},
 	}
-	small, daily := newKey(t), int64(60)
+	small, daily := gatewaytest.NewKey(t), int64(60)
 	cfg.Keys = append(cfg.Keys, config.Key{ID: "team-small", SHA256: auth.Digest(small), Plan: "limited", Daily: &daily})
 	// Keys the page marks: one disabled, one past its expiry.
-	expired := testNow.Add(-time.Hour)
+	expired := gatewaytest.Now.Add(-time.Hour)
 	cfg.Keys = append(cfg.Keys,
-		config.Key{ID: "old-team", SHA256: auth.Digest(newKey(t)), Plan: "limited", Disabled: true},
-		config.Key{ID: "trial", SHA256: auth.Digest(newKey(t)), Plan: "full", Expires: &expired})
+		config.Key{ID: "old-team", SHA256: auth.Digest(gatewaytest.NewKey(t)), Plan: "limited", Disabled: true},
+		config.Key{ID: "trial", SHA256: auth.Digest(gatewaytest.NewKey(t)), Plan: "full", Expires: &expired})
 	gw, err := gateway.New(cfg, gateway.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, clk: clk, gw: gw, cfg: cfg, full: full, limited: limited}
-	h.serve()
+	h := &gatewaytest.Harness{T: t, Clock: clk, Gateway: gw, Config: cfg, Full: full, Limited: limited}
+	h.Serve()
 
 	// Traffic over six seconds of the fake clock.
 	topics := []string{"bitcoin", "%23ai", "ethereum", "ai%20agents", "%24capitalism", "solana"}
 	for s := range 6 {
 		for i, topic := range topics[:6-s] {
-			h.get("/api4/public/topic/"+topic+"/time-series/v1", full)
+			h.Get("/api4/public/topic/"+topic+"/time-series/v1", full)
 			if i%2 == 0 {
-				h.get("/api4/public/topic/"+topic+"/whatsup/v1", full)
+				h.Get("/api4/public/topic/"+topic+"/whatsup/v1", full)
 			}
 		}
 		for range 7 { // burst 10, 5/s: some get 429
-			h.get("/api4/public/topics/list/v1", limited)
+			h.Get("/api4/public/topics/list/v1", limited)
 		}
-		h.get("/api4/public/topic/"+topics[s]+"/whatsup/v1", small) // 5 units a second
-		h.get("/api4/public/topics/list/v1", "tg_"+fmt.Sprint(s)+"nope")
-		h.get("/api4/public/topic/bitcoin/time-series/v1?bucket=week", full)
-		clk.Set(testNow.Add(time.Duration(s+1) * time.Second))
+		h.Get("/api4/public/topic/"+topics[s]+"/whatsup/v1", small) // 5 units a second
+		h.Get("/api4/public/topics/list/v1", "tg_"+fmt.Sprint(s)+"nope")
+		h.Get("/api4/public/topic/bitcoin/time-series/v1?bucket=week", full)
+		clk.Set(gatewaytest.Now.Add(time.Duration(s+1) * time.Second))
 	}
 
 	// A reload that leaves a setting waiting for a restart, then one refused:
@@ -156,7 +157,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	gw.RefuseReload(errors.New(`config: keys[0].plan: unknown plan "gold"`))
 
-	page := h.admin + "/"
+	page := h.Admin + "/"
 	dom := string(headless(t, bin, page, "--virtual-time-budget=8000", "--dump-dom"))
 	if !regexp.MustCompile(`<body[^>]*data-state="live"`).MatchString(dom) {
 		t.Fatalf("the page did not go live (its fetch of /summary failed?):\n%.3000s", dom)
@@ -166,7 +167,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		got[m[1]] = html.UnescapeString(m[2])
 	}
 
-	resp, body := h.adminDo(http.MethodGet, "/summary", "")
+	resp, body := h.AdminDo(http.MethodGet, "/summary", "")
 	var s admin.Summary
 	if err := json.Unmarshal(body, &s); resp.StatusCode != 200 || err != nil {
 		t.Fatalf("GET /summary: %d %v", resp.StatusCode, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestFramingErrorClosesConnection: a request that frames a body (the API
@@ -18,8 +19,8 @@ import (
 // after it can never be read as another request (RFC 9112 §6.3).
 func TestFramingErrorClosesConnection(t *testing.T) {
 	for _, fast := range []bool{true, false} {
-		h := newHarness(t, func(c *config.Config) { c.Server.FastHTTP1 = &fast })
-		addr := strings.TrimPrefix(h.base, "http://")
+		h := gatewaytest.New(t, func(c *config.Config) { c.Server.FastHTTP1 = &fast })
+		addr := strings.TrimPrefix(h.Base, "http://")
 		for name, head := range map[string]string{
 			"content-length and chunked": "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 			"chunked":                    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -30,7 +31,7 @@ func TestFramingErrorClosesConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = conn.SetDeadline(time.Now().Add(10 * time.Second)) // a bound on a broken server, not a wait
-			smuggled := "GET /api4/public/topics/list/v1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + h.full + "\r\n\r\n"
+			smuggled := "GET /api4/public/topics/list/v1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + h.Full + "\r\n\r\n"
 			if _, err := io.WriteString(conn, "GET /api4/public/topics/list/v1 HTTP/1.1\r\nHost: x\r\n"+head+smuggled); err != nil {
 				t.Fatal(err)
 			}
@@ -56,8 +57,8 @@ func TestFramingErrorClosesConnection(t *testing.T) {
 // allow, with X-Request-Id and the JSON error, on both HTTP/1.1 lanes.
 func TestOptionsStar(t *testing.T) {
 	for _, fast := range []bool{true, false} {
-		h := newHarness(t, func(c *config.Config) { c.Server.FastHTTP1 = &fast })
-		conn, err := net.Dial("tcp", strings.TrimPrefix(h.base, "http://"))
+		h := gatewaytest.New(t, func(c *config.Config) { c.Server.FastHTTP1 = &fast })
+		conn, err := net.Dial("tcp", strings.TrimPrefix(h.Base, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/h2test"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestH2RapidReset is the regression test for CVE-2023-44487: a client
@@ -39,19 +40,19 @@ func TestH2RapidReset(t *testing.T) {
 	t.Parallel()
 	const streams = 5000
 	const held = "/api4/public/topic/bitcoin/whatsup/v1"
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		g.prime(t)
-		release := g.hold(t, held)
-		upBefore, handledBefore := g.upstream.Load(), g.handled(t)
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		g.Prime(t)
+		release := g.Hold(t, held)
+		upBefore, handledBefore := g.Upstream.Load(), g.Handled(t)
 
-		c := g.dial(t)
+		c := g.Dial(t)
 		settings := c.Handshake()
 		maxStreams, ok := settings[http2.SettingMaxConcurrentStreams]
 		if !ok {
 			maxStreams = 1 << 31 // unlimited, as advertised
 		}
-		block := c.Encode(h2test.GET(g.authority, held, g.key)...)
+		block := c.Encode(h2test.GET(g.Authority, held, g.Key)...)
 		start := time.Now()
 		var sent int
 		var writeErr error
@@ -65,31 +66,31 @@ func TestH2RapidReset(t *testing.T) {
 			writeErr = c.Flush()
 		}
 		// Another client is served while the burst is being processed.
-		g.mustServe(t, "during the rapid reset")
+		g.MustServe(t, "during the rapid reset")
 		caughtUp := writeErr == nil && c.Ping([8]byte{'r', 'a', 'p', 'i', 'd'}, 30*time.Second)
-		finished := g.handled(t) - handledBefore - 1 // less the ordinary request
+		finished := g.Handled(t) - handledBefore - 1 // less the ordinary request
 		if !caughtUp {
 			// The server ended the connection, or stopped reading it,
 			// instead: bounds as good, as long as the handlers it did run
 			// obey the limit below.
 			e, ended := c.WaitEnd(10 * time.Second)
 			t.Logf("the server did not read the whole burst: connection ended %v (%v; writes: %v)", ended, e, writeErr)
-			finished = g.handled(t) - handledBefore - 1
+			finished = g.Handled(t) - handledBefore - 1
 		}
 		t.Logf("%d streams opened and reset in %v; the server read them all and answered a PING: %v", sent, time.Since(start).Round(time.Millisecond), caughtUp)
 		release()
-		g.mustServe(t, "after the rapid reset")
-		g.drainsWithin(t)
+		g.MustServe(t, "after the rapid reset")
+		g.DrainsWithin(t)
 
 		// Serve has returned, so every handler run is over.
-		ran := g.handled(t) - handledBefore - 2 // less the ordinary requests
+		ran := g.Handled(t) - handledBefore - 2 // less the ordinary requests
 		if ran > sent {
 			t.Errorf("handler runs for the attacking connection: got %d; want at most one per stream (%d)", ran, sent)
 		}
 		if outlived := ran - finished; outlived > int(maxStreams) {
 			t.Errorf("handler runs still going after the burst was read: %d; want at most SETTINGS_MAX_CONCURRENT_STREAMS (%d): a reset must end its stream's work", outlived, maxStreams)
 		}
-		if up := g.upstream.Load() - upBefore; up > 1 {
+		if up := g.Upstream.Load() - upBefore; up > 1 {
 			t.Errorf("upstream requests during the attack: got %d; want at most 1 (every stream asked for the same answer)", up)
 		}
 		t.Logf("handler runs: %d for %d streams, %d of them finished before the upstream answered (SETTINGS_MAX_CONCURRENT_STREAMS %d)", ran, sent, finished, maxStreams)
@@ -119,10 +120,10 @@ func continuationFields(n int) []hpack.HeaderField {
 // end without more.
 func TestH2ContinuationFlood(t *testing.T) {
 	t.Parallel()
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		limit := g.cfg.Server.MaxHeaderBytes
-		c := g.dial(t)
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		limit := g.Config.Server.MaxHeaderBytes
+		c := g.Dial(t)
 		settings := c.Handshake()
 		frameMax := 16384 // RFC 9113 §6.5.2 initial value
 		if v, ok := settings[http2.SettingMaxFrameSize]; ok {
@@ -130,7 +131,7 @@ func TestH2ContinuationFlood(t *testing.T) {
 		}
 		id := c.NextStreamID()
 		if err := c.Framer.WriteHeaders(http2.HeadersFrameParam{
-			StreamID: id, BlockFragment: c.Encode(h2test.GET(g.authority, listPath, g.key)...), EndStream: true,
+			StreamID: id, BlockFragment: c.Encode(h2test.GET(g.Authority, gatewaytest.ListPath, g.Key)...), EndStream: true,
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -146,8 +147,8 @@ func TestH2ContinuationFlood(t *testing.T) {
 		}
 		e := c.AwaitClose(10 * time.Second)
 		t.Logf("%d bytes of CONTINUATION sent (max_header_bytes %d, write error %v); %v", sent, limit, writeErr, e)
-		g.mustServe(t, "after the CONTINUATION flood")
-		g.drainsWithin(t)
+		g.MustServe(t, "after the CONTINUATION flood")
+		g.DrainsWithin(t)
 	})
 }
 
@@ -186,7 +187,7 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 		initialWindow *uint32
 		// open, when not nil, starts the attack (after the handshake) and
 		// returns the stream ids the flood may use.
-		open  func(t *testing.T, g *tlsGateway, c *h2test.Conn, maxStreams uint32) []uint32
+		open  func(t *testing.T, g *gatewaytest.TLSGateway, c *h2test.Conn, maxStreams uint32) []uint32
 		flood func(c *h2test.Conn, i int, streams []uint32) error
 	}{
 		{
@@ -203,9 +204,9 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 		},
 		{
 			name: "WINDOW_UPDATE", steps: 100_000, replyBytes: 9 + 1, initialWindow: new(uint32),
-			open: func(t *testing.T, g *tlsGateway, c *h2test.Conn, maxStreams uint32) []uint32 {
+			open: func(t *testing.T, g *gatewaytest.TLSGateway, c *h2test.Conn, maxStreams uint32) []uint32 {
 				var ids []uint32
-				block := c.Encode(h2test.GET(g.authority, seriesPath, g.key)...)
+				block := c.Encode(h2test.GET(g.Authority, gatewaytest.SeriesPath, g.Key)...)
 				for range min(maxStreams, 100) {
 					id := c.NextStreamID()
 					c.WriteRequest(id, block, true)
@@ -224,17 +225,17 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 			},
 		},
 	}
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
-				g := startTLSGateway(t, set, func(c *config.Config) {
-					attackTimeouts(c)
+				g := gatewaytest.StartTLSGateway(t, set, func(c *config.Config) {
+					gatewaytest.AttackTimeouts(c)
 					// A flood opens no stream: the idle timeout would
 					// end it before its replies could pile up.
 					c.Server.IdleTimeout = time.Minute
 				})
-				g.prime(t)
-				c := g.dial(t)
+				g.Prime(t)
+				c := g.Dial(t)
 				var settings []http2.Setting
 				if tc.initialWindow != nil {
 					settings = append(settings, http2.Setting{ID: http2.SettingInitialWindowSize, Val: *tc.initialWindow})
@@ -248,7 +249,7 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 				if tc.open != nil {
 					streams = tc.open(t, g, c, maxStreams)
 				}
-				before := liveHeap()
+				before := gatewaytest.LiveHeap()
 				start := time.Now()
 				var sent int
 				var writeErr error
@@ -268,14 +269,14 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 				// retains for them can be weighed. It is the only list
 				// request (the flood's streams, reset when they stall,
 				// are series).
-				handledBefore := g.handledList(t)
+				handledBefore := g.HandledList(t)
 				if writeErr == nil {
-					c.WriteRequest(c.NextStreamID(), c.Encode(h2test.GET(g.authority, listPath, g.key)...), true)
+					c.WriteRequest(c.NextStreamID(), c.Encode(h2test.GET(g.Authority, gatewaytest.ListPath, g.Key)...), true)
 					writeErr = c.Flush()
 				}
 				read := false
 				for deadline := time.Now().Add(30 * time.Second); writeErr == nil && !read && time.Now().Before(deadline); {
-					if read = g.handledList(t) > handledBefore; !read {
+					if read = g.HandledList(t) > handledBefore; !read {
 						time.Sleep(5 * time.Millisecond) // polling a counter, not waiting for time to pass
 						// Still open? A WINDOW_UPDATE asks for no reply.
 						_ = c.Framer.WriteWindowUpdate(0, 1)
@@ -288,14 +289,14 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 				case writeErr != nil || !read:
 					t.Logf("the server stopped reading (writes stalled: %v)", writeErr)
 				default:
-					grew := int64(liveHeap()) - int64(before)
+					grew := int64(gatewaytest.LiveHeap()) - int64(before)
 					t.Logf("the server read the whole flood in %v and kept the connection; live heap grew by %d bytes", time.Since(start).Round(time.Millisecond), grew)
 					if grew > owed/2 {
 						t.Errorf("the server read %d flood steps from a client that reads nothing, kept the connection open and retained %d more bytes of heap (the replies owed: %d bytes): its replies queue without bound", sent, grew, owed)
 					}
 				}
-				g.mustServe(t, "after the "+tc.name+" flood")
-				g.drainsWithin(t)
+				g.MustServe(t, "after the "+tc.name+" flood")
+				g.DrainsWithin(t)
 			})
 		}
 	})
@@ -312,10 +313,10 @@ func TestH2FloodsFromAClientThatDoesNotRead(t *testing.T) {
 // It counts the whole process's allocations, so it does not run in
 // parallel.
 func TestH2HPACKBomb(t *testing.T) {
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		g.prime(t)
-		c := g.dial(t)
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		g.Prime(t)
+		c := g.Dial(t)
 		settings := c.Handshake()
 		frameMax := 16384 // RFC 9113 §6.5.2 initial value
 		if v, ok := settings[http2.SettingMaxFrameSize]; ok {
@@ -325,7 +326,7 @@ func TestH2HPACKBomb(t *testing.T) {
 		// dynamic table (the newest entry: index 62), then references to
 		// it, one byte each (RFC 7541 §6.1), to the end of the frame.
 		bomb := hpack.HeaderField{Name: "x-bomb", Value: strings.Repeat("b", 4000)}
-		block := c.Encode(append(h2test.GET(g.authority, listPath, g.key), bomb)...)
+		block := c.Encode(append(h2test.GET(g.Authority, gatewaytest.ListPath, g.Key), bomb)...)
 		refs := frameMax - len(block)
 		block = append(block, bytes.Repeat([]byte{0x80 | 62}, refs)...)
 		decoded := int64(refs) * int64(bomb.Size())
@@ -367,8 +368,8 @@ func TestH2HPACKBomb(t *testing.T) {
 		if allocated > decoded/4 {
 			t.Errorf("the process allocated %d bytes while refusing a header list of %d bytes; want under a quarter of it (the list must not be built)", allocated, decoded)
 		}
-		g.mustServe(t, "after the HPACK bomb")
-		g.drainsWithin(t)
+		g.MustServe(t, "after the HPACK bomb")
+		g.DrainsWithin(t)
 	})
 }
 
@@ -380,21 +381,21 @@ func TestH2HPACKBomb(t *testing.T) {
 // A second stalled connection is left open for the drain.
 func TestH2ZeroWindowStall(t *testing.T) {
 	t.Parallel()
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		g.prime(t)
-		sc := g.cfg.Server
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		g.Prime(t)
+		sc := g.Config.Server
 		stall := func() (*h2test.Conn, uint32) {
-			c := g.dial(t)
+			c := g.Dial(t)
 			c.Handshake(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 			id := c.NextStreamID()
-			c.WriteRequest(id, c.Encode(h2test.GET(g.authority, listPath, g.key)...), true)
+			c.WriteRequest(id, c.Encode(h2test.GET(g.Authority, gatewaytest.ListPath, g.Key)...), true)
 			c.MustFlush()
 			return c, id
 		}
 		c, id := stall()
 		start := time.Now()
-		deadline := start.Add(sc.WriteTimeout + margin)
+		deadline := start.Add(sc.WriteTimeout + gatewaytest.Margin)
 		var ended string
 		for ended == "" {
 			f, err := c.ReadFrame(time.Until(deadline))
@@ -418,12 +419,12 @@ func TestH2ZeroWindowStall(t *testing.T) {
 		}
 		t.Logf("the stalled stream ended after %v: %s", time.Since(start).Round(time.Millisecond), ended)
 		if !strings.HasPrefix(ended, "connection closed") {
-			e := c.AwaitClose(sc.IdleTimeout + margin)
+			e := c.AwaitClose(sc.IdleTimeout + gatewaytest.Margin)
 			t.Logf("the connection then %v", e)
 		}
-		g.mustServe(t, "after the zero-window stall")
+		g.MustServe(t, "after the zero-window stall")
 		stall()
-		g.drainsWithin(t)
+		g.DrainsWithin(t)
 	})
 }
 
@@ -433,15 +434,15 @@ func TestH2ZeroWindowStall(t *testing.T) {
 // the drain.
 func TestH2IdleConnection(t *testing.T) {
 	t.Parallel()
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		c := g.dial(t)
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		c := g.Dial(t)
 		c.Handshake()
-		e := c.AwaitClose(g.cfg.Server.IdleTimeout + margin)
-		t.Logf("idle connection %v (idle_timeout %v)", e, g.cfg.Server.IdleTimeout)
-		g.mustServe(t, "after the idle connection")
-		g.dial(t).Handshake()
-		g.drainsWithin(t)
+		e := c.AwaitClose(g.Config.Server.IdleTimeout + gatewaytest.Margin)
+		t.Logf("idle connection %v (idle_timeout %v)", e, g.Config.Server.IdleTimeout)
+		g.MustServe(t, "after the idle connection")
+		g.Dial(t).Handshake()
+		g.DrainsWithin(t)
 	})
 }
 
@@ -457,17 +458,17 @@ func TestH2IdleConnection(t *testing.T) {
 // reading it, since reading would let the writes finish.
 func TestH2SlowRead(t *testing.T) {
 	t.Parallel()
-	forEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
-		g := startTLSGateway(t, set, attackTimeouts)
-		g.prime(t)
-		pc := g.dial(t)
+	gatewaytest.ForEachH2Server(t, func(t *testing.T, set func(*config.Config)) {
+		g := gatewaytest.StartTLSGateway(t, set, gatewaytest.AttackTimeouts)
+		g.Prime(t)
+		pc := g.Dial(t)
 		pc.Handshake()
-		r := pc.Get(g.authority, seriesPath, g.key) // a cache hit from now on
+		r := pc.Get(g.Authority, gatewaytest.SeriesPath, g.Key) // a cache hit from now on
 		if r.Status != 200 {
 			t.Fatalf("priming the series: status %d", r.Status)
 		}
-		sc := g.cfg.Server
-		c := g.dial(t)
+		sc := g.Config.Server
+		c := g.Dial(t)
 		settings := c.Handshake(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
 		if err := c.Framer.WriteWindowUpdate(0, 1<<31-1-65535); err != nil {
 			t.Fatal(err)
@@ -476,20 +477,20 @@ func TestH2SlowRead(t *testing.T) {
 		if v, ok := settings[http2.SettingMaxConcurrentStreams]; ok {
 			streams = min(streams, v)
 		}
-		before := g.handled(t)
-		block := c.Encode(h2test.GET(g.authority, seriesPath, g.key)...)
+		before := g.Handled(t)
+		block := c.Encode(h2test.GET(g.Authority, gatewaytest.SeriesPath, g.Key)...)
 		for range streams {
 			c.WriteRequest(c.NextStreamID(), block, true)
 		}
 		c.MustFlush()
-		took, closed := c.AwaitClosedUnread(sc.WriteTimeout + sc.IdleTimeout + margin)
+		took, closed := c.AwaitClosedUnread(sc.WriteTimeout + sc.IdleTimeout + gatewaytest.Margin)
 		if !closed {
 			t.Fatalf("the connection of a client that reads nothing is still open %v later; want it closed within write_timeout %v + idle_timeout %v",
 				took.Round(time.Millisecond), sc.WriteTimeout, sc.IdleTimeout)
 		}
 		t.Logf("the server closed the connection after %v; %d of the %d requests were answered in part or whole",
-			took.Round(time.Millisecond), g.handled(t)-before, streams)
-		g.mustServe(t, "after the slow read")
-		g.drainsWithin(t)
+			took.Round(time.Millisecond), g.Handled(t)-before, streams)
+		g.MustServe(t, "after the slow read")
+		g.DrainsWithin(t)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestTLSHTTP2LaneMatchesNetHTTP sends the same HTTP/2 requests to a
@@ -26,7 +27,7 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 	fast := func(on bool) func(*config.Config) {
 		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP2 = &on }
 	}
-	gws, pool := httpsGateways(t, fast(true), fast(false))
+	gws, pool := gatewaytest.HttpsGateways(t, fast(true), fast(false))
 	lane, std := gws[0], gws[1]
 	client := func() *http.Client {
 		return &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
@@ -47,27 +48,27 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 		header       []string
 	}
 	steps := []step{
-		{method: "GET", path: listPath, key: true},
-		{method: "GET", path: listPath, key: true}, // a hit now
-		{method: "HEAD", path: listPath, key: true},
+		{method: "GET", path: gatewaytest.ListPath, key: true},
+		{method: "GET", path: gatewaytest.ListPath, key: true}, // a hit now
+		{method: "HEAD", path: gatewaytest.ListPath, key: true},
 		{method: "GET", path: series, key: true, header: []string{"Accept-Encoding", "gzip"}},
 		{method: "GET", path: series, key: true, header: []string{"Accept-Encoding", "gzip"}},
 		{method: "HEAD", path: series, key: true, header: []string{"Accept-Encoding", "gzip"}},
 		{method: "GET", path: series, key: true},
 		{method: "GET", path: "/api4/public/topic/bitcoin/whatsup/v1", key: true},
 		{method: "GET", path: "/topic/bitcoin/time-series/interactions.tsv", key: true},
-		{method: "GET", path: listPath, key: true, body: `{"a":1}`},
-		{method: "GET", path: listPath, key: true, body: "-"},
-		{method: "POST", path: listPath, key: true, body: `{}`, header: []string{"Content-Type", "application/json"}},
+		{method: "GET", path: gatewaytest.ListPath, key: true, body: `{"a":1}`},
+		{method: "GET", path: gatewaytest.ListPath, key: true, body: "-"},
+		{method: "POST", path: gatewaytest.ListPath, key: true, body: `{}`, header: []string{"Content-Type", "application/json"}},
 		{method: "GET", path: "/api4/public/topic/Not%2FA%2FTopic/whatsup/v1", key: true},
-		{method: "GET", path: listPath},
-		{method: "GET", path: listPath, header: []string{"Authorization", "Bearer tg_wrong"}},
+		{method: "GET", path: gatewaytest.ListPath},
+		{method: "GET", path: gatewaytest.ListPath, header: []string{"Authorization", "Bearer tg_wrong"}},
 		{method: "GET", path: "/nope", key: true},
 		{method: "GET", path: "/api4/public/topics/list/v1?x=1", key: true},
-		{method: "GET", path: listPath, key: true}, // the connection still serves
+		{method: "GET", path: gatewaytest.ListPath, key: true}, // the connection still serves
 	}
 	volatile := []string{"Date", "X-Request-Id", "Age"}
-	fingerprint := func(t *testing.T, s *served, c *http.Client, st step, etag string) (string, *http.Response) {
+	fingerprint := func(t *testing.T, s *gatewaytest.Served, c *http.Client, st step, etag string) (string, *http.Response) {
 		t.Helper()
 		var body io.Reader
 		switch st.body {
@@ -77,12 +78,12 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 		default:
 			body = strings.NewReader(st.body)
 		}
-		req, err := http.NewRequest(st.method, "https://"+s.public+st.path, body)
+		req, err := http.NewRequest(st.method, "https://"+s.Public+st.path, body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if st.key {
-			req.Header.Set("Authorization", "Bearer "+s.key)
+			req.Header.Set("Authorization", "Bearer "+s.Key)
 		}
 		for i := 0; i+1 < len(st.header); i += 2 {
 			req.Header.Set(st.header[i], st.header[i+1])
@@ -145,18 +146,18 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 // connection (cache hits and misses of several topics) all get their own
 // whole answers from the lane.
 func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
-	gws, pool := httpsGateways(t, func(c *config.Config) {
+	gws, pool := gatewaytest.HttpsGateways(t, func(c *config.Config) {
 		many, manyInt, manyUnits := 1e9, 1_000_000_000, int64(1e15)
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 	})
 	s := gws[0]
-	c := httpsClient(pool, "tg.test", tls.VersionTLS12, 0)
+	c := gatewaytest.HttpsClient(pool, "tg.test", tls.VersionTLS12, 0)
 	defer c.CloseIdleConnections()
 	topics := []string{"bitcoin", "ethereum", "solana", "dogecoin"}
 	want := map[string][]byte{}
 	for _, topic := range topics {
-		resp, body, err := getWithKey(t, c, "https://"+s.public+"/api4/public/topic/"+topic+"/time-series/v1", s.key)
+		resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+"/api4/public/topic/"+topic+"/time-series/v1", s.Key)
 		if err != nil || resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
 			t.Fatalf("%s: %v %v", topic, resp, err)
 		}
@@ -167,7 +168,7 @@ func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
 	for i := range 200 {
 		topic := topics[i%len(topics)]
 		wg.Go(func() {
-			resp, body, err := getWithKey(t, c, "https://"+s.public+"/api4/public/topic/"+topic+"/time-series/v1", s.key)
+			resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+"/api4/public/topic/"+topic+"/time-series/v1", s.Key)
 			switch {
 			case err != nil:
 				errs <- err
@@ -190,7 +191,7 @@ func TestTLSHTTP2LaneConcurrentStreams(t *testing.T) {
 // did) and HTTP/2 clients too, with the same bytes.
 func TestTLSHTTP2LaneWithoutHTTP1Lane(t *testing.T) {
 	off, on := false, true
-	gws, pool := httpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &on })
+	gws, pool := gatewaytest.HttpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1, c.Server.FastHTTP2 = &off, &on })
 	s := gws[0]
 	var bodies []string
 	for _, proto := range []string{"http/1.1", "h2"} {
@@ -199,7 +200,7 @@ func TestTLSHTTP2LaneWithoutHTTP1Lane(t *testing.T) {
 			ForceAttemptHTTP2: proto == "h2",
 		}}
 		for range 2 { // a miss, then a hit on the same connection
-			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+gatewaytest.ListPath, s.Key)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // h2specVersion is the h2spec release TestH2spec runs (the one the
@@ -121,10 +122,10 @@ func TestH2spec(t *testing.T) {
 	t.Parallel() // mostly waiting on h2spec's timeouts
 	bin := buildH2spec(t)
 	{
-		g := startTLSGateway(t, nil, func(c *config.Config) {
+		g := gatewaytest.StartTLSGateway(t, nil, func(c *config.Config) {
 			c.Server.ShutdownTimeout = 5 * time.Second
 		})
-		_, port, err := net.SplitHostPort(g.public)
+		_, port, err := net.SplitHostPort(g.Public)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestH2spec(t *testing.T) {
 		} else if runErr != nil {
 			t.Errorf("h2spec exited with %v though no case failed:\n%s", runErr, out)
 		}
-		g.mustServe(t, "after h2spec")
-		g.drainsWithin(t)
+		g.MustServe(t, "after h2spec")
+		g.DrainsWithin(t)
 	}
 }

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -11,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/redistest"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/limits"
 )
 
@@ -144,7 +142,7 @@ func TestClusterJepsenQuotaExactlyOnce(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.StartServer(t, true)
 		relay := newChaosRelay(t, srv.Addr())
-		runJepsen(t, clusterOptions{addr: relay.addr()}, []*chaosRelay{relay},
+		runJepsen(t, gatewaytest.ClusterOptions{Addr: relay.addr()}, []*chaosRelay{relay},
 			func() { srv.Stop() }, func() { srv.Start() })
 	})
 	t.Run("redis cluster", func(t *testing.T) {
@@ -154,7 +152,7 @@ func TestClusterJepsenQuotaExactlyOnce(t *testing.T) {
 			relays = append(relays, r)
 			return r.addr()
 		}})
-		runJepsen(t, clusterOptions{rc: rc}, relays,
+		runJepsen(t, gatewaytest.ClusterOptions{Redis: rc}, relays,
 			func() { rc.Stop(0) }, func() { rc.Start(0); rc.WaitOK() })
 	})
 }
@@ -167,14 +165,14 @@ const (
 	jepsenPhaseTime     = 4 * time.Second
 )
 
-func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, restart func()) {
+func runJepsen(t *testing.T, o gatewaytest.ClusterOptions, relays []*chaosRelay, kill, restart func()) {
 	keys := []*jepsenKey{{id: "team-full"}, {id: "team-limited"}, {id: "jepsen-small"}, {id: "jepsen-fast"}}
 	small, fast := int64(150), 40.0
 	extra := []*jepsenKey{keys[2], keys[3]}
 	for _, k := range extra {
-		k.secret = newKey(t)
+		k.secret = gatewaytest.NewKey(t)
 	}
-	o.mutate = func(cfg *config.Config) {
+	o.Mutate = func(cfg *config.Config) {
 		cfg.Redis.Timeout = 100 * time.Millisecond
 		pl := cfg.Plans["full"]
 		pl.Policy = limits.Policy{PerSecond: 200, Burst: 400, Daily: 1_000_000, Monthly: 10_000_000}
@@ -183,9 +181,9 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 			config.Key{ID: keys[2].id, SHA256: auth.Digest(keys[2].secret), Plan: "full", Daily: &small},
 			config.Key{ID: keys[3].id, SHA256: auth.Digest(keys[3].secret), Plan: "full", PerSecond: &fast})
 	}
-	c := newCluster(t, o)
-	keys[0].secret, keys[1].secret = c.full, c.limited
-	topics := plainTopics(c.up.Topics(), 6)
+	c := gatewaytest.NewCluster(t, o)
+	keys[0].secret, keys[1].secret = c.Full, c.Limited
+	topics := plainTopics(c.Up.Topics(), 6)
 	type target struct {
 		path string
 		cost int64
@@ -198,12 +196,12 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 
 	var mu sync.Mutex // guards statuses
 	statuses := map[string]int{}
-	record := func(k *jepsenKey, tg target, r result) {
-		if r.status >= 200 && r.status < 300 {
+	record := func(k *jepsenKey, tg target, r gatewaytest.Result) {
+		if r.Status >= 200 && r.Status < 300 {
 			k.delivered.Add(tg.cost)
 		}
 		mu.Lock()
-		statuses[strings.TrimSpace(fmt.Sprint(r.status, " ", r.code))]++
+		statuses[strings.TrimSpace(fmt.Sprint(r.Status, " ", r.Code))]++
 		mu.Unlock()
 	}
 	// The gateways' clock runs about 10× faster than the wall clock while
@@ -223,7 +221,7 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 				case <-stop:
 					return
 				case <-tk.C:
-					c.clk.Advance(200 * time.Millisecond)
+					c.Clock.Advance(200 * time.Millisecond)
 				}
 			}
 		}()
@@ -237,9 +235,9 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 				for sent.Add(1) <= limit && time.Now().Before(deadline) {
 					k := keys[rand.IntN(len(keys))]
 					tg := targets[rand.IntN(len(targets))]
-					r := c.send(rand.IntN(len(c.nodes)), tg.path, k.secret)
-					if r.err != nil {
-						t.Errorf("%s: transport error: %v", name, r.err)
+					r := c.Send(rand.IntN(len(c.Nodes)), tg.path, k.secret)
+					if r.Err != nil {
+						t.Errorf("%s: transport error: %v", name, r.Err)
 						return
 					}
 					record(k, tg, r)
@@ -269,27 +267,27 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 	// Settle: past every breaker's back-off, one request per node and key
 	// lets each breaker probe Redis and close, which wakes the journal
 	// replay; repeat until every journal is empty.
-	drained := waitFor(func() bool {
-		c.clk.Advance(31 * time.Second)
-		for i := range c.nodes {
+	drained := gatewaytest.WaitFor(func() bool {
+		c.Clock.Advance(31 * time.Second)
+		for i := range c.Nodes {
 			for _, k := range keys {
-				record(k, targets[0], c.send(i, targets[0].path, k.secret))
+				record(k, targets[0], c.Send(i, targets[0].path, k.secret))
 			}
 		}
-		for _, h := range c.nodes {
-			if metric(t, h.gw.Registry(), "trendgate_limits_journal_entries") != 0 {
+		for _, h := range c.Nodes {
+			if gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_limits_journal_entries") != 0 {
 				return false
 			}
 		}
 		return true
 	})
 	if !drained {
-		t.Fatalf("the quota journals were not replayed within %s", redisWait)
+		t.Fatalf("the quota journals were not replayed within %s", gatewaytest.RedisWait)
 	}
 
 	var fallbacks float64
-	for _, h := range c.nodes {
-		fallbacks += metric(t, h.gw.Registry(), "trendgate_limits_redis_fallbacks_total")
+	for _, h := range c.Nodes {
+		fallbacks += gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_limits_redis_fallbacks_total")
 	}
 	var delayed, resets int64
 	for _, r := range relays {
@@ -307,34 +305,10 @@ func runJepsen(t *testing.T, o clusterOptions, relays []*chaosRelay, kill, resta
 	for _, k := range keys {
 		want := k.delivered.Load()
 		for _, kind := range []string{"d", "m"} {
-			if got := c.sumQuotaCounters(kind, k.id); got != want {
+			if got := c.SumQuotaCounters(kind, k.id); got != want {
 				t.Errorf("key %s: %s counters hold %d units; want %d (units delivered)", k.id, map[string]string{"d": "daily", "m": "monthly"}[kind], got, want)
 			}
 		}
 		t.Logf("key %s: %d units delivered", k.id, want)
 	}
-}
-
-// sumQuotaCounters adds up every daily ("d") or monthly ("m") counter of
-// keyID, whatever its window (a run near midnight may charge two days).
-func (c *cluster) sumQuotaCounters(kind, keyID string) int64 {
-	c.t.Helper()
-	pattern := c.prefix + "q:" + kind + ":" + keyID + ":*"
-	if c.rc != nil {
-		pattern = c.prefix + "{" + keyID + "}:q:" + kind + ":*"
-	}
-	var sum int64
-	for _, ks := range c.keySpaces() {
-		for _, k := range scanAll(c.t, ks.client, pattern) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			n, err := ks.client.Get(ctx, k).Int64()
-			cancel()
-			if err != nil && err != redis.Nil {
-				c.t.Errorf("GET %s: %v", k, err)
-			}
-			sum += n
-		}
-		_ = ks.client.Close()
-	}
-	return sum
 }

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/promtest"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/limits"
 )
 
@@ -24,7 +24,7 @@ import (
 // tokens and soon came back 429 rate_limited instead of 403. Now it is
 // refused first and costs nothing.
 func TestPlanCheckBeforeLimiter(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		c.Plans["narrow"] = config.Plan{
 			Policy:    limits.Policy{PerSecond: 0.001, Burst: 5},
 			Endpoints: []string{"list"},
@@ -33,8 +33,8 @@ func TestPlanCheckBeforeLimiter(t *testing.T) {
 		c.Keys[0].Plan = "narrow"
 	})
 	for i := 0; i < 3; i++ {
-		resp, body := h.get("/api4/public/topic/bitcoin/whatsup/v1", h.full)
-		if resp.StatusCode != 403 || decodeError(t, body).Code != "endpoint_not_in_plan" {
+		resp, body := h.Get("/api4/public/topic/bitcoin/whatsup/v1", h.Full)
+		if resp.StatusCode != 403 || gatewaytest.DecodeError(t, body).Code != "endpoint_not_in_plan" {
 			t.Fatalf("whatsup %d: %d %s; want 403 endpoint_not_in_plan", i, resp.StatusCode, body)
 		}
 		if got := resp.Header.Get("Retry-After"); got != "" {
@@ -46,51 +46,10 @@ func TestPlanCheckBeforeLimiter(t *testing.T) {
 	}
 	// The whole burst is still there: five list calls pass.
 	for i := 0; i < 5; i++ {
-		if resp, body := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+		if resp, body := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 			t.Fatalf("list %d after refused whatsups: %d %s; want 200 (refusals spent tokens)", i, resp.StatusCode, body)
 		}
 	}
-}
-
-// logLines returns the JSON log lines whose msg is msg.
-func logLines(t *testing.T, logs, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(logs, "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", line, err)
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// accessLine returns the access log line of the response resp. The line is
-// written once the handler returns, which may be just after the client has
-// read the response: it waits for that work to finish.
-func (h *harness) accessLine(t *testing.T, resp *http.Response) map[string]any {
-	t.Helper()
-	id := resp.Header.Get("X-Request-Id")
-	var line map[string]any
-	pollUntil(func() bool {
-		for _, m := range logLines(t, h.logs.String(), "request") {
-			if m["request_id"] == id {
-				line = m
-				return true
-			}
-		}
-		return false
-	})
-	if line == nil {
-		t.Fatalf("no access line for request %s in:\n%s", id, h.logs)
-	}
-	return line
 }
 
 // TestAccessLogSaysWhy is a regression test: access lines of refusals did
@@ -99,7 +58,7 @@ func (h *harness) accessLine(t *testing.T, resp *http.Response) map[string]any {
 // failed upstream call logged "upstream": 0. A disabled or expired key
 // that trendgate knows was logged without its id.
 func TestAccessLogSaysWhy(t *testing.T) {
-	rateKey, quotaKey, offKey := newKey(t), newKey(t), newKey(t)
+	rateKey, quotaKey, offKey := gatewaytest.NewKey(t), gatewaytest.NewKey(t), gatewaytest.NewKey(t)
 	var clk atomic.Pointer[clock.Fake]
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		clk.Load().Advance(250 * time.Millisecond) // the upstream takes its time, then fails
@@ -108,7 +67,7 @@ func TestAccessLogSaysWhy(t *testing.T) {
 		_, _ = io.WriteString(w, `{"error":"Internal server error"}`)
 	}))
 	t.Cleanup(failing.Close)
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		c.Plans["tight"] = config.Plan{Policy: limits.Policy{PerSecond: 0.001, Burst: 1}, Endpoints: []string{"list", "series"}, DataMode: config.DataModeFull}
 		c.Plans["quota"] = config.Plan{Policy: limits.Policy{Daily: 1}, Endpoints: []string{"list", "series"}, DataMode: config.DataModeFull}
 		c.Keys = append(c.Keys,
@@ -116,7 +75,7 @@ func TestAccessLogSaysWhy(t *testing.T) {
 			config.Key{ID: "quota-team", SHA256: auth.Digest(quotaKey), Plan: "quota"},
 			config.Key{ID: "gone-team", SHA256: auth.Digest(offKey), Plan: "full", Disabled: true})
 	})
-	clk.Store(h.clk)
+	clk.Store(h.Clock)
 
 	type want struct {
 		status int
@@ -128,9 +87,9 @@ func TestAccessLogSaysWhy(t *testing.T) {
 		if resp.StatusCode != w.status {
 			t.Fatalf("status %d %s; want %d", resp.StatusCode, body, w.status)
 		}
-		line := h.accessLine(t, resp)
+		line := h.AccessLine(t, resp)
 		if w.status >= 400 {
-			if got, want := line["code"], decodeError(t, body).Code; got != want {
+			if got, want := line["code"], gatewaytest.DecodeError(t, body).Code; got != want {
 				t.Errorf("access code = %v; want %q (the client's)", got, want)
 			}
 		}
@@ -145,33 +104,33 @@ func TestAccessLogSaysWhy(t *testing.T) {
 			}
 		}
 		for k, v := range line {
-			if s, ok := v.(string); ok && (strings.Contains(s, "tg_") || strings.Contains(s, upstreamKey)) {
+			if s, ok := v.(string); ok && (strings.Contains(s, "tg_") || strings.Contains(s, gatewaytest.UpstreamKey)) {
 				t.Errorf("access %s = %q holds a key", k, s)
 			}
 		}
 	}
 
 	t.Run("rate vs quota", func(t *testing.T) {
-		h.get("/api4/public/topics/list/v1", rateKey)
-		resp, body := h.get("/api4/public/topics/list/v1", rateKey)
+		h.Get("/api4/public/topics/list/v1", rateKey)
+		resp, body := h.Get("/api4/public/topics/list/v1", rateKey)
 		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "rate_limited", "key_id": "rate-team"}})
-		h.get("/api4/public/topics/list/v1", quotaKey)
-		resp, body = h.get("/api4/public/topics/list/v1", quotaKey)
+		h.Get("/api4/public/topics/list/v1", quotaKey)
+		resp, body = h.Get("/api4/public/topics/list/v1", quotaKey)
 		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "daily_quota_exceeded", "key_id": "quota-team"}})
 	})
 	t.Run("canonical request", func(t *testing.T) {
-		resp, body := h.get("/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", h.full)
+		resp, body := h.Get("/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", h.Full)
 		check(t, resp, body, want{status: 200, fields: map[string]any{
 			"route": "series", "topic": "bitcoin", "bucket": "day", "interval": "1m",
 		}, absent: []string{"code", "start", "end", "metric"}})
-		resp, body = h.get("/topic/bitcoin/time-series/sentiment.tsv", h.full)
+		resp, body = h.Get("/topic/bitcoin/time-series/sentiment.tsv", h.Full)
 		check(t, resp, body, want{status: 200, fields: map[string]any{"route": "tsv", "metric": "sentiment"}})
 	})
 	t.Run("refused known key", func(t *testing.T) {
-		resp, body := h.get("/api4/public/topics/list/v1", offKey)
+		resp, body := h.Get("/api4/public/topics/list/v1", offKey)
 		check(t, resp, body, want{status: 401, fields: map[string]any{"code": "invalid_api_key"}})
 		found := false
-		for _, m := range logLines(t, h.logs.String(), "key refused") {
+		for _, m := range gatewaytest.LogLines(t, h.Logs.String(), "key refused") {
 			if m["request_id"] == resp.Header.Get("X-Request-Id") {
 				found = true
 				if m["key_id"] != "gone-team" || m["reason"] != "disabled" || m["level"] != "info" {
@@ -186,14 +145,14 @@ func TestAccessLogSaysWhy(t *testing.T) {
 	t.Run("upstream time on failure", func(t *testing.T) {
 		// Reload onto the failing upstream: upstream.* needs a restart, so
 		// build a second gateway on the same harness config instead.
-		h2 := newHarness(t, func(c *config.Config) { c.Upstream.BaseURL = failing.URL })
-		clk.Store(h2.clk)
-		resp, body := h2.get("/api4/public/topic/bitcoin/whatsup/v1", h2.full)
+		h2 := gatewaytest.New(t, func(c *config.Config) { c.Upstream.BaseURL = failing.URL })
+		clk.Store(h2.Clock)
+		resp, body := h2.Get("/api4/public/topic/bitcoin/whatsup/v1", h2.Full)
 		if resp.StatusCode < 500 {
 			t.Fatalf("status %d %s; want a 5xx", resp.StatusCode, body)
 		}
-		line := h2.accessLine(t, resp)
-		if got, want := line["code"], decodeError(t, body).Code; got != want {
+		line := h2.AccessLine(t, resp)
+		if got, want := line["code"], gatewaytest.DecodeError(t, body).Code; got != want {
 			t.Errorf("access code = %v; want %q", got, want)
 		}
 		if got, _ := line["upstream"].(float64); got < 0.25 {
@@ -207,11 +166,11 @@ func TestAccessLogSaysWhy(t *testing.T) {
 // without Redis, so a "Redis down" alert fired on every single-instance
 // deployment. (The cluster tests check it reads 1 and 0 with Redis.)
 func TestRedisAvailableOnlyInClusterMode(t *testing.T) {
-	h := newHarness(t, nil)
-	if _, found := promtest.Sum(t, h.gw.Registry(), "trendgate_limits_redis_available"); found {
+	h := gatewaytest.New(t, nil)
+	if _, found := promtest.Sum(t, h.Gateway.Registry(), "trendgate_limits_redis_available"); found {
 		t.Errorf("trendgate_limits_redis_available is exported without redis.url")
 	}
-	if _, found := promtest.Sum(t, h.gw.Registry(), "trendgate_limits_decisions_total"); !found {
+	if _, found := promtest.Sum(t, h.Gateway.Registry(), "trendgate_limits_decisions_total"); !found {
 		t.Errorf("trendgate_limits_decisions_total is missing: the other limits metrics must stay")
 	}
 }
@@ -219,13 +178,13 @@ func TestRedisAvailableOnlyInClusterMode(t *testing.T) {
 // TestBuildInfo: trendgate_build_info carries the build's version, commit
 // and Go version, and so does the startup ("serving") log line.
 func TestBuildInfo(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	b := buildinfo.Read()
-	if v, found := promtest.Sum(t, h.gw.Registry(), "trendgate_build_info", "version", b.Version, "commit", b.Commit, "goversion", b.GoVersion); !found || v != 1 {
+	if v, found := promtest.Sum(t, h.Gateway.Registry(), "trendgate_build_info", "version", b.Version, "commit", b.Commit, "goversion", b.GoVersion); !found || v != 1 {
 		t.Errorf("trendgate_build_info = %v (found %v); want 1 with labels %+v", v, found, b)
 	}
 	var lines []map[string]any
-	pollUntil(func() bool { lines = logLines(t, h.logs.String(), "serving"); return len(lines) > 0 })
+	gatewaytest.PollUntil(func() bool { lines = gatewaytest.LogLines(t, h.Logs.String(), "serving"); return len(lines) > 0 })
 	if len(lines) != 1 || lines[0]["version"] != b.Version || lines[0]["commit"] != b.Commit || lines[0]["go"] != b.GoVersion {
 		t.Errorf("serving lines %v; want one with version %s, commit %s, go %s", lines, b.Version, b.Commit, b.GoVersion)
 	}
@@ -237,8 +196,8 @@ func TestBuildInfo(t *testing.T) {
 // rotating the upstream credential believed it live; and a file that did
 // not parse was neither counted as refused nor logged only once.
 func TestReloadSaysWhatHappened(t *testing.T) {
-	h := newHarness(t, nil)
-	boot := h.gw.Config()
+	h := gatewaytest.New(t, nil)
+	boot := h.Gateway.Config()
 	next := *boot
 	next.Server.Listen = "127.0.0.1:18181"
 	next.Upstream.APIKey = "rotated-upstream-credential"
@@ -247,16 +206,16 @@ func TestReloadSaysWhatHappened(t *testing.T) {
 	lp := next.Plans["limited"]
 	lp.Burst = 11
 	next.Plans["limited"] = lp
-	newcomer := newKey(t)
+	newcomer := gatewaytest.NewKey(t)
 	next.Keys = []config.Key{boot.Keys[0], {ID: "team-new", SHA256: auth.Digest(newcomer), Plan: "full"}}
 	next.Keys[0].Disabled = true
-	if err := h.gw.Reload(&next); err != nil {
+	if err := h.Gateway.Reload(&next); err != nil {
 		t.Fatal(err)
 	}
 
-	lines := logLines(t, h.logs.String(), "config reloaded")
+	lines := gatewaytest.LogLines(t, h.Logs.String(), "config reloaded")
 	if len(lines) != 1 {
-		t.Fatalf("%d 'config reloaded' lines; want 1:\n%s", len(lines), h.logs)
+		t.Fatalf("%d 'config reloaded' lines; want 1:\n%s", len(lines), h.Logs)
 	}
 	wantLists := map[string][]any{
 		"keys_added":       {"team-new"},
@@ -273,30 +232,30 @@ func TestReloadSaysWhatHappened(t *testing.T) {
 		}
 	}
 	for _, setting := range []string{"server.listen", "upstream.api_key"} {
-		if n := len(logLines(t, h.logs.String(), setting+" changed; takes effect after a restart")); n != 1 {
+		if n := len(gatewaytest.LogLines(t, h.Logs.String(), setting+" changed; takes effect after a restart")); n != 1 {
 			t.Errorf("%d warnings for %s; want 1", n, setting)
 		}
 	}
-	if strings.Contains(h.logs.String(), "rotated-upstream-credential") {
+	if strings.Contains(h.Logs.String(), "rotated-upstream-credential") {
 		t.Errorf("the log holds the new upstream credential")
 	}
-	if v := metric(t, h.gw.Registry(), "trendgate_config_restart_pending"); v != 1 {
+	if v := gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_config_restart_pending"); v != 1 {
 		t.Errorf("trendgate_config_restart_pending = %v; want 1", v)
 	}
 	// Not live: the upstream still gets the credential the process started with.
-	if resp, body := h.get("/api4/public/topic/bitcoin/whatsup/v1", newcomer); resp.StatusCode != 200 {
+	if resp, body := h.Get("/api4/public/topic/bitcoin/whatsup/v1", newcomer); resp.StatusCode != 200 {
 		t.Fatalf("cold request after the reload: %d %s; want 200 with the old upstream credential", resp.StatusCode, body)
 	}
-	reqs := h.up.Requests()
-	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+upstreamKey {
+	reqs := h.Up.Requests()
+	if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+gatewaytest.UpstreamKey {
 		t.Errorf("upstream Authorization after the reload = %q; want the startup credential", got)
 	}
 
 	// Back to the running values: nothing pending any more.
-	if err := h.gw.Reload(boot); err != nil {
+	if err := h.Gateway.Reload(boot); err != nil {
 		t.Fatal(err)
 	}
-	if v := metric(t, h.gw.Registry(), "trendgate_config_restart_pending"); v != 0 {
+	if v := gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_config_restart_pending"); v != 0 {
 		t.Errorf("trendgate_config_restart_pending after reverting = %v; want 0", v)
 	}
 
@@ -304,14 +263,14 @@ func TestReloadSaysWhatHappened(t *testing.T) {
 	// counted and logged once.
 	bad := *boot
 	bad.Log.Level = "loud"
-	if err := h.gw.Reload(&bad); err == nil {
+	if err := h.Gateway.Reload(&bad); err == nil {
 		t.Fatal("invalid config reloaded")
 	}
-	h.gw.RefuseReload(&config.Error{File: "trendgate.yaml", Problems: []string{"server.listn: unknown setting (line 2)"}})
-	if v := metric(t, h.gw.Registry(), "trendgate_config_reloads_total", "result", "refused"); v != 2 {
+	h.Gateway.RefuseReload(&config.Error{File: "trendgate.yaml", Problems: []string{"server.listn: unknown setting (line 2)"}})
+	if v := gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_config_reloads_total", "result", "refused"); v != 2 {
 		t.Errorf("refused reloads = %v; want 2", v)
 	}
-	if n := len(logLines(t, h.logs.String(), "config reload refused; the previous configuration keeps serving")); n != 2 {
+	if n := len(gatewaytest.LogLines(t, h.Logs.String(), "config reload refused; the previous configuration keeps serving")); n != 2 {
 		t.Errorf("%d refusal lines; want 2 (one each)", n)
 	}
 }
@@ -337,20 +296,20 @@ func TestClientRequestID(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, func(c *config.Config) { c.Server.TrustedProxies = tc.trusted })
+			h := gatewaytest.New(t, func(c *config.Config) { c.Server.TrustedProxies = tc.trusted })
 			var hdr []string
 			if tc.incoming != "" {
 				hdr = []string{"X-Request-ID", tc.incoming}
 			}
-			resp, body := h.get("/api4/public/topics/list/v1?bogus=1", h.full, hdr...)
+			resp, body := h.Get("/api4/public/topics/list/v1?bogus=1", h.Full, hdr...)
 			id := resp.Header.Get("X-Request-Id")
-			if got := decodeError(t, body).RequestID; got != id {
+			if got := gatewaytest.DecodeError(t, body).RequestID; got != id {
 				t.Errorf("body request_id %q; want the X-Request-Id header %q", got, id)
 			}
 			if (id == tc.incoming) != tc.adopted {
 				t.Errorf("request id %q, incoming %q: adopted %v; want %v", id, tc.incoming, id == tc.incoming, tc.adopted)
 			}
-			line := h.accessLine(t, resp)
+			line := h.AccessLine(t, resp)
 			if got, _ := line["client_request_id"].(string); got != tc.wantClient {
 				t.Errorf("client_request_id = %q; want %q", got, tc.wantClient)
 			}

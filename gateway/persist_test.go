@@ -14,6 +14,7 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestRestartKeepsCache is issue 15's restart test: a gateway with
@@ -25,12 +26,12 @@ func TestRestartKeepsCache(t *testing.T) {
 	if p := config.Default().Cache.PersistPath; p != "" {
 		t.Fatalf("default (and demo mode) cache.persist_path: got %q; want off", p)
 	}
-	clk := clock.NewFake(testNow)
-	up, upSrv := startUpstream(t, clk, nil)
+	clk := clock.NewFake(gatewaytest.Now)
+	up, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	path := filepath.Join(t.TempDir(), "cache.snap")
 	persist := func(c *config.Config) { c.Cache.PersistPath = path }
 
-	hour := testNow.Unix() / 3600 * 3600
+	hour := gatewaytest.Now.Unix() / 3600 * 3600
 	topics := up.Topics()
 	targets := []string{
 		"/api4/public/topics/list/v1",
@@ -48,13 +49,13 @@ func TestRestartKeepsCache(t *testing.T) {
 		etag, contentType   string
 		cacheStatus, ageHdr string
 	}
-	fetchAll := func(s *served) []answer {
+	fetchAll := func(s *gatewaytest.Served) []answer {
 		t.Helper()
 		c := &http.Client{Timeout: 20 * time.Second}
 		defer c.CloseIdleConnections()
 		out := make([]answer, len(targets))
 		for i, target := range targets {
-			resp, body, err := getWithKey(t, c, "http://"+s.public+target, s.key)
+			resp, body, err := gatewaytest.GetWithKey(t, c, "http://"+s.Public+target, s.Key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +68,7 @@ func TestRestartKeepsCache(t *testing.T) {
 		return out
 	}
 
-	first := startGateway(t, upSrv.URL, clk, persist)
+	first := gatewaytest.StartGateway(t, upSrv.URL, clk, persist)
 	warm := fetchAll(first)
 	for i, a := range warm {
 		if a.cacheStatus != "trendgate; fwd=miss; stored" {
@@ -77,11 +78,11 @@ func TestRestartKeepsCache(t *testing.T) {
 	if got := up.Count(); got != len(targets) {
 		t.Fatalf("upstream calls while warming: got %d; want %d", got, len(targets))
 	}
-	if err := first.stop(30 * time.Second); err != nil {
+	if err := first.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(first.logs.String(), `"cache snapshot written"`) {
-		t.Fatalf("no snapshot written at drain; logs:\n%s", first.logs)
+	if !strings.Contains(first.Logs.String(), `"cache snapshot written"`) {
+		t.Fatalf("no snapshot written at drain; logs:\n%s", first.Logs)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("snapshot file: %v, %v; want it with mode 0600", fi, err)
@@ -89,7 +90,7 @@ func TestRestartKeepsCache(t *testing.T) {
 
 	const later = 45 * time.Second
 	clk.Advance(later)
-	second := startGateway(t, upSrv.URL, clk, persist)
+	second := gatewaytest.StartGateway(t, upSrv.URL, clk, persist)
 	again := fetchAll(second)
 	if got := up.Count(); got != len(targets) {
 		t.Errorf("upstream calls after the restart: got %d; want 0 more than the %d of warming", got-len(targets), len(targets))
@@ -115,7 +116,7 @@ func TestRestartKeepsCache(t *testing.T) {
 	clk.Advance(10 * time.Minute)
 	c := &http.Client{Timeout: 20 * time.Second}
 	defer c.CloseIdleConnections()
-	resp, body, err := getWithKey(t, c, "http://"+second.public+targets[0], second.key)
+	resp, body, err := gatewaytest.GetWithKey(t, c, "http://"+second.Public+targets[0], second.Key)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("list after its freshness: %v %v %s", err, resp, body)
 	}
@@ -128,31 +129,31 @@ func TestRestartKeepsCache(t *testing.T) {
 	if !bytes.Equal(body, warm[0].body) {
 		t.Error("list after its freshness: body differs from the one restored")
 	}
-	if !strings.Contains(second.logs.String(), `"cache snapshot loaded"`) {
-		t.Errorf("no load logged; logs:\n%s", second.logs)
+	if !strings.Contains(second.Logs.String(), `"cache snapshot loaded"`) {
+		t.Errorf("no load logged; logs:\n%s", second.Logs)
 	}
 }
 
 // TestRestartIgnoresBadSnapshot: a file at cache.persist_path that is not
 // a snapshot is logged and ignored; the gateway starts cold and serves.
 func TestRestartIgnoresBadSnapshot(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	up, upSrv := startUpstream(t, clk, nil)
+	clk := clock.NewFake(gatewaytest.Now)
+	up, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	path := filepath.Join(t.TempDir(), "cache.snap")
 	if err := os.WriteFile(path, []byte("tgsnap\x01\x01 definitely not a snapshot"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) { c.Cache.PersistPath = path })
+	s := gatewaytest.StartGateway(t, upSrv.URL, clk, func(c *config.Config) { c.Cache.PersistPath = path })
 	c := &http.Client{Timeout: 20 * time.Second}
 	defer c.CloseIdleConnections()
-	resp, body, err := getWithKey(t, c, "http://"+s.public+listPath, s.key)
+	resp, body, err := gatewaytest.GetWithKey(t, c, "http://"+s.Public+gatewaytest.ListPath, s.Key)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("request on a cold start: %v %v %s", err, resp, body)
 	}
 	if got := resp.Header.Get("Cache-Status"); got != "trendgate; fwd=miss; stored" || up.Count() != 1 {
 		t.Errorf("Cache-Status %q with %d upstream calls; want a stored miss from the upstream", got, up.Count())
 	}
-	if !strings.Contains(s.logs.String(), "cache snapshot ignored") {
-		t.Errorf("the bad snapshot was not logged; logs:\n%s", s.logs)
+	if !strings.Contains(s.Logs.String(), "cache snapshot ignored") {
+		t.Errorf("the bad snapshot was not logged; logs:\n%s", s.Logs)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"trendgate/internal/breaker"
 
 	"trendgate/internal/redistest"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestClusterRedisHang hangs a private Redis (SIGSTOP: connections are
@@ -22,15 +23,15 @@ import (
 // README's cluster section).
 func TestClusterRedisHang(t *testing.T) {
 	srv := redistest.StartServer(t, false)
-	c := newCluster(t, clusterOptions{instances: 1, addr: srv.Addr(), mutate: func(cfg *config.Config) {
-		roomyFullPlan(cfg)
+	c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Instances: 1, Addr: srv.Addr(), Mutate: func(cfg *config.Config) {
+		gatewaytest.RoomyFullPlan(cfg)
 		cfg.Redis.Timeout = 50 * time.Millisecond // the default
 	}})
-	reg := c.nodes[0].gw.Registry()
+	reg := c.Nodes[0].Gateway.Registry()
 	state := func(dep string) breaker.State {
-		return breaker.State(metric(t, reg, "trendgate_breaker_state", "dependency", dep))
+		return breaker.State(gatewaytest.Metric(t, reg, "trendgate_breaker_state", "dependency", dep))
 	}
-	topics := plainTopics(c.up.Topics(), 100)
+	topics := plainTopics(c.Up.Topics(), 100)
 	next := 0 // cold targets: whatsup then daily series of each topic but the first
 	cold := func() string {
 		next++
@@ -47,10 +48,10 @@ func TestClusterRedisHang(t *testing.T) {
 		for range n {
 			for _, target := range []string{hot, cold()} {
 				start := time.Now()
-				r := c.send(0, target, c.full)
+				r := c.Send(0, target, c.Full)
 				took := time.Since(start)
-				if r.err != nil || r.status != 200 {
-					t.Fatalf("%s: %s: %d %q %v; want 200", phase, target, r.status, r.code, r.err)
+				if r.Err != nil || r.Status != 200 {
+					t.Fatalf("%s: %s: %d %q %v; want 200", phase, target, r.Status, r.Code, r.Err)
 				}
 				if target == hot {
 					hits = append(hits, took)
@@ -64,8 +65,8 @@ func TestClusterRedisHang(t *testing.T) {
 		return hits, misses
 	}
 
-	if r := c.send(0, hot, c.full); r.status != 200 {
-		t.Fatalf("warming: %d %q", r.status, r.code)
+	if r := c.Send(0, hot, c.Full); r.Status != 200 {
+		t.Fatalf("warming: %d %q", r.Status, r.Code)
 	}
 	measure("redis up", 40)
 
@@ -86,9 +87,9 @@ func TestClusterRedisHang(t *testing.T) {
 			t.Fatalf("breaker %s: %v during the hang; want open", dep, s)
 		}
 	}
-	fallbacks := metric(t, reg, "trendgate_limits_redis_fallbacks_total")
+	fallbacks := gatewaytest.Metric(t, reg, "trendgate_limits_redis_fallbacks_total")
 	measure("redis hung, breakers open", 40)
-	if got := metric(t, reg, "trendgate_limits_redis_fallbacks_total") - fallbacks; got < 80 {
+	if got := gatewaytest.Metric(t, reg, "trendgate_limits_redis_fallbacks_total") - fallbacks; got < 80 {
 		t.Errorf("limiter fallbacks while open: %v; want one per request (80)", got)
 	}
 
@@ -96,9 +97,9 @@ func TestClusterRedisHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped = false
-	c.clk.Advance(time.Minute) // past the longest back-off: the next use probes
-	if r := c.send(0, cold(), c.full); r.status != 200 {
-		t.Fatalf("first request after resume: %d %q", r.status, r.code)
+	c.Clock.Advance(time.Minute) // past the longest back-off: the next use probes
+	if r := c.Send(0, cold(), c.Full); r.Status != 200 {
+		t.Fatalf("first request after resume: %d %q", r.Status, r.Code)
 	}
 	for _, dep := range []string{"redis", "redis-cache"} {
 		if s := state(dep); s != breaker.Closed {
@@ -107,7 +108,7 @@ func TestClusterRedisHang(t *testing.T) {
 	}
 	measure("redis resumed", 40)
 	for _, dep := range []string{"redis", "redis-cache"} {
-		if n := metric(t, reg, "trendgate_breaker_transitions_total", "dependency", dep, "to", "open"); n != 1 {
+		if n := gatewaytest.Metric(t, reg, "trendgate_breaker_transitions_total", "dependency", dep, "to", "open"); n != 1 {
 			t.Errorf("breaker %s opened %v times; want once", dep, n)
 		}
 	}

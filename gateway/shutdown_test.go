@@ -16,6 +16,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // loadOutcome is what one load request got.
@@ -39,7 +40,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		loadBeforeHold = 10
 	)
 	baseline := liveGoroutines()
-	clk := clock.NewFake(testNow)
+	clk := clock.NewFake(gatewaytest.Now)
 
 	// Once holding is set, the upstream holds every request until gate is
 	// closed, so each worker's current request is provably in flight when
@@ -48,7 +49,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	var done atomic.Int64 // requests that got a response
 	gate := make(chan struct{})
 	arrivals := make(chan struct{}, workers*perWorker)
-	up, upSrv := startUpstream(t, clk, func(next http.Handler) http.Handler {
+	up, upSrv := gatewaytest.StartUpstream(t, clk, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !holding.Load() {
 				next.ServeHTTP(w, r)
@@ -64,7 +65,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		})
 	})
 	many, manyInt, manyUnits := 1e6, 1_000_000, int64(1e9)
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+	s := gatewaytest.StartGateway(t, upSrv.URL, clk, func(c *config.Config) {
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 		c.Server.ShutdownTimeout = 20 * time.Second
@@ -78,7 +79,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			for i := range perWorker {
 				topic := topics[(w*perWorker+i)%len(topics)]
-				resp, body, err := getWithKey(t, client, "http://"+s.public+"/api4/public/topic/"+url.PathEscape(topic)+"/whatsup/v1", s.key)
+				resp, body, err := gatewaytest.GetWithKey(t, client, "http://"+s.Public+"/api4/public/topic/"+url.PathEscape(topic)+"/whatsup/v1", s.Key)
 				if resp == nil {
 					results[w] = append(results[w], loadOutcome{err: err})
 					return // the listener is gone: this worker is done
@@ -98,13 +99,13 @@ func TestShutdownUnderLoad(t *testing.T) {
 			t.Fatal("the workers' requests did not reach the upstream")
 		}
 	}
-	s.cancel() // begin the drain with every worker's request in flight
+	s.Cancel() // begin the drain with every worker's request in flight
 
 	// The public listener closes as soon as the drain starts (a connection
 	// still in its backlog at that moment is reset).
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", s.public, time.Second)
+		c, err := net.DialTimeout("tcp", s.Public, time.Second)
 		if err != nil {
 			break
 		}
@@ -114,11 +115,11 @@ func TestShutdownUnderLoad(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling for the listener to close, not waiting for time to pass
 	}
-	if _, err := net.DialTimeout("tcp", s.public, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := net.DialTimeout("tcp", s.Public, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("dial after shutdown: got %v; want connection refused", err)
 	}
 	admin := &http.Client{Timeout: 5 * time.Second}
-	resp, body, err := getWithKey(t, admin, s.admin+"/readyz", "")
+	resp, body, err := gatewaytest.GetWithKey(t, admin, s.Admin+"/readyz", "")
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "shutting down") {
 		t.Errorf("/readyz while draining: got %v %v %s; want 503 shutting down", resp, err, body)
 	}
@@ -127,7 +128,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 	close(gate) // let the in-flight requests finish
 	wg.Wait()
 	start := time.Now()
-	if err := s.stop(25 * time.Second); err != nil {
+	if err := s.Stop(25 * time.Second); err != nil {
 		t.Fatalf("Serve: got %v; want nil", err)
 	}
 	t.Logf("Serve returned %v after the last worker finished", time.Since(start))
@@ -157,7 +158,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 
 	// No goroutine may outlive Serve, the gateway and the upstream.
 	client.CloseIdleConnections()
-	_ = s.gw.Close()
+	_ = s.Gateway.Close()
 	upSrv.Close()
 	deadline = time.Now().Add(5 * time.Second)
 	for {

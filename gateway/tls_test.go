@@ -7,10 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,178 +19,23 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/config"
-	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
 	"trendgate/internal/redistest"
 
 	"trendgate/internal/syncbuf"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/gatewaytest"
 )
-
-// served is a gateway whose Serve call the test controls: stop cancels its
-// context and returns Serve's result.
-type served struct {
-	t      testing.TB
-	gw     *gateway.Gateway
-	cfg    *config.Config
-	key    string // a full-plan key
-	public string // host:port of the public listener
-	plain  string // host:port of the plain-HTTP listener ("" with TLS off)
-	admin  string // base URL of the admin listener
-	logs   *syncbuf.Buffer
-	cancel context.CancelFunc
-	done   chan error
-	err    error // Serve's result, set by stop
-	halted bool
-}
-
-// startGateway builds a gateway in front of upstreamURL (the demo upstream
-// with key upstreamKey) and runs Serve on random loopback ports. mutate may
-// change the config first. The gateway is stopped when the test ends.
-func startGateway(t testing.TB, upstreamURL string, clk clock.Clock, mutate func(*config.Config)) *served {
-	t.Helper()
-	s := &served{t: t, key: newKey(t)}
-	cfg := baseConfig(upstreamURL, s.key, "")
-	cfg.Log.Level = config.Default().Log.Level
-	if mutate != nil {
-		mutate(cfg)
-	}
-	s.cfg = cfg
-	gw, logs := buildGateway(t, clk, cfg)
-	s.gw, s.logs = gw, logs
-	ls := gateway.Listeners{Public: listenLoopback(t), Admin: listenLoopback(t)}
-	if cfg.TLS.Mode == config.TLSModeFiles || cfg.TLS.Mode == config.TLSModeACME {
-		ls.HTTP = listenLoopback(t)
-		s.plain = ls.HTTP.Addr().String()
-	}
-	s.public, s.admin = ls.Public.Addr().String(), "http://"+ls.Admin.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.done = cancel, make(chan error, 1)
-	go func() { s.done <- gw.Serve(ctx, ls) }()
-	t.Cleanup(func() {
-		if err := s.stop(30 * time.Second); err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		_ = gw.Close()
-	})
-	return s
-}
-
-// stop cancels Serve's context and waits up to bound for it to return.
-func (s *served) stop(bound time.Duration) error {
-	if s.halted {
-		return s.err
-	}
-	s.cancel()
-	select {
-	case s.err = <-s.done:
-	case <-time.After(bound):
-		s.err = fmt.Errorf("Serve did not return within %v", bound)
-	}
-	s.halted = true
-	return s.err
-}
-
-func listenLoopback(t testing.TB) net.Listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln
-}
-
-// startUpstream serves the demo upstream on a loopback httptest server;
-// wrap, when not nil, wraps its handler.
-func startUpstream(t testing.TB, clk clock.Clock, wrap func(http.Handler) http.Handler) (*demo.Server, *httptest.Server) {
-	t.Helper()
-	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = up
-	if wrap != nil {
-		h = wrap(up)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() { up.Close(); srv.Close() })
-	return up, srv
-}
-
-// httpsGateways starts one fake clock, one demo upstream and one
-// self-signed certificate (for tg.test), then, for each mutate, a gateway
-// serving HTTPS with that certificate in front of that upstream (mutate
-// applied after the TLS settings). It returns the gateways, in order, and
-// the pool that trusts the certificate.
-func httpsGateways(t *testing.T, mutates ...func(*config.Config)) ([]*served, *x509.CertPool) {
-	t.Helper()
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	gws := make([]*served, len(mutates))
-	for i, mutate := range mutates {
-		gws[i] = startGateway(t, upSrv.URL, clk, func(c *config.Config) {
-			c.TLS.Mode = config.TLSModeFiles
-			c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
-			mutate(c)
-		})
-	}
-	return gws, pool
-}
-
-// selfSigned writes a self-signed ECDSA certificate for tg.test and
-// 127.0.0.1 into dir and returns the file names and a pool trusting it.
-func selfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	p := testcert.New(t, testcert.Options{})
-	certFile, keyFile = p.Write(t, dir)
-	return certFile, keyFile, p.Pool()
-}
-
-// httpsClient trusts roots and sends serverName in the handshake; it tries
-// HTTP/2 first.
-func httpsClient(roots *x509.CertPool, serverName string, minV, maxV uint16) *http.Client {
-	return &http.Client{
-		Timeout: 20 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: minV, MaxVersion: maxV},
-			ForceAttemptHTTP2: true,
-		},
-	}
-}
-
-// getWithKey sends GET url with the API key and returns the response with
-// its body read.
-func getWithKey(t testing.TB, c *http.Client, url, key string) (*http.Response, []byte, error) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp, body, err
-}
-
-const listPath = "/api4/public/topics/list/v1"
 
 // TestTLSFiles serves HTTPS from a certificate file pair: TLS 1.2 and 1.3
 // clients get HTTP/2 with HSTS, a TLS 1.1 client is refused, and the
 // plain-HTTP listener refuses the API with 403 https_required and no
 // redirect.
 func TestTLSFiles(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+	clk := clock.NewFake(gatewaytest.Now)
+	_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
+	certFile, keyFile, pool := gatewaytest.SelfSigned(t, t.TempDir())
+	s := gatewaytest.StartGateway(t, upSrv.URL, clk, func(c *config.Config) {
 		c.TLS.Mode = config.TLSModeFiles
 		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
 		c.TLS.HTTPListen = "127.0.0.1:0"
@@ -210,9 +53,9 @@ func TestTLSFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := httpsClient(pool, "tg.test", tc.minV, tc.maxV)
+			c := gatewaytest.HttpsClient(pool, "tg.test", tc.minV, tc.maxV)
 			defer c.CloseIdleConnections()
-			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+gatewaytest.ListPath, s.Key)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("got status %d over TLS version %x; want a refused handshake", resp.StatusCode, resp.TLS.Version)
@@ -234,7 +77,7 @@ func TestTLSFiles(t *testing.T) {
 			if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=86400" {
 				t.Errorf("Strict-Transport-Security: got %q; want %q", got, "max-age=86400")
 			}
-			checkList(t, body)
+			gatewaytest.CheckList(t, body)
 		})
 	}
 
@@ -244,7 +87,7 @@ func TestTLSFiles(t *testing.T) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 		defer c.CloseIdleConnections()
-		resp, body, err := getWithKey(t, c, "http://"+s.plain+listPath, s.key)
+		resp, body, err := gatewaytest.GetWithKey(t, c, "http://"+s.Plain+gatewaytest.ListPath, s.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +100,7 @@ func TestTLSFiles(t *testing.T) {
 		if hsts := resp.Header.Get("Strict-Transport-Security"); hsts != "" {
 			t.Errorf("Strict-Transport-Security over plain HTTP: got %q; want none", hsts)
 		}
-		if e := decodeError(t, body); e.Code != "https_required" || !strings.Contains(e.Error, "HTTPS") {
+		if e := gatewaytest.DecodeError(t, body); e.Code != "https_required" || !strings.Contains(e.Error, "HTTPS") {
 			t.Errorf("error body: got %+v; want code https_required and a message naming HTTPS", e)
 		}
 	})
@@ -265,7 +108,7 @@ func TestTLSFiles(t *testing.T) {
 	t.Run("public listener speaks only TLS", func(t *testing.T) {
 		c := &http.Client{Timeout: 10 * time.Second}
 		defer c.CloseIdleConnections()
-		resp, _, err := getWithKey(t, c, "http://"+s.public+listPath, s.key)
+		resp, _, err := gatewaytest.GetWithKey(t, c, "http://"+s.Public+gatewaytest.ListPath, s.Key)
 		if err == nil && resp.StatusCode == http.StatusOK {
 			t.Fatal("plain HTTP to the HTTPS listener got 200; want a refusal")
 		}
@@ -275,11 +118,11 @@ func TestTLSFiles(t *testing.T) {
 // TestTLSFilesBadCert checks that Serve refuses an unreadable key pair,
 // closes the listeners and returns an error instead of serving plain HTTP.
 func TestTLSFilesBadCert(t *testing.T) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(t, clk, nil)
+	clk := clock.NewFake(gatewaytest.Now)
+	_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	dir := t.TempDir()
 	cfg := config.Default()
-	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, upstreamKey
+	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, gatewaytest.UpstreamKey
 	cfg.TLS.Mode = config.TLSModeFiles
 	cfg.TLS.CertFile, cfg.TLS.KeyFile = filepath.Join(dir, "missing.pem"), filepath.Join(dir, "missing.key")
 	gw, err := gateway.New(cfg, gateway.Options{Clock: clk})
@@ -287,7 +130,7 @@ func TestTLSFilesBadCert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	pub := listenLoopback(t)
+	pub := gatewaytest.ListenLoopback(t)
 	done := make(chan error, 1)
 	go func() { done <- gw.Serve(context.Background(), gateway.Listeners{Public: pub}) }()
 	select {
@@ -363,7 +206,7 @@ func startPebble(t *testing.T) *pebble {
 		bin = filepath.Join(gobin, "pebble")
 	}
 
-	acmeLn, mgmtLn := listenLoopback(t), listenLoopback(t)
+	acmeLn, mgmtLn := gatewaytest.ListenLoopback(t), gatewaytest.ListenLoopback(t)
 	acmeAddr, mgmtAddr := acmeLn.Addr().String(), mgmtLn.Addr().String()
 	acmeLn.Close() // Pebble binds the ports itself; a tiny race is acceptable
 	mgmtLn.Close()
@@ -429,9 +272,9 @@ func (p *pebble) issuingRoot(t *testing.T) *x509.CertPool {
 	if !pool.AppendCertsFromPEM(minica) {
 		t.Fatal("pebble minica: no certificate")
 	}
-	c := httpsClient(pool, "localhost", 0, 0)
+	c := gatewaytest.HttpsClient(pool, "localhost", 0, 0)
 	defer c.CloseIdleConnections()
-	resp, body, err := getWithKey(t, c, p.mgmt+"/roots/0", "")
+	resp, body, err := gatewaytest.GetWithKey(t, c, p.mgmt+"/roots/0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,10 +312,10 @@ func TestTLSACMEPebble(t *testing.T) {
 			if tc.cluster {
 				rdb, prefix = testRedis(t)
 			}
-			clk := clock.NewFake(testNow)
-			_, upSrv := startUpstream(t, clk, nil)
+			clk := clock.NewFake(gatewaytest.Now)
+			_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 			storage := t.TempDir()
-			s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+			s := gatewaytest.StartGateway(t, upSrv.URL, clk, func(c *config.Config) {
 				c.TLS.Mode = config.TLSModeACME
 				c.TLS.HTTPListen = "127.0.0.1:0"
 				c.TLS.ACME.DirectoryURL = p.acme
@@ -489,9 +332,9 @@ func TestTLSACMEPebble(t *testing.T) {
 			})
 			waitACMEReady(t, s)
 
-			c := httpsClient(roots, "tg.test", tls.VersionTLS12, 0)
+			c := gatewaytest.HttpsClient(roots, "tg.test", tls.VersionTLS12, 0)
 			defer c.CloseIdleConnections()
-			resp, body, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+			resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+gatewaytest.ListPath, s.Key)
 			if err != nil {
 				t.Fatalf("HTTPS with the ACME certificate: %v", err)
 			}
@@ -504,17 +347,17 @@ func TestTLSACMEPebble(t *testing.T) {
 			if resp.Header.Get("Strict-Transport-Security") == "" {
 				t.Error("no Strict-Transport-Security on an HTTPS response")
 			}
-			checkList(t, body)
+			gatewaytest.CheckList(t, body)
 			// certmagic's cert_obtained event reached the certificate metrics.
-			if got := metric(t, s.gw.Registry(), "trendgate_certs_obtained_total", "operation", "obtain"); got != 1 {
+			if got := gatewaytest.Metric(t, s.Gateway.Registry(), "trendgate_certs_obtained_total", "operation", "obtain"); got != 1 {
 				t.Errorf("trendgate_certs_obtained_total{operation=obtain} = %v; want 1", got)
 			}
-			if got := metric(t, s.gw.Registry(), "trendgate_certs_failing", "domain", "tg.test"); got != 0 {
+			if got := gatewaytest.Metric(t, s.Gateway.Registry(), "trendgate_certs_failing", "domain", "tg.test"); got != 0 {
 				t.Errorf("trendgate_certs_failing{domain=tg.test} = %v; want 0", got)
 			}
 
 			// A handshake without SNI gets the first domain's certificate.
-			conn, err := tls.Dial("tcp", s.public, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+			conn, err := tls.Dial("tcp", s.Public, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
 			if err != nil {
 				t.Fatalf("handshake without SNI: %v", err)
 			}
@@ -542,7 +385,7 @@ func TestTLSACMEPebble(t *testing.T) {
 			} else if _, err := os.Stat(filepath.Join(storage, "certificates")); err != nil {
 				t.Errorf("certificate storage: %v", err)
 			}
-			if err := s.stop(30 * time.Second); err != nil {
+			if err := s.Stop(30 * time.Second); err != nil {
 				t.Fatalf("Serve: %v", err)
 			}
 		})
@@ -551,14 +394,14 @@ func TestTLSACMEPebble(t *testing.T) {
 
 // waitACMEReady waits (bounded) for certmagic to obtain the certificate:
 // /readyz answers 503 naming the certificate until it is cached, then 200.
-func waitACMEReady(t *testing.T, s *served) {
+func waitACMEReady(t *testing.T, s *gatewaytest.Served) {
 	t.Helper()
 	admin := &http.Client{Timeout: 5 * time.Second}
 	defer admin.CloseIdleConnections()
 	start := time.Now()
 	deadline := start.Add(90 * time.Second)
 	for {
-		resp, body, err := getWithKey(t, admin, s.admin+"/readyz", "")
+		resp, body, err := gatewaytest.GetWithKey(t, admin, s.Admin+"/readyz", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -570,7 +413,7 @@ func waitACMEReady(t *testing.T, s *served) {
 			t.Fatalf("/readyz before the certificate: got %d %s; want 503 naming the certificate", resp.StatusCode, body)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no certificate within 90s; gateway logs:\n%s", s.logs.String())
+			t.Fatalf("no certificate within 90s; gateway logs:\n%s", s.Logs.String())
 		}
 		time.Sleep(50 * time.Millisecond) // polling an external issuance, not waiting for time to pass
 	}
@@ -593,24 +436,24 @@ func testRedis(t testing.TB) (*redis.Client, string) {
 // off); connections are reused, so handshakes are not in the figure. The
 // allocations per request include Go's client's.
 func BenchmarkServeCached(b *testing.B) {
-	clk := clock.NewFake(testNow)
-	_, upSrv := startUpstream(b, clk, nil)
-	certFile, keyFile, pool := selfSigned(b, b.TempDir())
+	clk := clock.NewFake(gatewaytest.Now)
+	_, upSrv := gatewaytest.StartUpstream(b, clk, nil)
+	certFile, keyFile, pool := gatewaytest.SelfSigned(b, b.TempDir())
 	many, manyInt, manyUnits := 1e9, 1_000_000_000, int64(1e15)
 	limits := func(c *config.Config) {
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 		c.Log.Access = new(bool)
 	}
-	plain := startGateway(b, upSrv.URL, clk, limits)
-	secure := startGateway(b, upSrv.URL, clk, func(c *config.Config) {
+	plain := gatewaytest.StartGateway(b, upSrv.URL, clk, limits)
+	secure := gatewaytest.StartGateway(b, upSrv.URL, clk, func(c *config.Config) {
 		limits(c)
 		c.TLS.Mode = config.TLSModeFiles
 		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
 		c.TLS.HTTPListen = "127.0.0.1:0"
 	})
 	off := false
-	secureStd := startGateway(b, upSrv.URL, clk, func(c *config.Config) {
+	secureStd := gatewaytest.StartGateway(b, upSrv.URL, clk, func(c *config.Config) {
 		limits(c)
 		c.TLS.Mode = config.TLSModeFiles
 		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
@@ -627,22 +470,22 @@ func BenchmarkServeCached(b *testing.B) {
 		client *http.Client
 		key    string
 	}{
-		{"http1", "http://" + plain.public + listPath, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, plain.key},
-		{"https-h1", "https://" + secure.public + listPath, https1, secure.key},
-		{"https-h2", "https://" + secure.public + listPath, httpsClient(pool, "tg.test", tls.VersionTLS12, 0), secure.key},
-		{"https-h2-nethttp", "https://" + secureStd.public + listPath, httpsClient(pool, "tg.test", tls.VersionTLS12, 0), secureStd.key},
+		{"http1", "http://" + plain.Public + gatewaytest.ListPath, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}, plain.Key},
+		{"https-h1", "https://" + secure.Public + gatewaytest.ListPath, https1, secure.Key},
+		{"https-h2", "https://" + secure.Public + gatewaytest.ListPath, gatewaytest.HttpsClient(pool, "tg.test", tls.VersionTLS12, 0), secure.Key},
+		{"https-h2-nethttp", "https://" + secureStd.Public + gatewaytest.ListPath, gatewaytest.HttpsClient(pool, "tg.test", tls.VersionTLS12, 0), secureStd.Key},
 	}
 	for _, tc := range tests {
 		b.Run(tc.name, func(b *testing.B) {
 			defer tc.client.CloseIdleConnections()
-			if resp, _, err := getWithKey(b, tc.client, tc.url, tc.key); err != nil || resp.StatusCode != http.StatusOK {
+			if resp, _, err := gatewaytest.GetWithKey(b, tc.client, tc.url, tc.key); err != nil || resp.StatusCode != http.StatusOK {
 				b.Fatalf("warm: %v %v", resp, err)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, _, err := getWithKey(b, tc.client, tc.url, tc.key)
+					resp, _, err := gatewaytest.GetWithKey(b, tc.client, tc.url, tc.key)
 					if err != nil || resp.StatusCode != http.StatusOK {
 						b.Errorf("got %v %v; want 200", resp, err)
 						return
@@ -656,7 +499,7 @@ func BenchmarkServeCached(b *testing.B) {
 // TestListenOpensPlainHTTPWithTLS: Listen opens tls.http_listen only when
 // TLS is on, and admin.listen unless it is "off".
 func TestListenOpensPlainHTTPWithTLS(t *testing.T) {
-	certFile, keyFile, _ := selfSigned(t, t.TempDir())
+	certFile, keyFile, _ := gatewaytest.SelfSigned(t, t.TempDir())
 	tests := []struct {
 		name             string
 		mode, admin      string

@@ -15,6 +15,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/redistest"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestTLSHTTP1LaneMatchesNetHTTP sends the same HTTP/1.1-over-TLS requests
@@ -27,7 +28,7 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 	fast := func(on bool) func(*config.Config) {
 		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP1 = &on }
 	}
-	gws, pool := httpsGateways(t, fast(true), fast(false))
+	gws, pool := gatewaytest.HttpsGateways(t, fast(true), fast(false))
 	lane, std := gws[0], gws[1]
 
 	type step struct {
@@ -36,20 +37,20 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 	}
 	steps := func(key string) []step {
 		return []step{
-			{"GET", listPath, key, nil},
-			{"GET", listPath, key, nil}, // a hit now
-			{"HEAD", listPath, key, nil},
+			{"GET", gatewaytest.ListPath, key, nil},
+			{"GET", gatewaytest.ListPath, key, nil}, // a hit now
+			{"HEAD", gatewaytest.ListPath, key, nil},
 			{"GET", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, []string{"Accept-Encoding", "gzip"}},
 			{"GET", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, []string{"Accept-Encoding", "gzip"}},
-			{"GET", listPath, "tg_wrong", nil},
-			{"POST", listPath, key, []string{"Content-Type", "application/json"}},
+			{"GET", gatewaytest.ListPath, "tg_wrong", nil},
+			{"POST", gatewaytest.ListPath, key, []string{"Content-Type", "application/json"}},
 			{"GET", "/api4/public/topic/Not%2FA%2FTopic/whatsup/v1", key, nil},
-			{"GET", listPath, key, nil}, // after the hand-off, on a new connection
+			{"GET", gatewaytest.ListPath, key, nil}, // after the hand-off, on a new connection
 		}
 	}
 	// Volatile fields differ between any two responses.
 	volatile := []string{"Date", "X-Request-Id", "Age"}
-	fingerprint := func(t *testing.T, s *served, st step) (string, *http.Response) {
+	fingerprint := func(t *testing.T, s *gatewaytest.Served, st step) (string, *http.Response) {
 		t.Helper()
 		c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{
 			TLSClientConfig:    &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{"http/1.1"}},
@@ -60,7 +61,7 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 		if st.method == http.MethodPost {
 			body = strings.NewReader(`{}`)
 		}
-		req, err := http.NewRequest(st.method, "https://"+s.public+st.path, body)
+		req, err := http.NewRequest(st.method, "https://"+s.Public+st.path, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,11 +93,11 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 		fmt.Fprintf(&out, "\n%q", redactRequestID(b))
 		return out.String(), resp
 	}
-	for i, st := range steps(lane.key) {
+	for i, st := range steps(lane.Key) {
 		got, resp := fingerprint(t, lane, st)
 		stdStep := st
-		if st.key == lane.key {
-			stdStep.key = std.key
+		if st.key == lane.Key {
+			stdStep.key = std.Key
 		}
 		want, _ := fingerprint(t, std, stdStep)
 		if got != want {
@@ -111,26 +112,26 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 	}
 
 	t.Run("h2 clients get HTTP/2", func(t *testing.T) {
-		c := httpsClient(pool, "tg.test", tls.VersionTLS12, 0)
+		c := gatewaytest.HttpsClient(pool, "tg.test", tls.VersionTLS12, 0)
 		defer c.CloseIdleConnections()
-		resp, body, err := getWithKey(t, c, "https://"+lane.public+listPath, lane.key)
+		resp, body, err := gatewaytest.GetWithKey(t, c, "https://"+lane.Public+gatewaytest.ListPath, lane.Key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
 			t.Fatalf("got %s %d; want HTTP/2 200", resp.Proto, resp.StatusCode)
 		}
-		checkList(t, body)
+		gatewaytest.CheckList(t, body)
 	})
 
 	t.Run("plain HTTP to the TLS port is refused as net/http refuses it", func(t *testing.T) {
-		for _, s := range []*served{lane, std} {
-			conn, err := net.DialTimeout("tcp", s.public, 10*time.Second)
+		for _, s := range []*gatewaytest.Served{lane, std} {
+			conn, err := net.DialTimeout("tcp", s.Public, 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
 			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: tg.test\r\n\r\n", listPath)
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: tg.test\r\n\r\n", gatewaytest.ListPath)
 			line, _ := bufio.NewReader(conn).ReadString('\n')
 			conn.Close()
 			if !strings.HasPrefix(line, "HTTP/1.0 400") {
@@ -160,9 +161,9 @@ func redactRequestID(b []byte) string {
 // on the lane and with net/http alike.
 func TestTLSSessionResumption(t *testing.T) {
 	on, off := true, false
-	gws, pool := httpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1 = &on }, func(c *config.Config) { c.Server.FastHTTP1 = &off })
+	gws, pool := gatewaytest.HttpsGateways(t, func(c *config.Config) { c.Server.FastHTTP1 = &on }, func(c *config.Config) { c.Server.FastHTTP1 = &off })
 	for i, s := range gws {
-		t.Run(fmt.Sprintf("fast_http1=%v", i == 0), func(t *testing.T) { resumesAcross(t, []*served{s, s}, pool) })
+		t.Run(fmt.Sprintf("fast_http1=%v", i == 0), func(t *testing.T) { resumesAcross(t, []*gatewaytest.Served{s, s}, pool) })
 	}
 }
 
@@ -183,7 +184,7 @@ func TestTLSSessionResumptionAcrossInstances(t *testing.T) {
 				c.Redis.URL, c.Redis.Prefix = "redis://"+redistest.Addr+"/0", prefix
 				lanes(c)
 			}
-			gws, pool := httpsGateways(t, cluster, cluster)
+			gws, pool := gatewaytest.HttpsGateways(t, cluster, cluster)
 			resumesAcross(t, gws, pool)
 		})
 	}
@@ -194,7 +195,7 @@ func TestTLSSessionResumptionAcrossInstances(t *testing.T) {
 // that offers the session ticket the client kept, over HTTP/1.1 and
 // HTTP/2, TLS 1.2 and 1.3. It requires a full handshake first and a
 // resumed session second.
-func resumesAcross(t *testing.T, gws []*served, pool *x509.CertPool) {
+func resumesAcross(t *testing.T, gws []*gatewaytest.Served, pool *x509.CertPool) {
 	t.Helper()
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		for _, proto := range []string{"http/1.1", "h2"} {
@@ -206,7 +207,7 @@ func resumesAcross(t *testing.T, gws []*served, pool *x509.CertPool) {
 			}}
 			var resumed []bool
 			for _, s := range gws {
-				resp, _, err := getWithKey(t, c, "https://"+s.public+listPath, s.key)
+				resp, _, err := gatewaytest.GetWithKey(t, c, "https://"+s.Public+gatewaytest.ListPath, s.Key)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package gateway_test
+package gatewaytest
 
 import (
 	"bytes"
@@ -35,23 +35,23 @@ import (
 // the comparison of a gateway answer with it, gateways that can be
 // restarted from their snapshot, and the tally of the paths answers took.
 
-// upstreamRef answers a client request as the upstream would have at a
+// UpstreamRef answers a client request as the upstream would have at a
 // given instant on the shared clock, through (*demo.Server).AnswerAt: no
 // rate limits, faults or recording, the upstream's ClockOffset applied.
-type upstreamRef struct {
-	up *demo.Server
+type UpstreamRef struct {
+	Up *demo.Server
 }
 
-// answerAt is the upstream's status and body for GET target (a request
+// AnswerAt is the upstream's status and body for GET target (a request
 // the oracle already rewrote with upstreamTarget) at the shared clock's
 // instant at.
-func (u *upstreamRef) answerAt(target string, at time.Time) (int, []byte) {
+func (u *UpstreamRef) AnswerAt(target string, at time.Time) (int, []byte) {
 	r := httptest.NewRequest(http.MethodGet, target, nil)
-	r.Header.Set("Authorization", "Bearer "+upstreamKey)
-	return u.up.AnswerAt(r, at)
+	r.Header.Set("Authorization", "Bearer "+UpstreamKey)
+	return u.Up.AnswerAt(r, at)
 }
 
-// upstreamTarget is the request the oracle asks the upstream for a client
+// UpstreamTarget is the request the oracle asks the upstream for a client
 // request-target: the query exactly as the client sent it (that is where
 // the readings of start and end differ), and the topic as DESIGN.md
 // ("Canonical requests") says the client meant it: '+' a space, one
@@ -61,7 +61,7 @@ func (u *upstreamRef) answerAt(target string, at time.Time) (int, []byte) {
 // data), so asking it for "BITCOIN" would compare the gateway's bitcoin
 // with nobody's. This decoding is written here on purpose instead of
 // calling the gateway's parser, so a bug there cannot hide itself.
-func upstreamTarget(target string) string {
+func UpstreamTarget(target string) string {
 	path, query, _ := strings.Cut(target, "?")
 	fold := func(seg string) string {
 		s, err := url.PathUnescape(strings.ReplaceAll(seg, "+", "%20"))
@@ -84,8 +84,8 @@ func upstreamTarget(target string) string {
 	return path
 }
 
-// seriesBody is the part of a time-series answer the oracle compares.
-type seriesBody struct {
+// SeriesBody is the part of a time-series answer the oracle compares.
+type SeriesBody struct {
 	Config struct {
 		Topic  any `json:"topic"`
 		Bucket any `json:"bucket"`
@@ -114,15 +114,15 @@ func jsonEqual(a, b []byte) bool {
 	return ea == nil && eb == nil && reflect.DeepEqual(va, vb)
 }
 
-// verdict is the outcome of comparing one gateway body with the
+// Verdict is the outcome of comparing one gateway body with the
 // upstream's.
-type verdict struct {
-	ok              bool
-	gotRows, upRows int    // data rows (series), items (list), lines (TSV)
-	detail          string // what differs, for the failure message
+type Verdict struct {
+	OK              bool
+	GotRows, UpRows int    // data rows (series), items (list), lines (TSV)
+	Detail          string // what differs, for the failure message
 }
 
-// compareBodies compares the gateway's body got (decompressed) for
+// CompareBodies compares the gateway's body got (decompressed) for
 // endpoint ep with the upstream's body up, projected with proj first for
 // a limited plan (nil: full).
 //
@@ -133,36 +133,36 @@ type verdict struct {
 //     compared too: the oracle asks the upstream at the very second the
 //     gateway's data was fetched, so it is the same.
 //   - TSV: the bytes.
-func compareBodies(ep api.Endpoint, proj *projection.Projection, got, up []byte) verdict {
+func CompareBodies(ep api.Endpoint, proj *projection.Projection, got, up []byte) Verdict {
 	if proj != nil && ep != api.EndpointTSV {
 		p, err := proj.Apply(ep, up)
 		if err != nil {
-			return verdict{detail: "projecting the upstream's body: " + err.Error()}
+			return Verdict{Detail: "projecting the upstream's body: " + err.Error()}
 		}
 		up = p
 	}
 	switch ep {
 	case api.EndpointSeries:
-		var g, u seriesBody
+		var g, u SeriesBody
 		if err := json.Unmarshal(got, &g); err != nil {
-			return verdict{detail: "gateway body is not a series: " + err.Error()}
+			return Verdict{Detail: "gateway body is not a series: " + err.Error()}
 		}
 		if err := json.Unmarshal(up, &u); err != nil {
-			return verdict{detail: "upstream body is not a series: " + err.Error()}
+			return Verdict{Detail: "upstream body is not a series: " + err.Error()}
 		}
-		v := verdict{gotRows: len(g.Data), upRows: len(u.Data)}
+		v := Verdict{GotRows: len(g.Data), UpRows: len(u.Data)}
 		if !reflect.DeepEqual(g.Config, u.Config) {
-			v.detail = fmt.Sprintf("config topic/bucket %v/%v; upstream %v/%v", g.Config.Topic, g.Config.Bucket, u.Config.Topic, u.Config.Bucket)
+			v.Detail = fmt.Sprintf("config topic/bucket %v/%v; upstream %v/%v", g.Config.Topic, g.Config.Bucket, u.Config.Topic, u.Config.Bucket)
 			return v
 		}
-		v.detail = rowDiff(g.Data, u.Data)
-		v.ok = v.detail == ""
+		v.Detail = rowDiff(g.Data, u.Data)
+		v.OK = v.Detail == ""
 		return v
 	case api.EndpointTSV:
-		v := verdict{gotRows: bytes.Count(got, []byte("\n")), upRows: bytes.Count(up, []byte("\n"))}
-		v.ok = bytes.Equal(got, up)
-		if !v.ok {
-			v.detail = "TSV bodies differ"
+		v := Verdict{GotRows: bytes.Count(got, []byte("\n")), UpRows: bytes.Count(up, []byte("\n"))}
+		v.OK = bytes.Equal(got, up)
+		if !v.OK {
+			v.Detail = "TSV bodies differ"
 		}
 		return v
 	default:
@@ -171,9 +171,9 @@ func compareBodies(ep api.Endpoint, proj *projection.Projection, got, up []byte)
 		}
 		_ = json.Unmarshal(got, &g)
 		_ = json.Unmarshal(up, &u)
-		v := verdict{gotRows: len(g.Data), upRows: len(u.Data), ok: jsonEqual(got, up)}
-		if !v.ok {
-			v.detail = "bodies are not JSON-equal"
+		v := Verdict{GotRows: len(g.Data), UpRows: len(u.Data), OK: jsonEqual(got, up)}
+		if !v.OK {
+			v.Detail = "bodies are not JSON-equal"
 		}
 		return v
 	}
@@ -253,8 +253,8 @@ func capList(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// gunzip returns body decompressed when enc is gzip.
-func gunzip(enc string, body []byte) ([]byte, error) {
+// Gunzip returns body decompressed when enc is gzip.
+func Gunzip(enc string, body []byte) ([]byte, error) {
 	if enc != "gzip" {
 		return body, nil
 	}
@@ -265,22 +265,22 @@ func gunzip(enc string, body []byte) ([]byte, error) {
 	return io.ReadAll(zr)
 }
 
-// clip shortens a body for a failure message.
-func clip(b []byte, n int) string {
+// Clip shortens a body for a failure message.
+func Clip(b []byte, n int) string {
 	if len(b) <= n {
 		return string(b)
 	}
 	return fmt.Sprintf("%s … [%d bytes in all] … %s", b[:n*3/4], len(b), b[len(b)-n/4:])
 }
 
-// oracleNode is one gateway of the oracle, on random loopback ports, that
+// OracleNode is one gateway of the oracle, on random loopback ports, that
 // can be stopped (draining writes its snapshot) and started again on the
 // same configuration.
-type oracleNode struct {
+type OracleNode struct {
 	t      *testing.T
 	clk    clock.Clock
 	cfg    *config.Config
-	gen    int // how many times it was started, from 1
+	Gen    int // how many times it was started, from 1
 	gw     *gateway.Gateway
 	logs   *syncbuf.Buffer
 	base   string
@@ -290,20 +290,20 @@ type oracleNode struct {
 	up     bool // serving
 }
 
-// startOracleNode builds a gateway from cfg and serves it until stop or
+// StartOracleNode builds a gateway from cfg and serves it until stop or
 // the end of the test.
-func startOracleNode(t *testing.T, clk clock.Clock, cfg *config.Config) *oracleNode {
+func StartOracleNode(t *testing.T, clk clock.Clock, cfg *config.Config) *OracleNode {
 	t.Helper()
-	n := &oracleNode{t: t, clk: clk, cfg: cfg}
-	n.start()
-	t.Cleanup(func() { n.stop() })
+	n := &OracleNode{t: t, clk: clk, cfg: cfg}
+	n.Start()
+	t.Cleanup(func() { n.Stop() })
 	return n
 }
 
-func (n *oracleNode) start() {
+func (n *OracleNode) Start() {
 	t := n.t
 	t.Helper()
-	n.gw, n.logs = buildGateway(t, n.clk, n.cfg)
+	n.gw, n.logs = Build(t, n.clk, n.cfg)
 	pub, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -319,13 +319,13 @@ func (n *oracleNode) start() {
 	n.cancel, n.done = cancel, make(chan error, 1)
 	gw := n.gw
 	go func() { n.done <- gw.Serve(ctx, gateway.Listeners{Public: pub, Admin: adm}) }()
-	n.gen++
+	n.Gen++
 	n.up = true
 }
 
-// stop drains the gateway (which writes its snapshot when
+// Stop drains the gateway (which writes its snapshot when
 // cache.persist_path is set) and closes it.
-func (n *oracleNode) stop() {
+func (n *OracleNode) Stop() {
 	if !n.up {
 		return
 	}
@@ -343,27 +343,27 @@ func (n *oracleNode) stop() {
 	_ = n.gw.Close()
 }
 
-// upstreamRequests is how many upstream answers the gateway (running, or
+// UpstreamRequests is how many upstream answers the gateway (running, or
 // the one stop drained) has read (trendgate_upstream_requests_total counts each attempt once its
 // answer is read).
-func (n *oracleNode) upstreamRequests() float64 {
-	return metric(n.t, n.gw.Registry(), "trendgate_upstream_requests_total")
+func (n *OracleNode) UpstreamRequests() float64 {
+	return Metric(n.t, n.gw.Registry(), "trendgate_upstream_requests_total")
 }
 
-// reply is one gateway response as the oracle saw it.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte // as received (possibly gzip)
-	err    error
+// Reply is one gateway response as the oracle saw it.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   []byte // as received (possibly gzip)
+	Err    error
 }
 
-// send performs one request on node n. It never calls t.Fatal, so it may
+// Send performs one request on node n. It never calls t.Fatal, so it may
 // run on any goroutine.
-func (n *oracleNode) send(method, target, key string, header ...string) reply {
+func (n *OracleNode) Send(method, target, key string, header ...string) Reply {
 	req, err := http.NewRequest(method, n.base+"/", nil)
 	if err != nil {
-		return reply{err: err}
+		return Reply{Err: err}
 	}
 	path, query, _ := strings.Cut(target, "?")
 	req.URL.Opaque = path // sent verbatim: the client's own escapes
@@ -374,31 +374,31 @@ func (n *oracleNode) send(method, target, key string, header ...string) reply {
 	}
 	resp, err := n.client.Do(req)
 	if err != nil {
-		return reply{err: err}
+		return Reply{Err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: body, err: err}
+	return Reply{Status: resp.StatusCode, Header: resp.Header, Body: body, Err: err}
 }
 
-// countingTap sits in front of the demo upstream and counts the requests
+// CountingTap sits in front of the demo upstream and counts the requests
 // in flight and arrived, so the oracle can wait for background refreshes
 // to end before it moves the clock.
-type countingTap struct {
-	next     http.Handler
-	inflight atomic.Int64
-	arrived  atomic.Int64
+type CountingTap struct {
+	Next     http.Handler
+	Inflight atomic.Int64
+	Arrived  atomic.Int64
 }
 
-func (c *countingTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c.inflight.Add(1)
-	c.arrived.Add(1)
-	defer c.inflight.Add(-1)
-	c.next.ServeHTTP(w, r)
+func (c *CountingTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.Inflight.Add(1)
+	c.Arrived.Add(1)
+	defer c.Inflight.Add(-1)
+	c.Next.ServeHTTP(w, r)
 }
 
-// pathOf names the way an answer left the gateway from its Cache-Status.
-func pathOf(cs string) string {
+// PathOf names the way an answer left the gateway from its Cache-Status.
+func PathOf(cs string) string {
 	switch {
 	case cs == "":
 		return "none"
@@ -424,10 +424,10 @@ func pathOf(cs string) string {
 	return "other(" + cs + ")"
 }
 
-// countTable counts labels; it is used from one goroutine.
-type countTable map[string]int
+// CountTable counts labels; it is used from one goroutine.
+type CountTable map[string]int
 
-func (t countTable) String() string {
+func (t CountTable) String() string {
 	keys := make([]string, 0, len(t))
 	for k := range t {
 		keys = append(keys, k)
@@ -440,13 +440,13 @@ func (t countTable) String() string {
 	return b.String()
 }
 
-// unix formats t as unix seconds for a query.
-func unix(t int64) string { return strconv.FormatInt(t, 10) }
+// Unix formats t as unix seconds for a query.
+func Unix(t int64) string { return strconv.FormatInt(t, 10) }
 
-// newRedisDB returns a client for database db of the Redis at addr,
+// NewRedisDB returns a client for database db of the Redis at addr,
 // closed when the test ends (after cleanups registered later, such as
 // redistest.Prefix's).
-func newRedisDB(t *testing.T, addr string, db int) *redis.Client {
+func NewRedisDB(t *testing.T, addr string, db int) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr, DB: db, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })

@@ -1,4 +1,4 @@
-package gateway_test
+package gatewaytest
 
 import (
 	"crypto/tls"
@@ -28,50 +28,50 @@ var h2Servers = []struct {
 	{"net/http", func(c *config.Config) { off := false; c.Server.FastHTTP2 = &off }},
 }
 
-// forEachH2Server runs test once per entry of h2Servers, as a subtest.
-func forEachH2Server(t *testing.T, test func(t *testing.T, set func(*config.Config))) {
+// ForEachH2Server runs test once per entry of h2Servers, as a subtest.
+func ForEachH2Server(t *testing.T, test func(t *testing.T, set func(*config.Config))) {
 	for _, s := range h2Servers {
 		t.Run(s.name, func(t *testing.T) { test(t, s.set) })
 	}
 }
 
-// tlsGateway is a gateway serving HTTPS (tls.mode files, a self-signed
+// TLSGateway is a gateway serving HTTPS (tls.mode files, a self-signed
 // certificate for tg.test and 127.0.0.1) in front of the demo upstream,
 // whose requests it counts.
-type tlsGateway struct {
-	*served
-	tls       *tls.Config   // trusts the certificate; ServerName tg.test
-	upstream  *atomic.Int64 // requests the upstream received
-	authority string        // :authority for frame-level requests
+type TLSGateway struct {
+	*Served
+	TLS       *tls.Config   // trusts the certificate; ServerName tg.test
+	Upstream  *atomic.Int64 // requests the upstream received
+	Authority string        // :authority for frame-level requests
 	// held, when set, makes the upstream hold every request for its path
 	// until its channel is closed (see hold).
-	held *atomic.Pointer[upstreamHold]
+	held *atomic.Pointer[UpstreamHold]
 }
 
-// upstreamHold is a path whose upstream requests wait for release.
-type upstreamHold struct {
+// UpstreamHold is a path whose upstream requests wait for release.
+type UpstreamHold struct {
 	path    string
-	match   func(path string) bool // when set, holds the paths it matches instead
+	Match   func(path string) bool // when set, holds the paths it matches instead
 	release chan struct{}
 }
 
 // holds reports whether h holds the upstream's requests for path.
-func (h *upstreamHold) holds(path string) bool {
-	if h.match != nil {
-		return h.match(path)
+func (h *UpstreamHold) holds(path string) bool {
+	if h.Match != nil {
+		return h.Match(path)
 	}
 	return path == h.path
 }
 
-// startTLSGateway starts a TLS gateway whose key never meets a rate limit
+// StartTLSGateway starts a TLS gateway whose key never meets a rate limit
 // or quota (the attacks exercise the HTTP/2 server, not the limiter), with
 // set (an h2Servers entry, nil for none) and then mutate applied to the
 // config. It is stopped when the test ends.
-func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway {
+func StartTLSGateway(t *testing.T, set, mutate func(*config.Config)) *TLSGateway {
 	t.Helper()
-	clk := clock.NewFake(testNow)
-	calls, held := &atomic.Int64{}, &atomic.Pointer[upstreamHold]{}
-	_, upSrv := startUpstream(t, clk, func(next http.Handler) http.Handler {
+	clk := clock.NewFake(Now)
+	calls, held := &atomic.Int64{}, &atomic.Pointer[UpstreamHold]{}
+	_, upSrv := StartUpstream(t, clk, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			if h := held.Load(); h != nil && h.holds(r.URL.Path) {
@@ -84,9 +84,9 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 			next.ServeHTTP(w, r)
 		})
 	})
-	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	certFile, keyFile, pool := SelfSigned(t, t.TempDir())
 	many, manyInt, manyUnits := 1e9, 1_000_000_000, int64(1e12)
-	s := startGateway(t, upSrv.URL, clk, func(c *config.Config) {
+	s := StartGateway(t, upSrv.URL, clk, func(c *config.Config) {
 		c.TLS.Mode = config.TLSModeFiles
 		c.TLS.CertFile, c.TLS.KeyFile = certFile, keyFile
 		k := &c.Keys[0]
@@ -98,23 +98,23 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 			mutate(c)
 		}
 	})
-	return &tlsGateway{
-		served:    s,
-		tls:       &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{"h2"}},
-		upstream:  calls,
-		authority: "tg.test",
+	return &TLSGateway{
+		Served:    s,
+		TLS:       &tls.Config{RootCAs: pool, ServerName: "tg.test", NextProtos: []string{"h2"}},
+		Upstream:  calls,
+		Authority: "tg.test",
 		held:      held,
 	}
 }
 
-// hold makes the upstream hold every request for path until the returned
+// Hold makes the upstream hold every request for path until the returned
 // func is called (at the latest when the test ends).
-func (g *tlsGateway) hold(t *testing.T, path string) (release func()) {
-	return g.holdMatching(t, &upstreamHold{path: path})
+func (g *TLSGateway) Hold(t *testing.T, path string) (release func()) {
+	return g.HoldMatching(t, &UpstreamHold{path: path})
 }
 
-// holdMatching is hold for every path h holds.
-func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()) {
+// HoldMatching is hold for every path h holds.
+func (g *TLSGateway) HoldMatching(t *testing.T, h *UpstreamHold) (release func()) {
 	h.release = make(chan struct{})
 	g.held.Store(h)
 	var once sync.Once
@@ -123,49 +123,49 @@ func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()
 	return release
 }
 
-// dial opens a frame-level HTTP/2 connection to the gateway.
-func (g *tlsGateway) dial(t *testing.T) *h2test.Conn {
+// Dial opens a frame-level HTTP/2 connection to the gateway.
+func (g *TLSGateway) Dial(t *testing.T) *h2test.Conn {
 	t.Helper()
-	return h2test.Dial(t, g.public, g.tls)
+	return h2test.Dial(t, g.Public, g.TLS)
 }
 
-// prime makes listPath a cache hit: one ordinary request fetches it.
-func (g *tlsGateway) prime(t *testing.T) {
+// Prime makes listPath a cache hit: one ordinary request fetches it.
+func (g *TLSGateway) Prime(t *testing.T) {
 	t.Helper()
-	g.mustServe(t, "before the attack")
+	g.MustServe(t, "before the attack")
 }
 
-// mustServe requires an ordinary HTTP/2 client on a fresh connection to get
+// MustServe requires an ordinary HTTP/2 client on a fresh connection to get
 // a whole 200 for listPath from a cache hit or a fill: the attack before it
 // (when) left the server able to serve others.
-func (g *tlsGateway) mustServe(t *testing.T, when string) {
+func (g *TLSGateway) MustServe(t *testing.T, when string) {
 	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: g.tls.Clone(), ForceAttemptHTTP2: true,
+		TLSClientConfig: g.TLS.Clone(), ForceAttemptHTTP2: true,
 	}}
 	defer c.CloseIdleConnections()
-	resp, body, err := getWithKey(t, c, "https://"+g.public+listPath, g.key)
+	resp, body, err := GetWithKey(t, c, "https://"+g.Public+ListPath, g.Key)
 	if err != nil {
 		t.Fatalf("a fresh HTTP/2 client %s: %v", when, err)
 	}
 	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
 		t.Fatalf("a fresh HTTP/2 client %s: got %s %d; want HTTP/2 200", when, resp.Proto, resp.StatusCode)
 	}
-	checkList(t, body)
+	CheckList(t, body)
 }
 
-// drainsWithin cancels Serve's context, as SIGTERM does in trendgate
+// DrainsWithin cancels Serve's context, as SIGTERM does in trendgate
 // serve, while the attack's connections (the test's to keep open) still
 // hold whatever they hold, and requires Serve to return nil (the drain
 // completed: no connection held it past server.shutdown_timeout) within
 // the configured shutdown timeout.
-func (g *tlsGateway) drainsWithin(t *testing.T) {
+func (g *TLSGateway) DrainsWithin(t *testing.T) {
 	t.Helper()
-	limit := g.cfg.Server.ShutdownTimeout
+	limit := g.Config.Server.ShutdownTimeout
 	start := time.Now()
-	// stop's own bound is only there to end a broken test; the assertion
+	// Stop's own bound is only there to end a broken test; the assertion
 	// is on the elapsed time and Serve's result.
-	err := g.stop(limit + 10*time.Second)
+	err := g.Stop(limit + 10*time.Second)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatalf("drain after the attack: Serve returned %v after %v; want nil within server.shutdown_timeout %v", err, took, limit)
@@ -176,39 +176,39 @@ func (g *tlsGateway) drainsWithin(t *testing.T) {
 	t.Logf("drained in %v (shutdown_timeout %v)", took.Round(time.Millisecond), limit)
 }
 
-// seriesPath is the largest ordinary answer (a week of hourly rows, about
+// SeriesPath is the largest ordinary answer (a week of hourly rows, about
 // 61 KB), for the attacks that need the server to have much to write.
-const seriesPath = "/api4/public/topic/bitcoin/time-series/v1"
+const SeriesPath = "/api4/public/topic/bitcoin/time-series/v1"
 
-// handled is how many requests the gateway's handler has finished
+// Handled is how many requests the gateway's handler has finished
 // (trendgate_requests_total, every route and status).
-func (g *tlsGateway) handled(t *testing.T) int {
+func (g *TLSGateway) Handled(t *testing.T) int {
 	t.Helper()
-	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total")
+	n, _ := promtest.Sum(t, g.Gateway.Registry(), "trendgate_requests_total")
 	return int(n)
 }
 
-// handledList is handled for the list route only (listPath's requests).
-func (g *tlsGateway) handledList(t *testing.T) int {
+// HandledList is handled for the list route only (listPath's requests).
+func (g *TLSGateway) HandledList(t *testing.T) int {
 	t.Helper()
-	n, _ := promtest.Sum(t, g.gw.Registry(), "trendgate_requests_total", "route", api.EndpointList.String())
+	n, _ := promtest.Sum(t, g.Gateway.Registry(), "trendgate_requests_total", "route", api.EndpointList.String())
 	return int(n)
 }
 
-// liveHeap is the heap still in use after a collection: what the process
+// LiveHeap is the heap still in use after a collection: what the process
 // (the gateway among it) retains.
-func liveHeap() uint64 {
+func LiveHeap() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
 }
 
-// attackTimeouts are the server timeouts of the attack tests: short, so
+// AttackTimeouts are the server timeouts of the attack tests: short, so
 // that what they bound shows within a test's time, and write_timeout below
 // shutdown_timeout, so a write the client never lets finish cannot outlast
 // the drain (with the defaults, 60 s and 20 s, it can; see the README).
-func attackTimeouts(c *config.Config) {
+func AttackTimeouts(c *config.Config) {
 	c.Server.ReadHeaderTimeout = time.Second
 	c.Server.ReadTimeout = time.Second
 	c.Server.WriteTimeout = time.Second
@@ -216,7 +216,19 @@ func attackTimeouts(c *config.Config) {
 	c.Server.ShutdownTimeout = 5 * time.Second
 }
 
-// margin is added to a configured timeout to make the deadline a test
+// Margin is added to a configured timeout to make the deadline a test
 // waits on: the server's timers, a GOAWAY's grace and a loaded CI host fit
 // in it, a connection held for good does not.
-const margin = 5 * time.Second
+const Margin = 5 * time.Second
+
+// MetricOf sums a gateway metric's samples.
+func (g *TLSGateway) MetricOf(t *testing.T, name string, labels ...string) int {
+	t.Helper()
+	n, _ := promtest.Sum(t, g.Gateway.Registry(), name, labels...)
+	return int(n)
+}
+
+// WaitingFills is how many fills have a caller waiting on them.
+func (g *TLSGateway) WaitingFills(t *testing.T) int {
+	return g.MetricOf(t, "trendgate_cache_fills") - g.MetricOf(t, "trendgate_cache_detached_fills")
+}

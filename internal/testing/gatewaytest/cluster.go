@@ -1,4 +1,4 @@
-package gateway_test
+package gatewaytest
 
 import (
 	"context"
@@ -25,16 +25,16 @@ import (
 	"trendgate/internal/redistest"
 )
 
-// sharedRedis is the Redis the cluster tests share with other test runs;
+// SharedRedis is the Redis the cluster tests share with other test runs;
 // every test works under its own random prefix there.
-const sharedRedis = "127.0.0.1:6379"
+const SharedRedis = "127.0.0.1:6379"
 
-// redisWait bounds every wait on Redis (start-up, replay) in these tests.
-const redisWait = 15 * time.Second
+// RedisWait bounds every wait on Redis (start-up, replay) in these tests.
+const RedisWait = 15 * time.Second
 
-// requireRedis skips the test when no Redis answers at addr, unless CI is
+// RequireRedis skips the test when no Redis answers at addr, unless CI is
 // "true": there the cluster tests must run, so it fails instead.
-func requireRedis(t *testing.T, addr string) {
+func RequireRedis(t *testing.T, addr string) {
 	t.Helper()
 	redistest.Client(t, addr)
 }
@@ -56,8 +56,8 @@ func (l *callLog) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// perMinute counts the calls by UTC minute window (unix minute).
-func (l *callLog) perMinute() map[int64]int {
+// PerMinute counts the calls by UTC minute window (unix minute).
+func (l *callLog) PerMinute() map[int64]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make(map[int64]int)
@@ -67,187 +67,187 @@ func (l *callLog) perMinute() map[int64]int {
 	return out
 }
 
-// cluster is several gateways, each with its own gateway.New and real
+// Cluster is several gateways, each with its own gateway.New and real
 // servers on random loopback ports, sharing one Redis, one fake clock and
 // one recording demo upstream.
-type cluster struct {
-	t        *testing.T
-	clk      *clock.Fake
-	up       *demo.Server
-	calls    *callLog
-	nodes    []*harness
+type Cluster struct {
+	T        *testing.T
+	Clock    *clock.Fake
+	Up       *demo.Server
+	Calls    *callLog
+	Nodes    []*Harness
 	addr     string             // host:port of the single Redis ("" on a Redis Cluster)
-	rc       *redistest.Cluster // the Redis Cluster, or nil
-	prefix   string             // redis.prefix of every node: "tg:test:<random>:"
+	Redis    *redistest.Cluster // the Redis Cluster, or nil
+	Prefix   string             // redis.prefix of every node: "tg:test:<random>:"
 	counters redis.UniversalClient
-	full     string // a full-plan key (key id "team-full")
-	limited  string // a limited-plan key (key id "team-limited")
+	Full     string // a full-plan key (key id "team-full")
+	Limited  string // a limited-plan key (key id "team-limited")
 }
 
-// clusterOptions configures newCluster. The zero value is three instances
+// ClusterOptions configures newCluster. The zero value is three instances
 // on the shared Redis with the default config.
-type clusterOptions struct {
-	instances int                   // 0 means 3
-	addr      string                // Redis host:port; "" means sharedRedis
-	rc        *redistest.Cluster    // a Redis Cluster to use instead of addr
-	mutate    func(*config.Config)  // applied to each instance's config
-	demo      func(o *demo.Options) // applied to the demo upstream's options
-	start     time.Time             // the fake clock's start; zero means the real time
+type ClusterOptions struct {
+	Instances int                   // 0 means 3
+	Addr      string                // Redis host:port; "" means sharedRedis
+	Redis     *redistest.Cluster    // a Redis Cluster to use instead of addr
+	Mutate    func(*config.Config)  // applied to each instance's config
+	Demo      func(o *demo.Options) // applied to the demo upstream's options
+	Start     time.Time             // the fake clock's start; zero means the real time
 }
 
-// newCluster starts the demo upstream and the gateways. The fake clock
+// NewCluster starts the demo upstream and the gateways. The fake clock
 // starts at the real time unless o.start says otherwise, so the gateways'
 // UTC windows agree with the windows Redis computes from its own TIME. When the test ends, after
 // every gateway is closed, it checks that every key the test created
 // under its prefix carries a TTL and deletes them.
-func newCluster(t *testing.T, o clusterOptions) *cluster {
+func NewCluster(t *testing.T, o ClusterOptions) *Cluster {
 	t.Helper()
-	if o.instances == 0 {
-		o.instances = 3
+	if o.Instances == 0 {
+		o.Instances = 3
 	}
-	if o.addr == "" && o.rc == nil {
-		o.addr = sharedRedis
-		requireRedis(t, o.addr)
+	if o.Addr == "" && o.Redis == nil {
+		o.Addr = SharedRedis
+		RequireRedis(t, o.Addr)
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		t.Fatal(err)
 	}
-	if o.start.IsZero() {
-		o.start = time.Now().UTC()
+	if o.Start.IsZero() {
+		o.Start = time.Now().UTC()
 	}
-	c := &cluster{
-		t:      t,
-		clk:    clock.NewFake(o.start),
-		calls:  &callLog{},
-		addr:   o.addr,
-		rc:     o.rc,
-		prefix: "tg:test:" + hex.EncodeToString(rnd[:]) + ":",
+	c := &Cluster{
+		T:      t,
+		Clock:  clock.NewFake(o.Start),
+		Calls:  &callLog{},
+		addr:   o.Addr,
+		Redis:  o.Redis,
+		Prefix: "tg:test:" + hex.EncodeToString(rnd[:]) + ":",
 	}
-	if o.rc != nil {
-		c.counters = redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.rc.Addrs(), MaxRetries: -1})
+	if o.Redis != nil {
+		c.counters = redis.NewClusterClient(&redis.ClusterOptions{Addrs: o.Redis.Addrs(), MaxRetries: -1})
 	} else {
-		c.counters = redis.NewClient(&redis.Options{Addr: o.addr, DB: 0, MaxRetries: -1})
+		c.counters = redis.NewClient(&redis.Options{Addr: o.Addr, DB: 0, MaxRetries: -1})
 	}
 	// Registered first, so it runs last: after every gateway has stopped.
 	t.Cleanup(func() {
-		c.checkTTLs(false)
+		c.CheckTTLs(false)
 		c.deleteKeys()
 		_ = c.counters.Close()
 	})
 
-	dopts := demo.Options{Clock: c.clk, APIKey: upstreamKey}
-	if o.demo != nil {
-		o.demo(&dopts)
+	dopts := demo.Options{Clock: c.Clock, APIKey: UpstreamKey}
+	if o.Demo != nil {
+		o.Demo(&dopts)
 	}
 	up, err := demo.New(dopts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.up = up
-	upSrv := httptest.NewServer(c.calls.wrap(up))
+	c.Up = up
+	upSrv := httptest.NewServer(c.Calls.wrap(up))
 	t.Cleanup(func() { up.Close(); upSrv.Close() })
 
-	c.full, c.limited = newKey(t), newKey(t)
-	for range o.instances {
-		cfg := baseConfig(upSrv.URL, c.full, c.limited)
+	c.Full, c.Limited = NewKey(t), NewKey(t)
+	for range o.Instances {
+		cfg := BaseConfig(upSrv.URL, c.Full, c.Limited)
 		noAccess := false
 		cfg.Log.Access = &noAccess                 // the logs keep only what went wrong
-		cfg.Redis.URL = "redis://" + o.addr + "/0" // cache tier: DB 1
-		if o.rc != nil {
-			cfg.Redis.URL = o.rc.URL() // cache tier: the same cluster, under <prefix>c:
+		cfg.Redis.URL = "redis://" + o.Addr + "/0" // cache tier: DB 1
+		if o.Redis != nil {
+			cfg.Redis.URL = o.Redis.URL() // cache tier: the same cluster, under <prefix>c:
 		}
-		cfg.Redis.Prefix = c.prefix
+		cfg.Redis.Prefix = c.Prefix
 		// The exactness these tests assert holds only while Redis answers
 		// within redis.timeout: a command that times out falls back to the
 		// local share for that request. The default 50ms is exceeded on a
 		// loaded test machine under -race, so the tests allow 1s (an outage
 		// is still detected at once: connections are refused).
 		cfg.Redis.Timeout = time.Second
-		if o.mutate != nil {
-			o.mutate(cfg)
+		if o.Mutate != nil {
+			o.Mutate(cfg)
 		}
-		h := serveHarness(t, c.clk, up, upSrv, cfg, c.full, c.limited)
+		h := serveHarness(t, c.Clock, up, upSrv, cfg, c.Full, c.Limited)
 		// Runs before serve's cleanup: a connection the transport dialed
 		// but never used would otherwise hold Shutdown for 5 s (net/http
 		// waits that long for a first request on a new connection).
-		t.Cleanup(h.client.CloseIdleConnections)
-		c.nodes = append(c.nodes, h)
+		t.Cleanup(h.Client.CloseIdleConnections)
+		c.Nodes = append(c.Nodes, h)
 	}
 	return c
 }
 
-// result is one response as a concurrent caller saw it.
-type result struct {
-	node   int
-	status int
-	code   string // the JSON error code, for errors
-	cache  string // Cache-Status
-	retry  string // Retry-After
-	err    error
+// Result is one response as a concurrent caller saw it.
+type Result struct {
+	Node   int
+	Status int
+	Code   string // the JSON error code, for errors
+	Cache  string // Cache-Status
+	Retry  string // Retry-After
+	Err    error
 }
 
-// send performs one GET of target with key on node i. It never calls
+// Send performs one GET of target with key on node i. It never calls
 // t.Fatal, so it may run on any goroutine.
-func (c *cluster) send(i int, target, key string) result {
-	h := c.nodes[i]
-	res := result{node: i}
-	req, err := http.NewRequest(http.MethodGet, h.base+target, nil)
+func (c *Cluster) Send(i int, target, key string) Result {
+	h := c.Nodes[i]
+	res := Result{Node: i}
+	req, err := http.NewRequest(http.MethodGet, h.Base+target, nil)
 	if err != nil {
-		res.err = err
+		res.Err = err
 		return res
 	}
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := h.client.Do(req)
+	resp, err := h.Client.Do(req)
 	if err != nil {
-		res.err = err
+		res.Err = err
 		return res
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		res.err = err
+		res.Err = err
 		return res
 	}
-	res.status = resp.StatusCode
-	res.cache = resp.Header.Get("Cache-Status")
-	res.retry = resp.Header.Get("Retry-After")
+	res.Status = resp.StatusCode
+	res.Cache = resp.Header.Get("Cache-Status")
+	res.Retry = resp.Header.Get("Retry-After")
 	if resp.StatusCode >= 400 {
 		if _, rest, ok := strings.Cut(string(body), `"code":"`); ok {
-			res.code, _, _ = strings.Cut(rest, `"`)
+			res.Code, _, _ = strings.Cut(rest, `"`)
 		}
 	}
 	return res
 }
 
-// burst sends n requests for target at once, request j to node j mod
-// instances, and returns every result.
-func (c *cluster) burst(n int, target, key string) []result {
-	out := make([]result, n)
+// Burst sends n requests for target at once, request j to node j mod
+// Instances, and returns every result.
+func (c *Cluster) Burst(n int, target, key string) []Result {
+	out := make([]Result, n)
 	var wg sync.WaitGroup
 	for j := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[j] = c.send(j%len(c.nodes), target, key)
+			out[j] = c.Send(j%len(c.Nodes), target, key)
 		}()
 	}
 	wg.Wait()
 	for _, r := range out {
-		if r.err != nil {
-			c.t.Fatalf("node %d: %v", r.node, r.err)
+		if r.Err != nil {
+			c.T.Fatalf("node %d: %v", r.Node, r.Err)
 		}
 	}
 	return out
 }
 
-// tally counts results by status and error code ("200", "429 rate_limited").
-func tally(rs []result) map[string]int {
+// Tally counts results by status and error code ("200", "429 rate_limited").
+func Tally(rs []Result) map[string]int {
 	out := make(map[string]int)
 	for _, r := range rs {
-		k := strconv.Itoa(r.status)
-		if r.code != "" {
-			k += " " + r.code
+		k := strconv.Itoa(r.Status)
+		if r.Code != "" {
+			k += " " + r.Code
 		}
 		out[k]++
 	}
@@ -255,22 +255,22 @@ func tally(rs []result) map[string]int {
 }
 
 // redisNow returns Redis's own TIME, which its windows are computed from.
-func (c *cluster) redisNow() time.Time {
-	c.t.Helper()
+func (c *Cluster) redisNow() time.Time {
+	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	now, err := c.counters.Time(ctx).Result()
 	if err != nil {
-		c.t.Fatalf("redis TIME: %v", err)
+		c.T.Fatalf("redis TIME: %v", err)
 	}
 	return now.UTC()
 }
 
-// quotaCounter reads the shared daily ("d", YYYYMMDD) or monthly ("m",
+// QuotaCounter reads the shared daily ("d", YYYYMMDD) or monthly ("m",
 // YYYYMM) quota counter of keyID in the window containing Redis's now;
 // 0 when it does not exist.
-func (c *cluster) quotaCounter(kind, keyID string) int64 {
-	c.t.Helper()
+func (c *Cluster) QuotaCounter(kind, keyID string) int64 {
+	c.T.Helper()
 	now := c.redisNow()
 	window := now.Format("20060102")
 	if kind == "m" {
@@ -279,43 +279,43 @@ func (c *cluster) quotaCounter(kind, keyID string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	// The limiter's key layout (limits.Redis.dayKey and monthKey).
-	key := c.prefix + "q:" + kind + ":" + keyID + ":" + window
-	if c.rc != nil {
-		key = c.prefix + "{" + keyID + "}:q:" + kind + ":" + window
+	key := c.Prefix + "q:" + kind + ":" + keyID + ":" + window
+	if c.Redis != nil {
+		key = c.Prefix + "{" + keyID + "}:q:" + kind + ":" + window
 	}
 	n, err := c.counters.Get(ctx, key).Int64()
 	if err == redis.Nil {
 		return 0
 	}
 	if err != nil {
-		c.t.Fatalf("read quota counter: %v", err)
+		c.T.Fatalf("read quota counter: %v", err)
 	}
 	return n
 }
 
 // keyCounts are the keys found under a test's prefix.
 type keyCounts struct {
-	counters int // limits, quotas, budget, leases, replay markers, admission records
-	cache    int // shared cache entries and topic indexes
+	Counters int // limits, quotas, budget, leases, replay markers, admission records
+	Cache    int // shared cache entries and topic indexes
 }
 
 // keySpace is one place the test's keys may live: a database of the
 // single Redis or one primary of the Redis Cluster.
 type keySpace struct {
 	name   string
-	client *redis.Client
+	Client *redis.Client
 	cache  func(key string) bool // whether key belongs to the cache tier
 }
 
-// keySpaces opens a client per place (the caller closes them): DB 0
+// KeySpaces opens a client per place (the caller closes them): DB 0
 // (counters) and DB 1 (cache tier) of the single Redis, or every primary
 // of the cluster, where the cache tier is told apart by its <prefix>c:.
-func (c *cluster) keySpaces() []keySpace {
-	if c.rc != nil {
+func (c *Cluster) KeySpaces() []keySpace {
+	if c.Redis != nil {
 		var out []keySpace
-		for _, a := range c.rc.Addrs() {
-			out = append(out, keySpace{name: a, client: redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}),
-				cache: func(k string) bool { return strings.HasPrefix(k, c.prefix+"c:") }})
+		for _, a := range c.Redis.Addrs() {
+			out = append(out, keySpace{name: a, Client: redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}),
+				cache: func(k string) bool { return strings.HasPrefix(k, c.Prefix+"c:") }})
 		}
 		return out
 	}
@@ -325,48 +325,48 @@ func (c *cluster) keySpaces() []keySpace {
 	}
 }
 
-// checkTTLs scans the test's prefix in every key space and reports every
+// CheckTTLs scans the test's prefix in every key space and reports every
 // key without a TTL. Keys that expire between the scan and the TTL read
 // are skipped. With want set, finding no key of a kind is an error too
 // (the test must have created both).
-func (c *cluster) checkTTLs(want bool) keyCounts {
-	c.t.Helper()
+func (c *Cluster) CheckTTLs(want bool) keyCounts {
+	c.T.Helper()
 	var kc keyCounts
-	for _, ks := range c.keySpaces() {
-		rc := ks.client
-		for _, k := range scanAll(c.t, rc, c.prefix+"*") {
+	for _, ks := range c.KeySpaces() {
+		rc := ks.Client
+		for _, k := range ScanAll(c.T, rc, c.Prefix+"*") {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			ttl, err := rc.PTTL(ctx, k).Result()
 			cancel()
 			switch {
 			case err != nil:
-				c.t.Errorf("PTTL %s (%s): %v", k, ks.name, err)
+				c.T.Errorf("PTTL %s (%s): %v", k, ks.name, err)
 			case ttl == -2: // go-redis reports a missing key as -2ns
 				// expired since the scan
 			case ttl <= 0:
-				c.t.Errorf("key %s (%s) has no TTL (PTTL %v); every key must expire", k, ks.name, ttl)
+				c.T.Errorf("key %s (%s) has no TTL (PTTL %v); every key must expire", k, ks.name, ttl)
 			case ks.cache(k):
-				kc.cache++
+				kc.Cache++
 			default:
-				kc.counters++
+				kc.Counters++
 			}
 		}
 		_ = rc.Close()
 	}
-	if want && (kc.counters == 0 || kc.cache == 0) {
-		c.t.Errorf("keys with a TTL under %s: %d counters, %d cache; want both > 0", c.prefix, kc.counters, kc.cache)
+	if want && (kc.Counters == 0 || kc.Cache == 0) {
+		c.T.Errorf("keys with a TTL under %s: %d counters, %d cache; want both > 0", c.Prefix, kc.Counters, kc.Cache)
 	}
 	return kc
 }
 
 // deleteKeys removes everything under the test's prefix in every key space.
-func (c *cluster) deleteKeys() {
-	for _, ks := range c.keySpaces() {
-		rc := ks.client
-		for _, k := range scanAll(c.t, rc, c.prefix+"*") {
+func (c *Cluster) deleteKeys() {
+	for _, ks := range c.KeySpaces() {
+		rc := ks.Client
+		for _, k := range ScanAll(c.T, rc, c.Prefix+"*") {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := rc.Del(ctx, k).Err(); err != nil {
-				c.t.Errorf("delete test key (%s): %v", ks.name, err)
+				c.T.Errorf("delete test key (%s): %v", ks.name, err)
 			}
 			cancel()
 		}
@@ -374,8 +374,8 @@ func (c *cluster) deleteKeys() {
 	}
 }
 
-// scanAll returns every key matching pattern, with a bounded SCAN loop.
-func scanAll(t *testing.T, rc *redis.Client, pattern string) []string {
+// ScanAll returns every key matching pattern, with a bounded SCAN loop.
+func ScanAll(t *testing.T, rc *redis.Client, pattern string) []string {
 	t.Helper()
 	var keys []string
 	var cursor uint64
@@ -396,18 +396,18 @@ func scanAll(t *testing.T, rc *redis.Client, pattern string) []string {
 	return keys
 }
 
-// metric sums the samples of the named metric family in reg whose labels
+// Metric sums the samples of the named metric family in reg whose labels
 // include every name/value pair given; 0 when none.
-func metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
+func Metric(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	sum, _ := promtest.Sum(t, reg, name, labels...)
 	return sum
 }
 
-// waitFor polls cond every 10ms until it holds or redisWait passes; it
+// WaitFor polls cond every 10ms until it holds or redisWait passes; it
 // reports whether cond held.
-func waitFor(cond func() bool) bool {
-	deadline := time.Now().Add(redisWait)
+func WaitFor(cond func() bool) bool {
+	deadline := time.Now().Add(RedisWait)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
@@ -422,15 +422,15 @@ func waitFor(cond func() bool) bool {
 // but their answers arrive after the client's timeout.
 type slowLink struct {
 	ln    net.Listener
-	slow  atomic.Bool
+	Slow  atomic.Bool
 	delay time.Duration
 	wg    sync.WaitGroup // the accept loop and the relays
 	mu    sync.Mutex     // guards conns
 	conns []net.Conn     // every open connection, closed by close
 }
 
-// newSlowLink relays to target until the test ends.
-func newSlowLink(t *testing.T, target string, delay time.Duration) *slowLink {
+// NewSlowLink relays to target until the test ends.
+func NewSlowLink(t *testing.T, target string, delay time.Duration) *slowLink {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -443,7 +443,7 @@ func newSlowLink(t *testing.T, target string, delay time.Duration) *slowLink {
 	return l
 }
 
-func (l *slowLink) addr() string { return l.ln.Addr().String() }
+func (l *slowLink) Addr() string { return l.ln.Addr().String() }
 
 func (l *slowLink) track(c net.Conn) {
 	l.mu.Lock()
@@ -473,7 +473,7 @@ func (l *slowLink) accept(target string) {
 			for {
 				n, err := server.Read(buf)
 				if n > 0 {
-					if l.slow.Load() {
+					if l.Slow.Load() {
 						time.Sleep(l.delay) // injected network latency
 					}
 					if _, werr := client.Write(buf[:n]); werr != nil {
@@ -497,4 +497,28 @@ func (l *slowLink) close() {
 	}
 	l.mu.Unlock()
 	l.wg.Wait()
+}
+
+// SumQuotaCounters adds up every daily ("d") or monthly ("m") counter of
+// keyID, whatever its window (a run near midnight may charge two days).
+func (c *Cluster) SumQuotaCounters(kind, keyID string) int64 {
+	c.T.Helper()
+	pattern := c.Prefix + "q:" + kind + ":" + keyID + ":*"
+	if c.Redis != nil {
+		pattern = c.Prefix + "{" + keyID + "}:q:" + kind + ":*"
+	}
+	var sum int64
+	for _, ks := range c.KeySpaces() {
+		for _, k := range ScanAll(c.T, ks.Client, pattern) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			n, err := ks.Client.Get(ctx, k).Int64()
+			cancel()
+			if err != nil && err != redis.Nil {
+				c.T.Errorf("GET %s: %v", k, err)
+			}
+			sum += n
+		}
+		_ = ks.Client.Close()
+	}
+	return sum
 }

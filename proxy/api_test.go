@@ -1,4 +1,4 @@
-package gateway_test
+package proxy_test
 
 import (
 	"encoding/json"
@@ -11,43 +11,13 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/testing/gatewaytest"
 )
-
-// lastUpstream returns the last request the demo upstream received.
-func (h *harness) lastUpstream() (path, query string, hdr http.Header) {
-	h.t.Helper()
-	reqs := h.up.Requests()
-	if len(reqs) == 0 {
-		h.t.Fatal("the upstream received no request")
-	}
-	r := reqs[len(reqs)-1]
-	return r.EscapedPath, r.RawQuery, r.Header
-}
-
-type errorBody struct {
-	Error     string `json:"error"`
-	Code      string `json:"code"`
-	RequestID string `json:"request_id"`
-}
-
-func decodeError(t *testing.T, body []byte) errorBody {
-	t.Helper()
-	var e errorBody
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&e); err != nil {
-		t.Fatalf("error body %q is not the JSON error shape: %v", body, err)
-	}
-	if e.Error == "" || e.Code == "" || e.RequestID == "" {
-		t.Fatalf("error body %q has an empty field", body)
-	}
-	return e
-}
 
 // TestEndpointsReachUpstreamReencoded walks every endpoint and checks both
 // what the client got and what the upstream received.
 func TestEndpointsReachUpstreamReencoded(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	tests := []struct {
 		name      string
 		target    string
@@ -55,7 +25,7 @@ func TestEndpointsReachUpstreamReencoded(t *testing.T) {
 		wantQuery string
 		check     func(t *testing.T, body []byte)
 	}{
-		{"list", "/api4/public/topics/list/v1", "/api4/public/topics/list/v1", "", checkList},
+		{"list", "/api4/public/topics/list/v1", "/api4/public/topics/list/v1", "", gatewaytest.CheckList},
 		{"whatsup", "/api4/public/topic/bitcoin/whatsup/v1", "/api4/public/topic/bitcoin/whatsup/v1", "", checkWhatsup},
 		{"series default", "/api4/public/topic/bitcoin/time-series/v1", "/api4/public/topic/bitcoin/time-series/v1", "bucket=hour&interval=1w", checkSeries},
 		{"hashtag", "/api4/public/topic/%23ai/time-series/v1?interval=1m&bucket=day", "/api4/public/topic/%23ai/time-series/v1", "bucket=day&interval=1m", checkSeries},
@@ -68,23 +38,23 @@ func TestEndpointsReachUpstreamReencoded(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h.up.Reset()
-			resp, body := h.get(tc.target, h.full, "X-Forwarded-For", "203.0.113.9", "Cookie", "session=secret")
+			h.Up.Reset()
+			resp, body := h.Get(tc.target, h.Full, "X-Forwarded-For", "203.0.113.9", "Cookie", "session=secret")
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d body %s", resp.StatusCode, body)
 			}
 			tc.check(t, body)
-			if n := h.up.Count(); n > 1 {
+			if n := h.Up.Count(); n > 1 {
 				t.Fatalf("upstream requests: got %d; want at most 1", n)
 			}
-			if h.up.Count() == 0 {
+			if h.Up.Count() == 0 {
 				return // served from the cache by an equivalent earlier request
 			}
-			path, query, hdr := h.lastUpstream()
+			path, query, hdr := h.LastUpstream()
 			if path != tc.wantPath || query != tc.wantQuery {
 				t.Errorf("upstream got %s?%s; want %s?%s", path, query, tc.wantPath, tc.wantQuery)
 			}
-			if got := hdr.Get("Authorization"); got != "Bearer "+upstreamKey {
+			if got := hdr.Get("Authorization"); got != "Bearer "+gatewaytest.UpstreamKey {
 				t.Errorf("upstream Authorization: got %q; want the gateway's own credential", got)
 			}
 			for _, name := range []string{"Cookie", "X-Forwarded-For"} {
@@ -93,21 +63,6 @@ func TestEndpointsReachUpstreamReencoded(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func checkList(t *testing.T, body []byte) {
-	t.Helper()
-	var v struct {
-		Data []map[string]any `json:"data"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil || len(v.Data) < 100 {
-		t.Fatalf("list: %v, %d items", err, len(v.Data))
-	}
-	for _, f := range []string{"topic", "title", "topic_rank", "num_contributors", "num_posts", "interactions_24h"} {
-		if _, ok := v.Data[0][f]; !ok {
-			t.Errorf("list item lacks %s", f)
-		}
 	}
 }
 
@@ -153,8 +108,8 @@ func checkTSV(metric string) func(*testing.T, []byte) {
 // TestWindowRules checks bucket/interval/start/end normalisation as the
 // upstream sees it.
 func TestWindowRules(t *testing.T) {
-	h := newHarness(t, nil)
-	now := testNow.Unix()
+	h := gatewaytest.New(t, nil)
+	now := gatewaytest.Now.Unix()
 	hour := int64(3600)
 	ceil := func(s, b int64) int64 { return (s + b - 1) / b * b }
 	floor := func(s, b int64) int64 { return s / b * b }
@@ -181,12 +136,12 @@ func TestWindowRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h.up.Reset()
-			resp, body := h.get("/api4/public/topic/ethereum/time-series/v1?"+tc.query, h.full)
+			h.Up.Reset()
+			resp, body := h.Get("/api4/public/topic/ethereum/time-series/v1?"+tc.query, h.Full)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			if _, q, _ := h.lastUpstream(); q != tc.wantQuery {
+			if _, q, _ := h.LastUpstream(); q != tc.wantQuery {
 				t.Errorf("upstream query: got %q; want %q", q, tc.wantQuery)
 			}
 		})
@@ -196,7 +151,7 @@ func TestWindowRules(t *testing.T) {
 // TestBadInputs: every bad request gets its status and a JSON error, and the
 // upstream sees nothing.
 func TestBadInputs(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	s := "/api4/public/topic/bitcoin/time-series/v1"
 	tests := []struct {
 		name   string
@@ -243,12 +198,12 @@ func TestBadInputs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h.up.Reset()
-			resp, body := h.do(tc.method, tc.target, h.full, tc.hdr...)
+			h.Up.Reset()
+			resp, body := h.Do(tc.method, tc.target, h.Full, tc.hdr...)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status: got %d; want %d (%s)", resp.StatusCode, tc.status, body)
 			}
-			e := decodeError(t, body)
+			e := gatewaytest.DecodeError(t, body)
 			if tc.code != "" && e.Code != tc.code {
 				t.Errorf("code: got %q; want %q (%s)", e.Code, tc.code, e.Error)
 			}
@@ -261,7 +216,7 @@ func TestBadInputs(t *testing.T) {
 			if strings.Contains(string(body), "tg_secret") {
 				t.Error("the error echoes the key from the query")
 			}
-			if n := h.up.Count(); n != 0 {
+			if n := h.Up.Count(); n != 0 {
 				t.Errorf("upstream requests: got %d; want 0", n)
 			}
 		})
@@ -272,10 +227,10 @@ func TestBadInputs(t *testing.T) {
 // express through h.do, and ones Go's server refuses before any handler runs
 // (those keep Go's plain-text answer).
 func TestBodyOnGetAndOversizedHeaders(t *testing.T) {
-	h := newHarness(t, nil)
-	req, _ := http.NewRequest("GET", h.base+"/api4/public/topics/list/v1", strings.NewReader("{}"))
-	req.Header.Set("Authorization", "Bearer "+h.full)
-	resp, err := h.client.Do(req)
+	h := gatewaytest.New(t, nil)
+	req, _ := http.NewRequest("GET", h.Base+"/api4/public/topics/list/v1", strings.NewReader("{}"))
+	req.Header.Set("Authorization", "Bearer "+h.Full)
+	resp, err := h.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,44 +238,44 @@ func TestBodyOnGetAndOversizedHeaders(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("GET with body: got %d; want 400", resp.StatusCode)
 	}
-	resp2, _ := h.get("/api4/public/topics/list/v1", h.full, "X-Big", strings.Repeat("a", 64<<10))
+	resp2, _ := h.Get("/api4/public/topics/list/v1", h.Full, "X-Big", strings.Repeat("a", 64<<10))
 	if resp2.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("64 KiB header: got %d; want 431", resp2.StatusCode)
 	}
-	if resp3, _ := h.get("/api4/public/topic/bit%zzcoin/whatsup/v1", h.full); resp3.StatusCode != http.StatusBadRequest {
+	if resp3, _ := h.Get("/api4/public/topic/bit%zzcoin/whatsup/v1", h.Full); resp3.StatusCode != http.StatusBadRequest {
 		t.Errorf("invalid escape: got %d; want 400", resp3.StatusCode)
 	}
-	if n := h.up.Count(); n != 0 {
+	if n := h.Up.Count(); n != 0 {
 		t.Errorf("upstream requests: got %d; want 0", n)
 	}
 }
 
 // TestAuthUniform401 checks that every refused key gets the same body.
 func TestAuthUniform401(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	target := "/api4/public/topics/list/v1"
-	resp, body := h.do("GET", target, "")
-	if resp.StatusCode != 401 || decodeError(t, body).Code != "missing_api_key" {
+	resp, body := h.Do("GET", target, "")
+	if resp.StatusCode != 401 || gatewaytest.DecodeError(t, body).Code != "missing_api_key" {
 		t.Fatalf("no key: %d %s", resp.StatusCode, body)
 	}
 	if resp.Header.Get("WWW-Authenticate") == "" {
 		t.Error("401 without WWW-Authenticate")
 	}
 	last := "x"
-	if strings.HasSuffix(h.full, last) {
+	if strings.HasSuffix(h.Full, last) {
 		last = "y"
 	}
 	bad := []string{
 		"tg_" + strings.Repeat("A", 40), // malformed
-		strings.ToUpper(h.full),         // case variant
-		h.full[:len(h.full)-1] + last,   // one character changed: bad checksum
-		newKey(t),                       // well formed, unknown
-		"Bearer " + h.full,              // doubled scheme
+		strings.ToUpper(h.Full),         // case variant
+		h.Full[:len(h.Full)-1] + last,   // one character changed: bad checksum
+		gatewaytest.NewKey(t),           // well formed, unknown
+		"Bearer " + h.Full,              // doubled scheme
 	}
 	var want string
 	for i, k := range bad {
-		resp, body := h.do("GET", target, k)
-		e := decodeError(t, body)
+		resp, body := h.Do("GET", target, k)
+		e := gatewaytest.DecodeError(t, body)
 		if resp.StatusCode != 401 || e.Code != "invalid_api_key" {
 			t.Fatalf("key %d: %d %s", i, resp.StatusCode, body)
 		}
@@ -331,44 +286,44 @@ func TestAuthUniform401(t *testing.T) {
 			t.Errorf("key %d: body %q differs from %q", i, got, want)
 		}
 	}
-	for _, scheme := range []string{"Basic " + h.full, "bearer  " + h.full, h.full, "Bearer"} {
-		resp, _ := h.do("GET", target, "", "Authorization", scheme)
+	for _, scheme := range []string{"Basic " + h.Full, "bearer  " + h.Full, h.Full, "Bearer"} {
+		resp, _ := h.Do("GET", target, "", "Authorization", scheme)
 		if resp.StatusCode != 401 {
 			t.Errorf("Authorization %.12q...: got %d; want 401", scheme, resp.StatusCode)
 		}
 	}
-	if resp, _ := h.do("GET", target, "", "Authorization", "bEaReR "+h.full); resp.StatusCode != 200 {
+	if resp, _ := h.Do("GET", target, "", "Authorization", "bEaReR "+h.Full); resp.StatusCode != 200 {
 		t.Errorf("scheme is case-insensitive: got %d", resp.StatusCode)
 	}
-	if n := h.up.Count(); n != 1 {
+	if n := h.Up.Count(); n != 1 {
 		t.Errorf("upstream requests: got %d; want 1 (only the valid request)", n)
 	}
-	if logs := h.logs.String(); strings.Contains(logs, h.full) || strings.Contains(logs, h.full[3:20]) {
+	if logs := h.Logs.String(); strings.Contains(logs, h.Full) || strings.Contains(logs, h.Full[3:20]) {
 		t.Error("the API key appears in the logs")
 	}
 }
 
 // TestUnknownRoutesNeedAKey: routes cannot be enumerated anonymously.
 func TestUnknownRoutesNeedAKey(t *testing.T) {
-	h := newHarness(t, nil)
-	if resp, _ := h.get("/api4/public/secret/v1", ""); resp.StatusCode != 401 {
+	h := gatewaytest.New(t, nil)
+	if resp, _ := h.Get("/api4/public/secret/v1", ""); resp.StatusCode != 401 {
 		t.Errorf("unknown API route without key: got %d; want 401", resp.StatusCode)
 	}
-	if resp, _ := h.get("/api4/public/secret/v1", h.full); resp.StatusCode != 404 {
+	if resp, _ := h.Get("/api4/public/secret/v1", h.Full); resp.StatusCode != 404 {
 		t.Errorf("unknown API route with key: got %d; want 404", resp.StatusCode)
 	}
 }
 
 // TestCacheHeadersETagGzipHead covers the hit path's headers.
 func TestCacheHeadersETagGzipHead(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	target := "/api4/public/topic/bitcoin/time-series/v1"
-	resp, body := h.get(target, h.full)
+	resp, body := h.Get(target, h.Full)
 	if got := resp.Header.Get("Cache-Status"); got != "trendgate; fwd=miss; stored" {
 		t.Errorf("first Cache-Status: %q", got)
 	}
-	h.clk.Advance(90 * time.Second)
-	resp2, body2 := h.get(target, h.full)
+	h.Clock.Advance(90 * time.Second)
+	resp2, body2 := h.Get(target, h.Full)
 	if got := resp2.Header.Get("Cache-Status"); got != "trendgate; hit" {
 		t.Errorf("second Cache-Status: %q", got)
 	}
@@ -378,29 +333,29 @@ func TestCacheHeadersETagGzipHead(t *testing.T) {
 	if !strings.HasPrefix(resp2.Header.Get("Cache-Control"), "private, max-age=") {
 		t.Errorf("Cache-Control: %q", resp2.Header.Get("Cache-Control"))
 	}
-	if string(body) != string(body2) || h.up.Count() != 1 {
-		t.Fatalf("hit differs or reached upstream (%d calls)", h.up.Count())
+	if string(body) != string(body2) || h.Up.Count() != 1 {
+		t.Fatalf("hit differs or reached upstream (%d calls)", h.Up.Count())
 	}
 	// A client's no-cache does not force an upstream call (it would burn
 	// the upstream budget).
-	if r, _ := h.get(target, h.full, "Cache-Control", "no-cache", "Pragma", "no-cache"); r.Header.Get("Cache-Status") != "trendgate; hit" || h.up.Count() != 1 {
-		t.Errorf("no-cache: Cache-Status %q, %d upstream calls", r.Header.Get("Cache-Status"), h.up.Count())
+	if r, _ := h.Get(target, h.Full, "Cache-Control", "no-cache", "Pragma", "no-cache"); r.Header.Get("Cache-Status") != "trendgate; hit" || h.Up.Count() != 1 {
+		t.Errorf("no-cache: Cache-Status %q, %d upstream calls", r.Header.Get("Cache-Status"), h.Up.Count())
 	}
 	etag := resp2.Header.Get("ETag")
-	if r, b := h.get(target, h.full, "If-None-Match", etag); r.StatusCode != 304 || len(b) != 0 {
+	if r, b := h.Get(target, h.Full, "If-None-Match", etag); r.StatusCode != 304 || len(b) != 0 {
 		t.Errorf("If-None-Match: got %d with %d bytes; want 304 empty", r.StatusCode, len(b))
 	}
 	// The limited plan's variant has its own ETag.
-	rl, _ := h.get(target, h.limited)
+	rl, _ := h.Get(target, h.Limited)
 	if rl.Header.Get("ETag") == etag || rl.Header.Get("X-Data-Mode") != "limited" {
 		t.Errorf("limited variant: ETag %q (full %q), X-Data-Mode %q", rl.Header.Get("ETag"), etag, rl.Header.Get("X-Data-Mode"))
 	}
 	// gzip when accepted (Transport would decompress transparently; ask explicitly).
-	rg, gz := h.get(target, h.full, "Accept-Encoding", "gzip")
+	rg, gz := h.Get(target, h.Full, "Accept-Encoding", "gzip")
 	if rg.Header.Get("Content-Encoding") != "gzip" || len(gz) >= len(body) {
 		t.Errorf("gzip: encoding %q, %d bytes vs %d", rg.Header.Get("Content-Encoding"), len(gz), len(body))
 	}
-	rh, hb := h.do("HEAD", target, h.full)
+	rh, hb := h.Do("HEAD", target, h.Full)
 	if rh.StatusCode != 200 || len(hb) != 0 || rh.Header.Get("Content-Length") != fmt.Sprint(len(body)) {
 		t.Errorf("HEAD: %d, %d body bytes, Content-Length %q", rh.StatusCode, len(hb), rh.Header.Get("Content-Length"))
 	}
@@ -413,7 +368,7 @@ func TestCacheHeadersETagGzipHead(t *testing.T) {
 
 // TestColdHerd: many concurrent clients on a cold key make one upstream call.
 func TestColdHerd(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["full"]
 		p.PerSecond, p.Burst = 10000, 10000
 		c.Plans["full"] = p
@@ -425,9 +380,9 @@ func TestColdHerd(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("GET", h.base+"/api4/public/topic/solana/time-series/v1?bucket=day", nil)
-			req.Header.Set("Authorization", "Bearer "+h.full)
-			resp, err := h.client.Do(req)
+			req, _ := http.NewRequest("GET", h.Base+"/api4/public/topic/solana/time-series/v1?bucket=day", nil)
+			req.Header.Set("Authorization", "Bearer "+h.Full)
+			resp, err := h.Client.Do(req)
 			if err != nil {
 				statuses <- -1
 				return
@@ -443,7 +398,7 @@ func TestColdHerd(t *testing.T) {
 			t.Fatalf("a client got %d", s)
 		}
 	}
-	if got := h.up.Count(); got != 1 {
+	if got := h.Up.Count(); got != 1 {
 		t.Errorf("upstream requests: got %d; want 1", got)
 	}
 }

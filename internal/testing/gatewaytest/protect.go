@@ -1,4 +1,4 @@
-package gateway_test
+package gatewaytest
 
 import (
 	"bufio"
@@ -21,7 +21,7 @@ import (
 	"trendgate/demo"
 )
 
-// upTap sits between the gateway and the demo upstream. It counts the
+// UpTap sits between the gateway and the demo upstream. It counts the
 // requests in flight and the statuses the upstream answered, and adds
 // headers the real upstream (or a CDN in front of it) may send, which must
 // never reach the gateway's clients.
@@ -59,8 +59,8 @@ func (p *upTap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 }
 
-// status returns how many answers with status code the upstream sent.
-func (p *upTap) status(code int) int {
+// Status returns how many answers with status code the upstream sent.
+func (p *upTap) Status(code int) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.statuses[code]
@@ -90,46 +90,46 @@ func (w *tapWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.ResponseWriter.(http.Hijacker).Hijack()
 }
 
-// protectHarness is a harness whose gateway reaches the demo upstream
+// ProtectHarness is a harness whose gateway reaches the demo upstream
 // through a tap.
-type protectHarness struct {
-	*harness
-	upTap *upTap
+type ProtectHarness struct {
+	*Harness
+	UpTap *upTap
 }
 
-// newProtectHarness is newHarness with the upstream behind a tap.
-func newProtectHarness(t *testing.T, mutate func(*config.Config), opts ...func(*demo.Options)) *protectHarness {
+// NewProtectHarness is newHarness with the upstream behind a tap.
+func NewProtectHarness(t *testing.T, mutate func(*config.Config), opts ...func(*demo.Options)) *ProtectHarness {
 	t.Helper()
 	p := &upTap{statuses: make(map[int]int)}
 	p.srv = httptest.NewServer(p)
 	t.Cleanup(p.srv.Close) // runs after the harness's cleanups release hung requests
-	h := newHarness(t, func(c *config.Config) {
+	h := New(t, func(c *config.Config) {
 		c.Upstream.BaseURL = p.srv.URL
 		if mutate != nil {
 			mutate(c)
 		}
 	}, opts...)
-	p.up.Store(h.up)
-	return &protectHarness{harness: h, upTap: p}
+	p.up.Store(h.Up)
+	return &ProtectHarness{Harness: h, UpTap: p}
 }
 
-// metric sums the samples of the named metric family in the gateway's
+// Metric sums the samples of the named metric family in the gateway's
 // registry whose labels include every name/value pair in labels.
-func (h *protectHarness) metric(name string, labels ...string) float64 {
-	h.t.Helper()
-	return metric(h.t, h.gw.Registry(), name, labels...)
+func (h *ProtectHarness) Metric(name string, labels ...string) float64 {
+	h.T.Helper()
+	return Metric(h.T, h.Gateway.Registry(), name, labels...)
 }
 
-// upstreamCalls is how many upstream client calls have finished, whatever
+// UpstreamCalls is how many upstream client calls have finished, whatever
 // their result (budget refusals and open-breaker refusals included).
-func (h *protectHarness) upstreamCalls() float64 {
-	return h.metric("trendgate_upstream_requests_total") + h.metric("trendgate_upstream_refusals_total")
+func (h *ProtectHarness) UpstreamCalls() float64 {
+	return h.Metric("trendgate_upstream_requests_total") + h.Metric("trendgate_upstream_refusals_total")
 }
 
-// waitFor polls cond (every 2 ms, at most 10 s of real time) and reports
+// WaitFor polls cond (every 2 ms, at most 10 s of real time) and reports
 // whether it became true. It waits for work already started to finish;
 // it never stands in for the passing of simulated time.
-func pollUntil(cond func() bool) bool {
+func PollUntil(cond func() bool) bool {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if cond() {
@@ -142,15 +142,15 @@ func pollUntil(cond func() bool) bool {
 	}
 }
 
-// quiesce waits until no request is in flight to the upstream and the
+// Quiesce waits until no request is in flight to the upstream and the
 // gateway's count of finished upstream calls has stopped moving, so
 // background refreshes started by the last requests have ended.
-func (p *protectHarness) quiesce() {
-	p.t.Helper()
+func (p *ProtectHarness) Quiesce() {
+	p.T.Helper()
 	last, stable := -1.0, 0
-	ok := pollUntil(func() bool {
-		n := p.upstreamCalls()
-		if p.upTap.inflight.Load() == 0 && n == last {
+	ok := PollUntil(func() bool {
+		n := p.UpstreamCalls()
+		if p.UpTap.inflight.Load() == 0 && n == last {
 			stable++
 		} else {
 			stable = 0
@@ -159,14 +159,14 @@ func (p *protectHarness) quiesce() {
 		return stable >= 3
 	})
 	if !ok {
-		p.t.Fatal("upstream calls did not settle within 10 s")
+		p.T.Fatal("upstream calls did not settle within 10 s")
 	}
 }
 
-// upstreamHeaderLeaks returns the names of headers in h that came from the
+// UpstreamHeaderLeaks returns the names of headers in h that came from the
 // upstream: its rate-limit counters, its X-Lunar-* headers, cookies, its
 // server name and the tap's extra headers.
-func upstreamHeaderLeaks(h http.Header) []string {
+func UpstreamHeaderLeaks(h http.Header) []string {
 	var leaks []string
 	for name, vals := range h {
 		lower := strings.ToLower(name)
@@ -187,17 +187,17 @@ func upstreamHeaderLeaks(h http.Header) []string {
 	return leaks
 }
 
-// checkNoUpstreamHeaders fails the test when resp carries an upstream header.
-func checkNoUpstreamHeaders(t *testing.T, what string, resp *http.Response) {
+// CheckNoUpstreamHeaders fails the test when resp carries an upstream header.
+func CheckNoUpstreamHeaders(t *testing.T, what string, resp *http.Response) {
 	t.Helper()
-	if leaks := upstreamHeaderLeaks(resp.Header); len(leaks) > 0 {
+	if leaks := UpstreamHeaderLeaks(resp.Header); len(leaks) > 0 {
 		t.Errorf("%s: upstream headers reached the client: %v", what, leaks)
 	}
 }
 
-// topicTargets returns, for each of the first n demo topics, its hourly
+// TopicTargets returns, for each of the first n demo topics, its hourly
 // series, daily series, whatsup and TSV targets, topic by topic.
-func topicTargets(up *demo.Server, n int) []string {
+func TopicTargets(up *demo.Server, n int) []string {
 	topics := up.Topics()
 	if n > len(topics) {
 		n = len(topics)
@@ -217,7 +217,7 @@ func topicTargets(up *demo.Server, n int) []string {
 
 // addKeys appends n generated keys to c, every fifth on the limited plan,
 // and returns the secrets in the same order.
-func addClientKeys(t *testing.T, c *config.Config, n int) []string {
+func AddClientKeys(t *testing.T, c *config.Config, n int) []string {
 	t.Helper()
 	secrets := make([]string, n)
 	for i := range secrets {
@@ -235,12 +235,12 @@ func addClientKeys(t *testing.T, c *config.Config, n int) []string {
 	return secrets
 }
 
-// settledGoroutines returns the goroutine count once it has stopped
+// SettledGoroutines returns the goroutine count once it has stopped
 // falling (idle client connections closed first).
-func (h *protectHarness) settledGoroutines() int {
-	h.client.CloseIdleConnections()
+func (h *ProtectHarness) SettledGoroutines() int {
+	h.Client.CloseIdleConnections()
 	last, stable := runtime.NumGoroutine(), 0
-	pollUntil(func() bool {
+	PollUntil(func() bool {
 		n := runtime.NumGoroutine()
 		if n >= last {
 			stable++
@@ -253,73 +253,99 @@ func (h *protectHarness) settledGoroutines() int {
 	return last
 }
 
-// clientReply is one client response, collected without failing the test so
+// ClientReply is one client response, collected without failing the test so
 // that goroutines may send requests.
-type clientReply struct {
-	target string
-	status int
-	header http.Header
-	body   []byte
-	took   time.Duration // real time from sending to the end of the body
-	err    error
+type ClientReply struct {
+	Target string
+	Status int
+	Header http.Header
+	Body   []byte
+	Took   time.Duration // real time from sending to the end of the body
+	Err    error
 }
 
-// code returns the JSON error code of an error clientReply, "" otherwise.
-func (r clientReply) code() string {
+// Code returns the JSON error code of an error clientReply, "" otherwise.
+func (r ClientReply) Code() string {
 	var e struct {
 		Code string `json:"code"`
 	}
-	if json.Unmarshal(r.body, &e) != nil {
+	if json.Unmarshal(r.Body, &e) != nil {
 		return ""
 	}
 	return e.Code
 }
 
-// text returns the start of the body, for messages.
-func (r clientReply) text() string {
-	if len(r.body) > 200 {
-		return string(r.body[:200]) + "..."
+// Text returns the start of the body, for messages.
+func (r ClientReply) Text() string {
+	if len(r.Body) > 200 {
+		return string(r.Body[:200]) + "..."
 	}
-	return string(r.body)
+	return string(r.Body)
 }
 
-// send makes one GET request with key ("" sends no Authorization); it is
+// Send makes one GET request with key ("" sends no Authorization); it is
 // safe to call from any goroutine.
-func (h *protectHarness) send(target, key string) clientReply {
-	r := clientReply{target: target}
-	req, err := http.NewRequest(http.MethodGet, h.base+target, nil)
+func (h *ProtectHarness) Send(target, key string) ClientReply {
+	r := ClientReply{Target: target}
+	req, err := http.NewRequest(http.MethodGet, h.Base+target, nil)
 	if err != nil {
-		r.err = err
+		r.Err = err
 		return r
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	start := time.Now()
-	resp, err := h.client.Do(req)
+	resp, err := h.Client.Do(req)
 	if err != nil {
-		r.err = err
+		r.Err = err
 		return r
 	}
 	defer resp.Body.Close()
-	r.body, r.err = io.ReadAll(resp.Body)
-	r.took = time.Since(start)
-	r.status, r.header = resp.StatusCode, resp.Header
+	r.Body, r.Err = io.ReadAll(resp.Body)
+	r.Took = time.Since(start)
+	r.Status, r.Header = resp.StatusCode, resp.Header
 	return r
 }
 
-// sendAll sends one request per target concurrently and returns the
+// SendAll sends one request per target concurrently and returns the
 // replies in target order.
-func (h *protectHarness) sendAll(key string, targets []string) []clientReply {
-	out := make([]clientReply, len(targets))
+func (h *ProtectHarness) SendAll(key string, targets []string) []ClientReply {
+	out := make([]ClientReply, len(targets))
 	var wg sync.WaitGroup
 	for i, target := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = h.send(target, key)
+			out[i] = h.Send(target, key)
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// SendHeader is send with one extra request header.
+func (h *ProtectHarness) SendHeader(target, key, name, value string) ClientReply {
+	req, err := http.NewRequest(http.MethodGet, h.Base+target, nil)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set(name, value)
+	resp, err := h.Client.Do(req)
+	if err != nil {
+		h.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return ClientReply{Target: target, Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// RoomyFullPlan lifts the full plan's rate so that the per-key limiter,
+// whose bucket refills only as the fake clock moves, never answers 429 in
+// tests about the upstream.
+func RoomyFullPlan(c *config.Config) {
+	p := c.Plans[config.PlanFull]
+	p.PerSecond, p.Burst = 10000, 10000
+	c.Plans[config.PlanFull] = p
 }
