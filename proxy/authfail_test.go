@@ -35,7 +35,7 @@ func TestAuthFailureBlockSparesValidKeys(t *testing.T) {
 		t.Fatalf("wrong key past the burst: %d %s (Retry-After %d); want 429 too_many_auth_failures with Retry-After", r.Status, r.Text(), retryAfter(r))
 	}
 	// One metric counts the refusals of a blocked address.
-	if got := h.metric("trendgate_auth_failures_total", "reason", "blocked"); got != 1 {
+	if got := h.Metric("trendgate_auth_failures_total", "reason", "blocked"); got != 1 {
 		t.Errorf(`trendgate_auth_failures_total{reason="blocked"} = %v; want 1`, got)
 	}
 	// The blocked address still serves valid keys, and a missing key is
