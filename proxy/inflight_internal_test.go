@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	goruntime "runtime"
+	"runtime"
 	"testing"
 	"time"
 
@@ -22,7 +22,7 @@ func until(t *testing.T, what string, cond func() bool) {
 		if i == 50_000_000 {
 			t.Fatalf("gave up waiting until %s", what)
 		}
-		goruntime.Gosched()
+		runtime.Gosched()
 	}
 }
 
