@@ -165,9 +165,9 @@ func (g *Gateway) start(ctx context.Context, ls Listeners) (*running, error) {
 // publicServers builds the public listener's server: Go's (public),
 // behind the HTTP/1.1 lane and the HTTP/2 lane when they are on (front).
 func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front server, public *http.Server) {
-	var handler http.Handler = g
+	var handler http.Handler = g.chain
 	if sec != nil {
-		handler = hsts(cfg.TLS.HSTSMaxAge)(g)
+		handler = hsts(cfg.TLS.HSTSMaxAge)(handler)
 	}
 	public = g.newServer(g.resetBudgetCheck(handler), "public")
 	// Go's HTTP/2 (fast_http2: false) keeps a reset budget per connection
