@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
@@ -27,6 +28,10 @@ type Config struct {
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.
 	Plans map[string]Plan `yaml:"plans"`
+	// Routes are the upstream's other read endpoints the gateway serves,
+	// each added on purpose (docs/routes.md); nil serves only the four
+	// built-in endpoints. A plan lists a route's name to include it.
+	Routes []api.RouteConfig `yaml:"routes"`
 	// Keys are the issued API keys (only their digests). Nil means no keys,
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
@@ -152,7 +157,8 @@ type Redis struct {
 // Its zero value fails Validate: Endpoints and DataMode are required.
 type Plan struct {
 	limits.Policy `yaml:",inline"`
-	// Endpoints the plan may call: list, whatsup, series, tsv.
+	// Endpoints the plan may call: list, whatsup, series, tsv, and the
+	// names of configured routes.
 	Endpoints []string `yaml:"endpoints"`
 	// DataMode is "full" (everything passes) or "limited" (Fields applies).
 	DataMode string `yaml:"data_mode"`

@@ -34,6 +34,7 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 		MaxStale: cc.MaxStale,
 		Now:      g.clk.Now(),
 		Origin:   origin,
+		ParseKey: g.chain.Settings().Routes().ParseKey,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

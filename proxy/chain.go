@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,7 @@ type Upstream interface {
 // Cache is what the chain needs from the response cache.
 type Cache interface {
 	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
+	GetWithin(ctx context.Context, key string, stale time.Duration, fetch cache.Fetcher) (cache.Result, error)
 	Peek(ctx context.Context, key string) (*cache.Entry, bool)
 	Put(ctx context.Context, e *cache.Entry) error
 }

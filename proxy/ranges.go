@@ -170,7 +170,7 @@ func (c *Chain) fetchWidened(ctx context.Context, req, wide api.Request, up upst
 	if err != nil {
 		return nil, err
 	}
-	now := c.clk.Now()
+	now := c.received(resp)
 	c.observeClock(wide, resp, now)
 	e := entryOf(wide, resp, now, set)
 	_ = c.cache.Put(context.WithoutCancel(ctx), e)

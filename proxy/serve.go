@@ -35,7 +35,13 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
 	cctx, sp := c.startSpan(ctx, in, "cache lookup")
-	res, err := c.cache.Get(cctx, req.Key(), c.fetcher(in, in.set))
+	var res cache.Result
+	var err error
+	if req.Route != nil {
+		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in, in.set))
+	} else {
+		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in, in.set))
+	}
 	if in.traced {
 		traceLookup(sp, res, err)
 	}
@@ -84,7 +90,7 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if v == nil {
-			if v, err = variantOf(e, in.plan, req.Endpoint); err != nil {
+			if v, err = variantOf(e, in.plan, req); err != nil {
 				grant.Release()
 				c.fail(w, r, projectionError(err))
 				return
@@ -199,9 +205,18 @@ func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Setti
 		return nil, err
 	}
 	c.learnReading(ctx, req, resp, set)
-	now := c.clk.Now()
+	now := c.received(resp)
 	c.observeClock(req, resp, now)
 	return entryOf(req, resp, now, set), nil
+}
+
+// received is when resp arrived: the instant its entry's age counts from
+// (not when the gateway got round to storing it, which may be later).
+func (c *Chain) received(resp *upstream.Response) time.Time {
+	if resp.Received.IsZero() {
+		return c.clk.Now()
+	}
+	return resp.Received
 }
 
 // The access log's upstream_reason values, shared so that storing one
@@ -229,6 +244,9 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Setting
 		End:      q.WindowEnd(),
 		Negative: resp.Status == http.StatusNotFound || resp.Empty,
 	}
+	if q.Route != nil {
+		class.Fresh = q.Route.Fresh
+	}
 	return &cache.Entry{
 		Key:         q.Key(),
 		Topic:       q.Topic,
@@ -241,8 +259,14 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Setting
 	}
 }
 
-// cost is q's price in tokens and quota units.
-func cost(q api.Request, c limits.Costs) int { return c.For(q.Endpoint) }
+// cost is q's price in tokens and quota units: a configured route's own
+// cost, else the endpoint's from c.
+func cost(q api.Request, c limits.Costs) int {
+	if q.Route != nil {
+		return max(q.Route.Cost, 1)
+	}
+	return c.For(q.Endpoint)
+}
 
 // Cache-Status values (RFC 9211), shared and never mutated.
 var (
@@ -409,7 +433,9 @@ func deriveBytes(e *cache.Entry, v *variant, p *plan, gz bool) int64 {
 	return n
 }
 
-func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
+// variantOf returns plan p's variant of e, the answer to q: projected by
+// the plan's allowlist, or for a configured route by the route's own.
+func variantOf(e *cache.Entry, p *plan, q api.Request) (*variant, error) {
 	key := p.memoKey
 	old, found := e.Memo(key)
 	if found && old.(*variant).proj == p.proj {
@@ -425,7 +451,12 @@ func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
 	size := int64(variantOverhead)
 	if p.proj != nil {
 		var err error
-		if body, err = p.proj.Apply(ep, e.Body); err != nil {
+		if q.Route != nil {
+			body, err = projection.Data(e.Body, q.Route.LimitedFields)
+		} else {
+			body, err = p.proj.Apply(q.Endpoint, e.Body)
+		}
+		if err != nil {
 			return nil, err
 		}
 		size += int64(cap(body))
@@ -521,7 +552,7 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 		return
 	}
 	h["X-Content-Type-Options"] = nosniff
-	if in.req.Endpoint == api.EndpointTSV {
+	if in.req.Endpoint.Spec().TSV {
 		h["Content-Type"] = ctTSV
 	} else {
 		h["Content-Type"] = ctJSON

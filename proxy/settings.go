@@ -24,6 +24,7 @@ type Settings struct {
 	plans    map[string]*plan         // plan name → compiled plan
 	policies map[string]limits.Policy // key id → resolved rate and quotas
 	costs    limits.Costs
+	routes   *api.Routes // the configured routes; nil: none
 	ttl      cache.Config
 	trusted  []netip.Prefix
 	cors     *cors.Policy             // nil: CORS off
@@ -34,6 +35,7 @@ type Settings struct {
 type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
+	routes    map[string]bool        // names of the configured routes the plan includes
 	proj      *projection.Projection // nil: full data
 	memoKey   any                    // the entry memo key of this plan's variant (see variantOf)
 	upWeight  float64                // upstream fair-share weight; 0 means 1
@@ -49,15 +51,23 @@ func Compile(cfg *config.Config) (*Settings, error) {
 		costs:    cfg.Limits.Costs,
 		ttl:      cfg.Cache,
 	}
+	routes, err := api.NewRoutes(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	set.routes = routes
 	for name, p := range cfg.Plans {
 		proj, err := projection.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}
 		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute, memoKey: variantKey(name, proj)}
+		cp.routes = make(map[string]bool)
 		for _, e := range p.Endpoints {
 			if ep, ok := api.EndpointNamed(e); ok {
 				cp.endpoints[ep] = true
+			} else {
+				cp.routes[e] = true
 			}
 		}
 		set.plans[name] = cp
@@ -89,6 +99,9 @@ func Compile(cfg *config.Config) (*Settings, error) {
 
 // Config returns the configuration the snapshot was compiled from.
 func (set *Settings) Config() *config.Config { return set.cfg }
+
+// Routes returns the configured routes; nil for none.
+func (set *Settings) Routes() *api.Routes { return set.routes }
 
 // KeyActivity returns the 24 h counters of the key with id, nil for a key
 // the snapshot does not have.

@@ -49,11 +49,16 @@ type conn struct {
 	readDeadline, writeDeadline time.Time
 }
 
-// setReadDeadline arms the read deadline at t (zero: none) unless the one
-// armed is later than t and by less than slack.
+// setReadDeadline arms the read deadline at t (zero: none), or leaves the
+// one armed when it is later than t by at most slack. It arms t+slack, so
+// that a keep-alive connection's next requests, each asking a little later,
+// find it still good: one timer update per slack rather than per request.
 func (c *conn) setReadDeadline(t time.Time, slack time.Duration) {
-	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d < slack || t.IsZero() && c.readDeadline.IsZero() {
+	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d <= slack || t.IsZero() && c.readDeadline.IsZero() {
 		return
+	}
+	if !t.IsZero() {
+		t = t.Add(slack)
 	}
 	c.readDeadline = t
 	_ = c.rwc.SetReadDeadline(t)
@@ -124,15 +129,10 @@ func (c *conn) serve() {
 	}
 	for {
 		if c.br.Buffered() == 0 {
-			// Yield before waiting for the next request: under load the
-			// other connections' goroutines run first, and by the time
-			// this one reads, its client has usually sent the request, so
-			// the read returns it at once instead of parking this
-			// goroutine in the poller to be woken (often on the other
-			// CPU) a moment later. It trades fairness for throughput: at
-			// saturation the median falls and the tail rises, and a lone
-			// connection pays a few µs (README, Performance).
-			runtime.Gosched()
+			// No yield before this read: one (runtime.Gosched) raised
+			// closed-loop throughput but doubled p99 at saturation and
+			// saved no CPU at the arrival rates clients send
+			// (docs/performance.md, Open loop).
 			if d := c.s.idleTimeout(); d > 0 {
 				// A deadline up to d/64 later than asked is as good.
 				c.setReadDeadline(time.Now().Add(d), d/64)

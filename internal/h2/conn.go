@@ -506,10 +506,16 @@ func (c *conn) armReadDeadline() {
 }
 
 func (c *conn) armReadDeadlineLocked() {
-	t := c.nextDeadlineLocked()
+	t, idle := c.nextDeadlineLocked()
 	slack := c.s.idleTimeout() / 64
-	if d := c.readDeadline.Sub(t); !t.IsZero() && !c.readDeadline.IsZero() && d >= 0 && d < slack || t.IsZero() && c.readDeadline.IsZero() {
+	if d := c.readDeadline.Sub(t); !t.IsZero() && !c.readDeadline.IsZero() && d >= 0 && d <= slack || t.IsZero() && c.readDeadline.IsZero() {
 		return
+	}
+	if idle {
+		// Armed up to slack late, the idle deadline stays good for the
+		// requests that follow within slack, each asking a little later:
+		// one timer update per slack rather than per request.
+		t = t.Add(slack)
 	}
 	c.readDeadline = t
 	_ = c.nc.SetReadDeadline(t)
@@ -526,12 +532,11 @@ func (c *conn) setReadDeadline(t time.Time) {
 // nextDeadlineLocked is the earliest time something must happen without
 // the client: its SETTINGS acknowledgement, the end of a header block,
 // credit for a stalled response, or (with no request in progress) the
-// idle timeout. Zero means none.
-func (c *conn) nextDeadlineLocked() time.Time {
+// idle timeout. Zero means none. idle reports that t is the idle timeout's.
+func (c *conn) nextDeadlineLocked() (t time.Time, idle bool) {
 	if c.goingAway && c.quietLocked() {
-		return aLongTimeAgo // a graceful shutdown with nothing left: wake up
+		return aLongTimeAgo, false // a graceful shutdown with nothing left: wake up
 	}
-	var t time.Time
 	earliest := func(u time.Time) {
 		if !u.IsZero() && (t.IsZero() || u.Before(t)) {
 			t = u
@@ -543,9 +548,11 @@ func (c *conn) nextDeadlineLocked() time.Time {
 		earliest(c.blocked[0].stallSince.Add(d)) // the longest stalled
 	}
 	if d := c.s.idleTimeout(); d > 0 && c.running == 0 && len(c.blocked) == 0 {
-		earliest(c.idleSince.Add(d))
+		u := c.idleSince.Add(d)
+		earliest(u)
+		idle = t.Equal(u)
 	}
-	return t
+	return t, idle
 }
 
 // timedOut handles a read deadline that fired at now. It reports whether

@@ -317,6 +317,21 @@ func (c *conn) setPendingLocked(st *stream, p []byte) {
 	st.pending = p
 }
 
+// appendDataLocked queues a DATA frame of p on stream id, END_STREAM when
+// end: the frame Framer.WriteData writes, appended to c.out directly
+// rather than copied into the Framer's buffer first, which cost a copy of
+// every body (docs/performance.md, Open loop).
+func (c *conn) appendDataLocked(id uint32, end bool, p []byte) {
+	var flags http2.Flags
+	if end {
+		flags = http2.FlagDataEndStream
+	}
+	n := len(p)
+	c.out = append(c.out, byte(n>>16), byte(n>>8), byte(n), byte(http2.FrameData), byte(flags),
+		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
+	c.out = append(c.out, p...)
+}
+
 // sendLocked queues as much of p as DATA frames as the windows and the
 // client's frame size allow, END_STREAM on the last when end and all of p
 // went; it returns what did not go.
@@ -330,7 +345,7 @@ func (c *conn) sendLocked(st *stream, p []byte, end bool) []byte {
 			return p
 		}
 		last := n == len(p)
-		_ = c.wfr.WriteData(st.id, end && last, p[:n])
+		c.appendDataLocked(st.id, end && last, p[:n])
 		c.sendWindow -= int64(n)
 		st.sendWindow -= int64(n)
 		p = p[n:]

@@ -222,16 +222,30 @@ type Response struct {
 	WasReset bool
 }
 
-// Get sends a GET on a new stream (after Handshake) and reads its response whole, acking
-// DATA with WINDOW_UPDATEs so a body of any size arrives, and skipping
-// frames of other streams and connection-level frames (PINGs are
-// answered, SETTINGS acked). It fails the test on a connection error or
-// GOAWAY.
+// Get sends a GET on a new stream (after Handshake) and reads its
+// response whole (see ReadResponse).
 func (c *Conn) Get(authority, path, key string) Response {
+	c.t.Helper()
+	id := c.Send(authority, path, key)
+	return c.ReadResponse(id)
+}
+
+// Send sends a GET on a new stream (after Handshake) and returns the
+// stream's id, for ReadResponse.
+func (c *Conn) Send(authority, path, key string) uint32 {
 	c.t.Helper()
 	id := c.NextStreamID()
 	c.WriteRequest(id, c.Encode(GET(authority, path, key)...), true)
 	c.MustFlush()
+	return id
+}
+
+// ReadResponse reads the response of stream id whole, acking DATA with
+// WINDOW_UPDATEs so a body of any size arrives, and skipping frames of
+// other streams and connection-level frames (PINGs are answered, SETTINGS
+// acked). It fails the test on a connection error or GOAWAY.
+func (c *Conn) ReadResponse(id uint32) Response {
+	c.t.Helper()
 	var r Response
 	for {
 		f, err := c.ReadFrame(IOTimeout)

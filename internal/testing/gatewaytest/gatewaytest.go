@@ -347,3 +347,14 @@ func (w *DiscardWriter) Write(b []byte) (int, error) {
 	w.Bytes += len(b)
 	return len(b), nil
 }
+
+// WithRoutes configures the example routes (config.ExampleRoutes) and adds
+// them to the built-in plans as config.example.yaml does.
+func WithRoutes(cfg *config.Config) {
+	cfg.Routes = config.ExampleRoutes()
+	for plan, routes := range config.ExamplePlanRoutes() {
+		p := cfg.Plans[plan]
+		p.Endpoints = append(p.Endpoints, routes...)
+		cfg.Plans[plan] = p
+	}
+}

@@ -50,24 +50,29 @@ type TLSGateway struct {
 
 // UpstreamHold is a path whose upstream requests wait for release.
 type UpstreamHold struct {
-	path    string
+	Path    string
 	Match   func(path string) bool // when set, holds the paths it matches instead
 	release chan struct{}
+	Arrived chan struct{} // closed when the first held request arrives
+	once    sync.Once
 }
+
+// arrive records that a held request reached the upstream.
+func (h *UpstreamHold) arrive() { h.once.Do(func() { close(h.Arrived) }) }
 
 // holds reports whether h holds the upstream's requests for path.
 func (h *UpstreamHold) holds(path string) bool {
 	if h.Match != nil {
 		return h.Match(path)
 	}
-	return path == h.path
+	return path == h.Path
 }
 
 // StartTLSGateway starts a TLS gateway whose key never meets a rate limit
 // or quota (the attacks exercise the HTTP/2 server, not the limiter), with
 // set (an h2Servers entry, nil for none) and then mutate applied to the
 // config. It is stopped when the test ends.
-func StartTLSGateway(t *testing.T, set, mutate func(*config.Config)) *TLSGateway {
+func StartTLSGateway(t testing.TB, set, mutate func(*config.Config)) *TLSGateway {
 	t.Helper()
 	clk := clock.NewFake(Now)
 	calls, held := &atomic.Int64{}, &atomic.Pointer[UpstreamHold]{}
@@ -75,6 +80,7 @@ func StartTLSGateway(t *testing.T, set, mutate func(*config.Config)) *TLSGateway
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			if h := held.Load(); h != nil && h.holds(r.URL.Path) {
+				h.arrive()
 				select {
 				case <-h.release:
 				case <-r.Context().Done():
@@ -109,13 +115,13 @@ func StartTLSGateway(t *testing.T, set, mutate func(*config.Config)) *TLSGateway
 
 // Hold makes the upstream hold every request for path until the returned
 // func is called (at the latest when the test ends).
-func (g *TLSGateway) Hold(t *testing.T, path string) (release func()) {
-	return g.HoldMatching(t, &UpstreamHold{path: path})
+func (g *TLSGateway) Hold(t testing.TB, path string) (release func()) {
+	return g.HoldMatching(t, &UpstreamHold{Path: path})
 }
 
 // HoldMatching is hold for every path h holds.
-func (g *TLSGateway) HoldMatching(t *testing.T, h *UpstreamHold) (release func()) {
-	h.release = make(chan struct{})
+func (g *TLSGateway) HoldMatching(t testing.TB, h *UpstreamHold) (release func()) {
+	h.release, h.Arrived = make(chan struct{}), make(chan struct{})
 	g.held.Store(h)
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.release) }) }
@@ -124,7 +130,7 @@ func (g *TLSGateway) HoldMatching(t *testing.T, h *UpstreamHold) (release func()
 }
 
 // Dial opens a frame-level HTTP/2 connection to the gateway.
-func (g *TLSGateway) Dial(t *testing.T) *h2test.Conn {
+func (g *TLSGateway) Dial(t testing.TB) *h2test.Conn {
 	t.Helper()
 	return h2test.Dial(t, g.Public, g.TLS)
 }
