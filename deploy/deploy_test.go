@@ -29,7 +29,7 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 const (

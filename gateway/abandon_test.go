@@ -13,8 +13,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"trendgate/config"
-	"trendgate/internal/h2test"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/h2test"
 )
 
 var (

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"trendgate/activity"
 	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/breaker"
@@ -72,6 +73,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
+		g.startLastUsed(activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0))
 	}
 
 	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)

@@ -13,10 +13,10 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 
-	"trendgate/internal/testcert"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/testcert"
 )
 
 // certPair is a self-signed certificate for tg.test and 127.0.0.1 with its

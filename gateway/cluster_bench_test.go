@@ -14,8 +14,8 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )
 

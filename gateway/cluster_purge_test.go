@@ -13,8 +13,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestClusterPurgeReachesEveryInstance: a purge on instance 0, in each of

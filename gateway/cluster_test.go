@@ -8,8 +8,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/redistest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )
 

@@ -16,6 +16,7 @@ import (
 	"trendgate/internal/buildinfo"
 	"trendgate/limits"
 	"trendgate/proxy"
+	"trendgate/upstream"
 )
 
 // The operator's console: per-key usage (GET /keys), the dashboard summary
@@ -31,6 +32,31 @@ var (
 type budgetReporter interface {
 	BudgetLeft() (minute, day int64, ok bool)
 	BudgetLimits() (perMinute, perDay int)
+}
+
+// shareReporter is implemented by an upstream client that can list the
+// minute's fair shares.
+type shareReporter interface {
+	Shares(ctx context.Context) ([]upstream.Share, error)
+}
+
+// upstreamShares returns the minute's shares for the summary; none when
+// they cannot be read (logged).
+func (g *Gateway) upstreamShares(ctx context.Context) []admin.UpstreamShare {
+	out := []admin.UpstreamShare{}
+	sr, ok := g.up.(shareReporter)
+	if !ok {
+		return out
+	}
+	ss, err := sr.Shares(ctx)
+	if err != nil {
+		g.log.Warn("reading the upstream shares failed", zap.Error(err))
+		return out
+	}
+	for _, s := range ss {
+		out = append(out, admin.UpstreamShare{Account: s.Tenant, Weight: s.Weight, Active: s.Active, Used: s.Used, Guaranteed: s.Guarantee})
+	}
+	return out
 }
 
 // topN is how many keys and topics the summary lists.
@@ -71,13 +97,16 @@ func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only strin
 		if only != "" && rk.Key.ID != only {
 			continue
 		}
-		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Policy: rk.Policy})
-		ku := admin.KeyUsage{ID: rk.Key.ID, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires}
+		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy})
+		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires,
+			NotBefore: rk.Key.NotBefore, Created: rk.Key.Created}
 		switch {
 		case rk.Key.Disabled:
 			ku.State = "disabled"
 		case rk.Key.Expires != nil && !now.Before(*rk.Key.Expires):
 			ku.State = "expired"
+		case rk.Key.NotBefore != nil && now.Before(*rk.Key.NotBefore):
+			ku.State = "not_yet_valid"
 		}
 		ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
 		if k := set.KeyActivity(rk.Key.ID); k != nil {
@@ -98,6 +127,21 @@ func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only strin
 	}
 	if len(kps) == 0 {
 		return out, nil
+	}
+	ids := make([]string, len(out))
+	for i := range out {
+		ids[i] = out[i].ID
+	}
+	shared := g.lastUsedOf(ctx, ids)
+	for i := range out {
+		ku := &out[i]
+		last := shared[ku.ID]
+		if ku.LastSeen != nil && ku.LastSeen.After(last) {
+			last = *ku.LastSeen
+		}
+		if !last.IsZero() {
+			ku.LastUsed = &last
+		}
 	}
 	us, err := g.usage.Usage(ctx, kps)
 	if err != nil {
@@ -162,6 +206,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	for _, o := range activity.Outcomes {
 		s.Outcomes = append(s.Outcomes, admin.OutcomeRate{Outcome: o.String(), PerSecond: round(snap.Rates[o], 1), Total: snap.Totals[o]})
 	}
+	s.Upstream.Shares = g.upstreamShares(ctx)
 	if br, ok := g.up.(budgetReporter); ok {
 		s.Upstream.PerMinuteLimit, s.Upstream.PerDayLimit = br.BudgetLimits()
 		if m, d, ok := br.BudgetLeft(); ok {
@@ -190,7 +235,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 func topKeys(keys []admin.KeyUsage, n int) []admin.TopKey {
 	out := make([]admin.TopKey, 0, len(keys))
 	for _, k := range keys {
-		tk := admin.TopKey{ID: k.ID, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
+		tk := admin.TopKey{ID: k.ID, Account: k.Account, Plan: k.Plan, State: k.State, Used: k.Daily.Used}
 		for _, w := range []struct {
 			name  string
 			q     admin.QuotaUsage

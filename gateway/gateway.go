@@ -61,6 +61,9 @@ type Gateway struct {
 	usage   limits.UsageReader // the limiter's counters, read by the console
 	act     *activity.Recorder // recent traffic for the dashboard
 	closers []func() error     // cluster resources, closed by Close
+	// lastUsed shares the keys' last use among instances; nil without
+	// cluster mode (lastused.go).
+	lastUsed *activity.LastUsed
 	// purgeBus tells the other instances of a cluster about purges; nil
 	// without cluster mode.
 	purgeBus *cache.PurgeBus

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/h2test"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/h2test"
 )
 
 // slowMiss opens an HTTP/2 connection to g and sends, on its first stream,

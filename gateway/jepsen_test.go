@@ -12,8 +12,8 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/redistest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // TestInflightGauges checks that the in-flight bound the gateway builds is

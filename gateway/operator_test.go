@@ -14,8 +14,8 @@ import (
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/promtest"
 	"trendgate/limits"
 )
 

@@ -21,10 +21,9 @@ import (
 	"trendgate/config"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
-
-	"trendgate/internal/syncbuf"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/redistest"
+	"trendgate/internal/testing/syncbuf"
 )
 
 // TestTLSFiles serves HTTPS from a certificate file pair: TLS 1.2 and 1.3

@@ -25,6 +25,9 @@ import (
 type Upstream interface {
 	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
 	State() breaker.State
+	// Withdraw takes an account its own limits refuse out of the fair
+	// share until it claims again.
+	Withdraw(ctx context.Context, tenant string)
 }
 
 // Cache is what the chain needs from the response cache.

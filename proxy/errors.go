@@ -63,6 +63,8 @@ func toHTTP(err error) *httperr.Error {
 	switch {
 	case errors.Is(err, upstream.ErrBudgetExhausted):
 		return withRetry(api.ErrUpstreamBudget)
+	case errors.Is(err, upstream.ErrCapReached):
+		return withRetry(api.ErrUpstreamCap)
 	case errors.Is(err, upstream.ErrShareExhausted):
 		return withRetry(api.ErrUpstreamShare)
 	case errors.Is(err, upstream.ErrRateLimited):

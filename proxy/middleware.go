@@ -108,7 +108,7 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 		}
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
-		in.keyID, in.plan, in.policy = p.KeyID, in.set.plans[p.Plan], in.set.policies[p.KeyID]
+		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies[p.KeyID]
 		in.usage = in.set.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
@@ -252,7 +252,8 @@ func (c *Chain) limit(next http.Handler) http.Handler {
 			return
 		}
 		actx, sp := c.startSpan(r.Context(), in, "limits admit")
-		d, err := c.limiter.Admit(actx, in.keyID, in.policy, in.cost)
+		subject := limits.Subject{Key: in.keyID, Account: in.account}
+		d, err := c.limiter.Admit(actx, subject, in.policy, in.cost)
 		if in.traced {
 			traceAdmit(sp, d, err)
 		}
@@ -263,12 +264,15 @@ func (c *Chain) limit(next http.Handler) http.Handler {
 		}
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
+			// The account cannot be served for now: it must not hold a
+			// reservation of the upstream budget others could use.
+			c.up.Withdraw(context.WithoutCancel(r.Context()), in.account)
 			c.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
 			c.fail(w, r, limitError(d))
 			return
 		}
 		refund := func() {
-			if err := c.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
+			if err := c.limiter.Refund(context.WithoutCancel(r.Context()), subject, d); err != nil {
 				c.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
 			}
 		}

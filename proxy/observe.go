@@ -34,12 +34,15 @@ type info struct {
 	req    api.Request // zero until route succeeds
 	routed bool
 	keyID  string
-	plan   *plan
-	policy limits.Policy
-	usage  *activity.Key // the key's 24 h counters; nil until authenticated
-	cost   int
-	cache  string // Cache-Status summary for the log: hit, miss, stale, ...
-	code   string // the error code the client received; "" for none
+	// account is keyID's account (keyID itself for a key configured
+	// without one): its quotas and its fair share of the upstream budget.
+	account string
+	plan    *plan
+	policy  limits.Policy
+	usage   *activity.Key // the key's 24 h counters; nil until authenticated
+	cost    int
+	cache   string // Cache-Status summary for the log: hit, miss, stale, ...
+	code    string // the error code the client received; "" for none
 	// clientID is the client's X-Request-ID, sanitized, when it was not
 	// adopted as id.
 	clientID string

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/promtest"
 	"trendgate/internal/testing/gatewaytest"
+	"trendgate/internal/testing/promtest"
 )
 
 // upstreamCalls counts the upstream requests for path.

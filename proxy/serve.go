@@ -127,10 +127,10 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 // after stale_if_error_wait), the upstream calls it made were paid for all
 // the same. They are counted for in's key, whose request started the fill
 // (trendgate_upstream_calls_abandoned_by_key_total and the key's usage);
-// the key's fair share counted them already, since a call is claimed for
-// the key before it is sent.
+// the account's fair share counted them already, since a call is claimed
+// for the account before it is sent.
 func (c *Chain) fetcher(in *info, set *Settings) cache.Fetcher {
-	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
+	req, keyID, account, p, usage := in.req, in.keyID, in.account, in.plan, in.usage
 	return func(ctx context.Context, background bool) (e *cache.Entry, err error) {
 		reason := cache.ReasonFrom(ctx).String()
 		if background && c.tracer != nil {
@@ -153,7 +153,7 @@ func (c *Chain) fetcher(in *info, set *Settings) cache.Fetcher {
 			RawQuery:   req.UpstreamQuery(),
 			Background: background,
 			Reason:     reason,
-			Tenant:     keyID,
+			Tenant:     account,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
 			Sent: func() {

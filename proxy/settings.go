@@ -74,9 +74,12 @@ func Compile(cfg *config.Config) (*Settings, error) {
 	}
 	specs := make([]auth.KeySpec, 0, len(cfg.Keys))
 	for _, rk := range cfg.ResolvedKeys() {
-		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Plan: rk.Plan, Disabled: rk.Key.Disabled}
+		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Account: rk.Account, Plan: rk.Plan, Disabled: rk.Key.Disabled}
 		if rk.Key.Expires != nil {
 			spec.Expires = *rk.Key.Expires
+		}
+		if rk.Key.NotBefore != nil {
+			spec.NotBefore = *rk.Key.NotBefore
 		}
 		specs = append(specs, spec)
 		set.policies[rk.Key.ID] = rk.Policy

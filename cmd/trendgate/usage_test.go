@@ -75,12 +75,12 @@ func TestKeysUsage(t *testing.T) {
 		want    []string // lines or fragments of the output, in order
 	}{
 		{name: "table", args: []string{"-admin", base}, want: []string{
-			"ID      PLAN     STATE     DAILY USED/LIMIT  MONTHLY USED/LIMIT  TOKENS/BURST  24H REQUESTS  24H UNITS  24H UPSTREAM  LAST SEEN             SOURCE",
-			"team-a  full     active    6/100000          6/2000000           34/40         2             6          2             2026-11-19T10:30:00Z  local",
-			"team-b  limited  disabled  0/5000            0/100000            10/10         0             0          0             never                 local",
+			"ID      ACCOUNT  PLAN     STATE     DAILY USED/LIMIT  MONTHLY USED/LIMIT  TOKENS/BURST  24H REQUESTS  24H UNITS  24H UPSTREAM  LAST SEEN             SOURCE",
+			"team-a  team-a   full     active    6/100000          6/2000000           34/40         2             6          2             2026-11-19T10:30:00Z  local",
+			"team-b  team-b   limited  disabled  0/5000            0/100000            10/10         0             0          0             never                 local",
 		}},
 		{name: "one key with detail", args: []string{"-admin", base + "/", "-id", "team-a"}, want: []string{
-			"team-a  full  active",
+			"team-a  team-a   full  active",
 			"team-a: daily quota resets 2026-11-20T00:00:00Z, monthly 2026-12-01T00:00:00Z; last 24 h (this instance) since 2026-11-18T11:00:00Z:",
 			"ENDPOINT  STATUS  REQUESTS  UNITS",
 			"    list     2xx         1      1",

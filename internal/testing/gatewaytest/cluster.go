@@ -21,8 +21,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/promtest"
+	"trendgate/internal/testing/redistest"
 )
 
 // SharedRedis is the Redis the cluster tests share with other test runs;
@@ -254,8 +254,8 @@ func Tally(rs []Result) map[string]int {
 	return out
 }
 
-// redisNow returns Redis's own TIME, which its windows are computed from.
-func (c *Cluster) redisNow() time.Time {
+// RedisNow returns Redis's own TIME, which its windows are computed from.
+func (c *Cluster) RedisNow() time.Time {
 	c.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -271,7 +271,7 @@ func (c *Cluster) redisNow() time.Time {
 // 0 when it does not exist.
 func (c *Cluster) QuotaCounter(kind, keyID string) int64 {
 	c.T.Helper()
-	now := c.redisNow()
+	now := c.RedisNow()
 	window := now.Format("20060102")
 	if kind == "m" {
 		window = now.Format("200601")

@@ -25,8 +25,8 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
-	"trendgate/internal/syncbuf"
+	"trendgate/internal/testing/promtest"
+	"trendgate/internal/testing/syncbuf"
 )
 
 // Now is a Thursday mid-morning UTC, in the middle of an hour.

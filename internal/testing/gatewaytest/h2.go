@@ -12,12 +12,12 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/h2test"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/h2test"
+	"trendgate/internal/testing/promtest"
 )
 
 // h2Servers are the HTTP/2 servers the HTTPS listener can run: the lane
-// (internal/h2, the default) and Go's net/http HTTP/2 (fast_http2: false).
+// (internal/transport/h2, the default) and Go's net/http HTTP/2 (fast_http2: false).
 // Every attack regression and the drain after it runs once per entry, its
 // set applied before the test's own changes.
 var h2Servers = []struct {
@@ -213,7 +213,7 @@ func LiveHeap() uint64 {
 // AttackTimeouts are the server timeouts of the attack tests: short, so
 // that what they bound shows within a test's time, and write_timeout below
 // shutdown_timeout, so a write the client never lets finish cannot outlast
-// the drain (with the defaults, 60 s and 20 s, it can; see the README).
+// the drain (with the defaults, 60 s and 20 s, it can; see docs/http-lanes.md).
 func AttackTimeouts(c *config.Config) {
 	c.Server.ReadHeaderTimeout = time.Second
 	c.Server.ReadTimeout = time.Second

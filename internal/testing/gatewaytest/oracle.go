@@ -26,7 +26,7 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/internal/syncbuf"
+	"trendgate/internal/testing/syncbuf"
 	"trendgate/projection"
 )
 

@@ -18,8 +18,8 @@ import (
 	"trendgate/gateway"
 	"trendgate/internal/clock"
 
-	"trendgate/internal/syncbuf"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/syncbuf"
+	"trendgate/internal/testing/testcert"
 )
 
 // Served is a gateway whose Serve call the test controls: stop cancels its

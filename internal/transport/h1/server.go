@@ -6,18 +6,48 @@
 // per-request machinery (a background-read goroutine, a cancelable context,
 // header sorting, a buffered writer that sends a large body in two
 // syscalls) costs more than that. The lane serves the requests a hot API
-// sees all day — GET or HEAD, origin-form target, no body, well-formed
-// fields — with the same http.Handler, and writes each response's head and
-// body with one writev. Everything else (other methods, bodies, HTTP/1.0,
-// bare LF, obs-fold, oversized heads, protocol upgrades) is handed, with
-// every byte already read, to a net/http server that keeps serving that
-// connection, so odd input always meets net/http's behaviour.
+// sees all day with the same http.Handler, and writes each response's head
+// and body with one writev.
 //
 // With a TLSConfig the lane terminates TLS itself: after the handshake, a
 // connection that negotiated HTTP/1.1 (or no protocol) runs on the lane as
 // a plain one does, and one that negotiated h2 goes to the Server's H2
-// (the HTTP/2 lane, package internal/h2) or, without one, untouched to the
-// net/http server, whose HTTP/2 serves it.
+// (the HTTP/2 lane, package internal/transport/h2) or, without one,
+// untouched to the net/http server, whose HTTP/2 serves it.
+//
+// # Invariants
+//
+// The lane frames no body. It serves a head only when it is "GET" or
+// "HEAD", an origin-form target, "HTTP/1.1", CRLF line ends, at most 64
+// fields valid by the checks net/http uses, exactly one valid Host, and
+// no Content-Length (not even 0), Transfer-Encoding, Expect or Upgrade.
+// Anything else, including every request that has or announces a body,
+// is handed to the Fallback net/http server together with every byte
+// already read, and net/http serves that connection from then on. So
+// every request the lane itself serves has Body http.NoBody and
+// ContentLength 0, and the lane never has to decide where a body ends.
+//
+// What the lane serves, it must answer as net/http would:
+//   - the request: the same Method, URL, Host, RequestURI, Close and
+//     Header (Host removed, "Pragma: no-cache" implying Cache-Control) as
+//     http.ReadRequest reads from the same head
+//     (TestParseHeadAgreesWithReadRequest, FuzzParseHead); RemoteAddr the
+//     peer's address; r.TLS set on a TLS connection, also on one handed
+//     to Fallback after the lane read from it; a context carrying
+//     http.ServerContextKey
+//     (Fallback) and http.LocalAddrContextKey, canceled when the handler
+//     returns or, once the handler asked for Done, when the client goes
+//     away;
+//   - the response: net/http's rules for status codes, Content-Length,
+//     a sniffed Content-Type, Date, Connection: close and HEAD
+//     (TestLaneMatchesNetHTTP, TestResponseWriterMatchesNetHTTP), with two
+//     deliberate differences: a body without a Content-Length is held
+//     whole and sent with its length, never chunked, and the writer is no
+//     http.Flusher;
+//   - the connection: Fallback's ReadHeaderTimeout, ReadTimeout,
+//     WriteTimeout, IdleTimeout and MaxHeaderBytes, as net/http applies
+//     them (a head over 8 KiB, or over a smaller MaxHeaderBytes but at
+//     least 512 bytes, goes to net/http, which then decides).
 package h1
 
 import (
@@ -42,7 +72,11 @@ type Server struct {
 	Handler  http.Handler
 	Fallback *http.Server
 	// TLSConfig, when not nil, makes Serve terminate TLS on every
-	// connection it accepts. Its NextProtos decide what clients may
+	// connection it accepts. Requests then carry the connection's TLS
+	// state in r.TLS, on the lane and on Fallback alike: for the
+	// connections the lane hands over after reading from them (which
+	// net/http cannot see as *tls.Conn), Serve wraps Fallback's Handler
+	// and ConnContext, once, to set it. Its NextProtos decide what clients may
 	// negotiate: "h2" connections go to Fallback (which must then have
 	// the same TLSConfig, so that net/http sets up its HTTP/2), "http/1.1"
 	// and none stay on the lane, and any other protocol is closed after
@@ -67,6 +101,7 @@ type Server struct {
 	listener net.Listener
 	handoff  *handoffListener
 	conns    map[*conn]struct{}
+	wrapped  bool // Fallback's Handler and ConnContext carry the TLS state
 }
 
 // ConnServer serves whole connections: the HTTP/2 lane's side of H2.
@@ -104,6 +139,10 @@ func (s *Server) Serve(l net.Listener) error {
 	s.listener, s.handoff = l, hl
 	if s.conns == nil {
 		s.conns = make(map[*conn]struct{})
+	}
+	if s.TLSConfig != nil && !s.wrapped {
+		s.wrapped = true
+		carryTLSState(s.Fallback)
 	}
 	s.mu.Unlock()
 
@@ -327,6 +366,9 @@ func (l *handoffListener) deliver(c net.Conn) bool {
 type replayConn struct {
 	net.Conn
 	pending []byte
+	// tlsState is the TLS state of the connection under it; nil without
+	// TLS. carryTLSState gives it to the requests net/http reads.
+	tlsState *tls.ConnectionState
 	// headDeadline bounds the first request's head as the lane counted it;
 	// zero means no bound. clamped is set once it has been applied. Only
 	// net/http's serving goroutine calls SetReadDeadline.
@@ -362,6 +404,40 @@ func (c *replayConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// tlsStateKey is the context key under which a handed-over TLS
+// connection's state reaches Fallback's handler.
+type tlsStateKey struct{}
+
+// carryTLSState wraps srv's ConnContext and Handler so that requests on a
+// replayConn over TLS carry its state in r.TLS. net/http sets r.TLS only
+// for a connection that is a *tls.Conn, and a replayConn, which must
+// replay the bytes the lane already read, cannot be one. Requests on any
+// other connection pass through unchanged.
+func carryTLSState(srv *http.Server) {
+	connContext := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if connContext != nil {
+			ctx = connContext(ctx, c)
+		}
+		if rc, ok := c.(*replayConn); ok && rc.tlsState != nil {
+			ctx = context.WithValue(ctx, tlsStateKey{}, rc.tlsState)
+		}
+		return ctx
+	}
+	next := srv.Handler
+	if next == nil {
+		next = http.DefaultServeMux // what net/http serves for a nil Handler
+	}
+	srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st, ok := r.Context().Value(tlsStateKey{}).(*tls.ConnectionState); ok && r.TLS == nil {
+			r2 := *r // net/http's handlers may not modify r itself
+			r2.TLS = st
+			r = &r2
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 var (

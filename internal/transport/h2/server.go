@@ -8,22 +8,41 @@
 // goroutine and runs a stream's handler right there, so a cache hit costs
 // no goroutine hop. The frames every handler of a batch produced leave in
 // one write: under TLS, one tls.Conn.Write whose records one system call
-// sends (package batchconn).
-//
-// A handler that waits (it asks its request context for Done, or its
-// response is held up by flow control) must not hold up the connection:
-// at that moment the connection's reading moves to a new goroutine and the
-// handler keeps the one it runs on. Only handlers that wait pay for a
-// goroutine.
+// sends (package internal/transport/batchconn).
 //
 // Frames are read and written with golang.org/x/net/http2's Framer and
 // header blocks coded with its hpack package; the lane implements the
 // protocol's rules on top (stream states, flow control both ways, header
-// validation, limits) as RFC 9113 states them. Request bodies are not
-// read: a request whose HEADERS do not end the stream reaches the handler
-// with ContentLength -1 (or its content-length) and a Body that fails, as
-// the API refuses bodies anyway; its DATA is counted, checked against its
-// content-length and discarded, and its flow-control credit given back.
+// validation, limits) as RFC 9113 states them.
+//
+// # Invariants
+//
+// A handler runs on the connection's reading goroutine until it asks its
+// request context for Done, or until one of its writes has to wait for
+// the client's flow-control credit. At that moment the connection's
+// reading moves to a new goroutine and the handler keeps the one it runs
+// on, so only handlers that wait pay for a goroutine. The other side of
+// that bargain: a handler that blocks without first asking for Done
+// (Err and Value do not count) holds up every other stream of its
+// connection, and its control frames, until it returns. The gateway's
+// long waits (a coalesced cache fill, an upstream request, the in-flight
+// byte bound) all wait on ctx.Done.
+//
+// Request bodies are never read: a request whose HEADERS do not end the
+// stream reaches the handler with ContentLength -1 (or its
+// content-length) and a Body that fails, as the API refuses bodies
+// anyway; its DATA is counted, checked against its content-length and
+// discarded, and its flow-control credit given back.
+//
+// What the lane serves, it must answer as Go's HTTP/2 server would: the
+// request with Proto "HTTP/2.0", Host from :authority, r.TLS, and a
+// context canceled when the stream is reset, the connection ends or the
+// handler returns; the response with net/http's rules for status codes,
+// content-length (computed for a body held whole), a sniffed
+// Content-Type, Date and HEAD (the head and its length, no DATA), and
+// http.Flusher. The gateway's TestTLSHTTP2LaneMatchesNetHTTP sends the
+// same requests through this lane and through Go's server and requires
+// the same statuses, fields and bytes.
 package h2
 
 import (

@@ -11,7 +11,7 @@ import (
 )
 
 // response is the lane's http.ResponseWriter, with net/http's rules for
-// what a response carries (the same as internal/h1's): it holds up to
+// what a response carries (the same as internal/transport/h1's): it holds up to
 // holdBytes of body and sends it with the head when the handler returns,
 // so a small response gets a content-length and leaves in one batch; a
 // larger body with a Content-Length goes out as it is written. A body

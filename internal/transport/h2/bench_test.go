@@ -12,8 +12,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"trendgate/internal/h2"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
+	"trendgate/internal/transport/h2"
 )
 
 // BenchmarkServe sends one request after another on one HTTP/2-over-TLS

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"trendgate/internal/h2"
+	"trendgate/internal/transport/h2"
 )
 
 // FuzzServeConn feeds arbitrary bytes, after the client preface, to a

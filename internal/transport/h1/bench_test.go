@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"testing"
 
-	"trendgate/internal/h1"
+	"trendgate/internal/transport/h1"
 )
 
 // BenchmarkServe sends one keep-alive request after another over loopback

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"trendgate/internal/batchconn"
+	"trendgate/internal/transport/batchconn"
 )
 
 // Protocol constants (RFC 9113).

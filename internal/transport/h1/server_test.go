@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/h1"
-	"trendgate/internal/syncbuf"
+	"trendgate/internal/testing/syncbuf"
+	"trendgate/internal/transport/h1"
 )
 
 // guard bounds every wait on the server; reaching it is a failure, never

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"trendgate/internal/batchconn"
+	"trendgate/internal/transport/batchconn"
 )
 
 // Connection states, for Shutdown: an idle connection waits for a
@@ -36,6 +36,9 @@ type conn struct {
 	state  atomic.Int32
 	remote string
 	base   context.Context // values every request context carries
+	// tlsState is the connection's TLS state once its handshake is done,
+	// shared by its requests as net/http shares it; nil without TLS.
+	tlsState *tls.ConnectionState
 
 	tmpl  http.Request // fields of the request being built; never handed out
 	res   response     // reused for each request
@@ -196,7 +199,9 @@ func (c *conn) handshake(tc *tls.Conn) int {
 		return handshakeFailed
 	}
 	_ = tc.SetDeadline(time.Time{})
-	switch tc.ConnectionState().NegotiatedProtocol {
+	st := tc.ConnectionState()
+	c.tlsState = &st
+	switch st.NegotiatedProtocol {
 	case "", "http/1.1":
 		return handshakeLane
 	case "h2":
@@ -265,7 +270,7 @@ func (c *conn) readHead(start time.Time) (head, verdict) {
 // whether Fallback took it.
 func (c *conn) handOff(start time.Time) bool {
 	pending, _ := c.br.Peek(c.br.Buffered())
-	rc := &replayConn{Conn: c.rwc, pending: bytes.Clone(pending)}
+	rc := &replayConn{Conn: c.rwc, pending: bytes.Clone(pending), tlsState: c.tlsState}
 	if d := c.s.headerTimeout(); d > 0 {
 		rc.headDeadline = start.Add(d)
 	}
@@ -296,6 +301,7 @@ func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
 	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, h.url, hdr, h.host, h.target
 	t.Proto, t.ProtoMajor, t.ProtoMinor = "HTTP/1.1", 1, 1
 	t.Body, t.Close, t.RemoteAddr = http.NoBody, h.close, c.remote
+	t.TLS = c.tlsState
 
 	ctx := &reqCtx{Context: c.base, c: c}
 	r := t.WithContext(ctx)

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"trendgate/internal/h2"
+	"trendgate/internal/transport/h2"
 )
 
 // guard bounds every wait in these tests; none is expected to come near it.

@@ -4,8 +4,8 @@
 // crypto/tls writes each record with its own write call, so a response of
 // n records would cost n system calls. A Conn sits under a *tls.Conn:
 // while held, it collects what TLS writes and sends it with one call at
-// Flush. The HTTP/1.1 lane (internal/h1) holds it around each response,
-// the HTTP/2 lane (internal/h2) around each batch of frames. A Conn also
+// Flush. The HTTP/1.1 lane (internal/transport/h1) holds it around each response,
+// the HTTP/2 lane (internal/transport/h2) around each batch of frames. A Conn also
 // keeps its first write error (see Conn), which is why the connections
 // net/http serves over TLS sit on one too (Listener), never held.
 package batchconn

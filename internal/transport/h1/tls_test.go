@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
 )
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool that
@@ -174,5 +174,59 @@ func TestTLSLaneWritesAResponseAtOnce(t *testing.T) {
 	}
 	if n := l.writes.Load() - before; n != 3 {
 		t.Errorf("%d writes for 3 answers of 61 KB over TLS; want 3", n)
+	}
+}
+
+// TestTLSStateOnEveryPath is a regression test: requests the lane served
+// over TLS had a nil r.TLS, and so did requests on a connection it handed
+// to net/http after reading from it (net/http sets r.TLS only on a
+// *tls.Conn). Every path now carries the connection's state: the lane, a
+// request with a body handed over mid-connection, and an h2 connection
+// handed over whole.
+func TestTLSStateOnEveryPath(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if r.TLS == nil || !r.TLS.HandshakeComplete {
+			io.WriteString(w, r.Method+" no TLS state")
+			return
+		}
+		io.WriteString(w, r.Method+" TLS "+r.TLS.NegotiatedProtocol)
+	})
+	ls, pool := startTLSLane(t, h)
+	h1c := tlsClient(pool, "http/1.1")
+	defer h1c.CloseIdleConnections()
+	h2c := tlsClient(pool, "h2", "http/1.1")
+	defer h2c.CloseIdleConnections()
+
+	for _, tc := range []struct {
+		name      string
+		client    *http.Client
+		method    string
+		body      io.Reader
+		want      string
+		handedOff int32 // connections net/http has been given by then
+	}{
+		{"lane", h1c, http.MethodGet, nil, "GET TLS http/1.1", 0},
+		{"handed over after a head with a body", h1c, http.MethodPost, strings.NewReader("x=1"), "POST TLS http/1.1", 1},
+		{"h2, handed over whole", h2c, http.MethodGet, nil, "GET TLS h2", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, "https://"+ls.addr+"/", tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tc.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(b) != tc.want {
+				t.Errorf("got %q; want %q", b, tc.want)
+			}
+			if n := ls.handedOff.Load(); n != tc.handedOff {
+				t.Errorf("%d connections handed to net/http; want %d", n, tc.handedOff)
+			}
+		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
 )
 
 // countingConn counts the writes that reach it and fails each while fail

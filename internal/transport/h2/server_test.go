@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/net/http2"
 
-	"trendgate/internal/h2"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
+	"trendgate/internal/transport/h2"
 )
 
 // echo answers with the method, path, protocol and host of the request,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/h2"
+	"trendgate/internal/transport/h2"
 )
 
 // deadlineConn counts the read deadlines armed on a connection.
