@@ -11,7 +11,7 @@ import (
 )
 
 // SummarySource reports the figures of the dashboard for GET /summary;
-// proxy.Gateway implements it.
+// gateway.Gateway implements it.
 type SummarySource interface {
 	Summary(ctx context.Context) (Summary, error)
 }

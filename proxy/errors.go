@@ -19,14 +19,14 @@ var bearerChallenge = []string{`Bearer realm="trendgate"`}
 
 // limitError is the 429 for a refused limit decision.
 func limitError(d limits.Decision) *httperr.Error {
-	msg := "rate limit exceeded for this key; retry after the Retry-After delay"
+	code, msg := api.CodeRateLimited, "rate limit exceeded for this key; retry after the Retry-After delay"
 	switch d.Reason {
 	case limits.ReasonDaily:
-		msg = "daily quota exhausted for this key; it resets at 00:00 UTC"
+		code, msg = api.CodeDailyQuotaExceeded, "daily quota exhausted for this key; it resets at 00:00 UTC"
 	case limits.ReasonMonthly:
-		msg = "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
+		code, msg = api.CodeMonthlyQuotaExceeded, "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
 	}
-	return &httperr.Error{Status: http.StatusTooManyRequests, Code: string(d.Reason), Message: msg, RetryAfter: d.RetryAfter}
+	return &httperr.Error{Status: http.StatusTooManyRequests, Code: code, Message: msg, RetryAfter: d.RetryAfter}
 }
 
 // costError is the 403 for a request whose cost exceeds a limit of the
@@ -85,12 +85,12 @@ func toHTTP(err error) *httperr.Error {
 
 // fail writes err as the JSON error response and logs what the client is
 // not told.
-func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (c *Chain) fail(w http.ResponseWriter, r *http.Request, err error) {
 	in := infoFrom(r.Context())
 	he := toHTTP(err)
 	in.code = he.Code
 	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == api.ErrInternal {
-		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
+		c.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}
 	if he.Status == api.ErrClientGone.Status {
 		// Nobody is listening: write nothing, but record 499 so the access
@@ -100,7 +100,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
-	g.act.Refusal(in.start, he.Code)
+	c.act.Refusal(in.start, he.Code)
 	if he.Status == http.StatusUnauthorized {
 		w.Header()["Www-Authenticate"] = bearerChallenge
 	}

@@ -18,14 +18,18 @@ import (
 // cannot be used to flood the gateway, but charges no quota, never reaches
 // the cache or the upstream, and is not counted in the key's 24 h traffic.
 
+// usageReadTimeout bounds one read of the limiter's counters (Redis in
+// cluster mode, which falls back to local figures when it fails).
+const usageReadTimeout = 2 * time.Second
+
 // selfUsage answers requests for api.UsagePath through their own short
 // chain (check, authenticate, token bucket, report) and passes every other
 // request on.
-func (g *Gateway) selfUsage(next http.Handler) http.Handler {
-	usage := compose(http.HandlerFunc(g.serveUsage),
-		g.checkUsage,   // GET or HEAD, no body, no query; 400/405
-		g.authenticate, // Bearer key → Principal; 401
-		g.limitRate,    // one token of the key's bucket, no quota; 429
+func (c *Chain) selfUsage(next http.Handler) http.Handler {
+	chain := compose(http.HandlerFunc(c.serveUsage),
+		c.checkUsage,   // GET or HEAD, no body, no query; 400/405
+		c.authenticate, // Bearer key → Principal; 401
+		c.limitRate,    // one token of the key's bucket, no quota; 429
 	)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != api.UsagePath {
@@ -33,12 +37,12 @@ func (g *Gateway) selfUsage(next http.Handler) http.Handler {
 			return
 		}
 		infoFrom(r.Context()).usageRead = true
-		usage.ServeHTTP(w, r)
+		chain.ServeHTTP(w, r)
 	})
 }
 
 // checkUsage refuses a usage request the API would refuse on any route.
-func (g *Gateway) checkUsage(next http.Handler) http.Handler {
+func (c *Chain) checkUsage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := api.CheckUsageRequest(r); err != nil {
 			if errors.Is(err, api.ErrMethodNotAllowed) {
@@ -47,7 +51,7 @@ func (g *Gateway) checkUsage(next http.Handler) http.Handler {
 			if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 				w.Header().Set("Connection", "close") // an unread body: see route
 			}
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -57,20 +61,20 @@ func (g *Gateway) checkUsage(next http.Handler) http.Handler {
 // limitRate admits the request against the key's token bucket only, at
 // cost 1: the policy it is admitted under has its quotas turned off. The
 // RateLimit headers it sets therefore describe the bucket.
-func (g *Gateway) limitRate(next http.Handler) http.Handler {
+func (c *Chain) limitRate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		p := in.policy
 		p.Daily, p.Monthly = 0, 0
-		d, err := g.limiter.Admit(r.Context(), limits.Subject{Key: in.keyID, Account: in.account}, p, 1)
+		d, err := c.limiter.Admit(r.Context(), limits.Subject{Key: in.keyID, Account: in.account}, p, 1)
 		if err != nil {
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
-			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
-			g.fail(w, r, limitError(d))
+			c.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
+			c.fail(w, r, limitError(d))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -78,16 +82,16 @@ func (g *Gateway) limitRate(next http.Handler) http.Handler {
 }
 
 // serveUsage writes the authenticated key's api.Usage.
-func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request) {
+func (c *Chain) serveUsage(w http.ResponseWriter, r *http.Request) {
 	in := infoFrom(r.Context())
-	body, err := g.usageOf(r.Context(), in)
+	body, err := c.usageOf(r.Context(), in)
 	if err != nil {
-		g.fail(w, r, err)
+		c.fail(w, r, err)
 		return
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		g.fail(w, r, fmt.Errorf("proxy: encode usage: %w", err))
+		c.fail(w, r, fmt.Errorf("proxy: encode usage: %w", err))
 		return
 	}
 	h := w.Header()
@@ -104,15 +108,15 @@ func (g *Gateway) serveUsage(w http.ResponseWriter, r *http.Request) {
 // usageOf reads in's key's standing: the account's quota counters from the
 // limiter (Redis in cluster mode), the traffic from this instance's
 // counters.
-func (g *Gateway) usageOf(ctx context.Context, in *info) (api.Usage, error) {
-	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+func (c *Chain) usageOf(ctx context.Context, in *info) (api.Usage, error) {
+	ctx, cancel := context.WithTimeout(ctx, usageReadTimeout)
 	defer cancel()
-	us, err := g.usage.Usage(ctx, []limits.KeyPolicy{{Key: in.keyID, Account: in.account, Policy: in.policy}})
+	us, err := c.usage.Usage(ctx, []limits.KeyPolicy{{Key: in.keyID, Account: in.account, Policy: in.policy}})
 	if err != nil {
 		return api.Usage{}, fmt.Errorf("proxy: usage of key %s: %w", in.keyID, err)
 	}
 	u := us[0]
-	now := g.clk.Now()
+	now := c.clk.Now()
 	out := api.Usage{
 		GeneratedAt: now.UTC(),
 		Key:         in.keyID,
@@ -120,7 +124,7 @@ func (g *Gateway) usageOf(ctx context.Context, in *info) (api.Usage, error) {
 		Plan:        in.plan.name,
 		Daily:       usageQuota(u.DayUsed, u.Policy.Daily, u.DayEnd),
 		Monthly:     usageQuota(u.MonthUsed, u.Policy.Monthly, u.MonthEnd),
-		Last24h:     traffic(in.rt, in.keyID, in.account, now),
+		Last24h:     traffic(in.set, in.keyID, in.account, now),
 	}
 	if u.Policy.PerSecond > 0 {
 		out.Rate = &api.UsageRate{PerSecond: u.Policy.PerSecond, Burst: u.Policy.Burst, Remaining: u.BurstTokens}
@@ -139,10 +143,10 @@ func usageQuota(used, limit int64, end time.Time) api.UsageQuota {
 
 // traffic sums this instance's 24 h counters of the account's keys, and
 // gives keyID's own.
-func traffic(rt *runtime, keyID, account string, now time.Time) api.UsageTraffic {
+func traffic(set *Settings, keyID, account string, now time.Time) api.UsageTraffic {
 	t := api.UsageTraffic{Scope: "instance"}
-	for _, rk := range rt.cfg.ResolvedKeys() {
-		k := rt.usage[rk.Key.ID]
+	for _, rk := range set.cfg.ResolvedKeys() {
+		k := set.usage[rk.Key.ID]
 		if rk.Account != account || k == nil {
 			continue
 		}

@@ -3,20 +3,20 @@ package proxy_test
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"trendgate/api"
 	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // usageAccount gives cfg account "acme" (full plan, daily quota 100) with
 // the keys acme-web and acme-batch; acme-batch's own bucket is batchBurst
 // tokens that refill once a minute, so the fake clock never refills it.
 func usageAccount(cfg *config.Config, web, batch string) {
-	roomyFullPlan(cfg)
+	gatewaytest.RoomyFullPlan(cfg)
 	daily := int64(100)
 	perSecond, burst := 1.0/60, batchBurst
 	cfg.Accounts = append(cfg.Accounts, config.Account{ID: "acme", Plan: config.PlanFull, Daily: &daily})
@@ -58,12 +58,12 @@ func readUsage(t *testing.T, client *http.Client, base, key string) api.Usage {
 }
 
 func TestUsageReportsTheAccount(t *testing.T) {
-	web, batch := newKey(t), newKey(t)
-	h := newHarness(t, func(c *config.Config) { usageAccount(c, web, batch) })
-	costs := h.cfg.Limits.Costs
-	upstreamBefore := len(h.up.Requests())
+	web, batch := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	h := gatewaytest.New(t, func(c *config.Config) { usageAccount(c, web, batch) })
+	costs := h.Config.Limits.Costs
+	upstreamBefore := len(h.Up.Requests())
 
-	u := readUsage(t, h.client, h.base, web)
+	u := readUsage(t, h.Client, h.Base, web)
 	if u.Key != "acme-web" || u.Account != "acme" || u.Plan != config.PlanFull {
 		t.Fatalf("key %q account %q plan %q; want acme-web, acme, full", u.Key, u.Account, u.Plan)
 	}
@@ -71,7 +71,7 @@ func TestUsageReportsTheAccount(t *testing.T) {
 	if u.Daily.Limit != 100 || u.Daily.Used != 0 || u.Daily.Remaining == nil || *u.Daily.Remaining != 100 || !u.Daily.ResetsAt.Equal(midnight) {
 		t.Errorf("daily %+v; want limit 100, used 0, remaining 100, reset %s", u.Daily, midnight)
 	}
-	if want := h.cfg.Plans[config.PlanFull].Monthly; u.Monthly.Limit != want || !u.Monthly.ResetsAt.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+	if want := h.Config.Plans[config.PlanFull].Monthly; u.Monthly.Limit != want || !u.Monthly.ResetsAt.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("monthly %+v; want limit %d resetting on Dec 1", u.Monthly, want)
 	}
 	if u.Rate == nil || u.Rate.PerSecond != 10000 || u.Rate.Burst != 10000 {
@@ -92,14 +92,14 @@ func TestUsageReportsTheAccount(t *testing.T) {
 		{"/api4/public/topic/bitcoin/whatsup/v1", batch, 200},
 		{"/api4/public/coins/list/v1", web, 404},
 	} {
-		if resp, body := h.get(r.target, r.key); resp.StatusCode != r.status {
+		if resp, body := h.Get(r.target, r.key); resp.StatusCode != r.status {
 			t.Fatalf("%s: status %d; want %d (%s)", r.target, resp.StatusCode, r.status, body)
 		}
 	}
-	readUsage(t, h.client, h.base, batch)
-	upstream := len(h.up.Requests()) - upstreamBefore
+	readUsage(t, h.Client, h.Base, batch)
+	upstream := len(h.Up.Requests()) - upstreamBefore
 
-	u = readUsage(t, h.client, h.base, web)
+	u = readUsage(t, h.Client, h.Base, web)
 	used := int64(costs.List + costs.Whatsup)
 	if u.Daily.Used != used || *u.Daily.Remaining != 100-used || u.Monthly.Used != used {
 		t.Errorf("daily %+v monthly used %d; want used %d of 100 in both", u.Daily, u.Monthly.Used, used)
@@ -116,25 +116,25 @@ func TestUsageReportsTheAccount(t *testing.T) {
 		t.Errorf("last_24h since %s; want the start of the hour 23 hours before now", u.Last24h.Since)
 	}
 	// The other key reports the same account quota, and its own traffic.
-	if b := readUsage(t, h.client, h.base, batch); b.Daily.Used != used || b.Last24h.Key.Units != uint64(costs.Whatsup) || b.Last24h.Account != wantAccount {
+	if b := readUsage(t, h.Client, h.Base, batch); b.Daily.Used != used || b.Last24h.Key.Units != uint64(costs.Whatsup) || b.Last24h.Account != wantAccount {
 		t.Errorf("acme-batch: daily %+v last_24h %+v", b.Daily, b.Last24h)
 	}
-	if n := len(h.up.Requests()) - upstreamBefore; n != upstream {
+	if n := len(h.Up.Requests()) - upstreamBefore; n != upstream {
 		t.Errorf("the usage reads made %d upstream calls", n-upstream)
 	}
 	// A key without an account is an account of its own.
-	if f := readUsage(t, h.client, h.base, h.full); f.Account != "team-full" || f.Last24h.Account != (api.UsageCounts{}) {
+	if f := readUsage(t, h.Client, h.Base, h.Full); f.Account != "team-full" || f.Last24h.Account != (api.UsageCounts{}) {
 		t.Errorf("team-full: account %q last_24h %+v", f.Account, f.Last24h)
 	}
 }
 
 func TestUsageTakesATokenNotQuota(t *testing.T) {
-	web, batch := newKey(t), newKey(t)
-	h := newHarness(t, func(c *config.Config) { usageAccount(c, web, batch) })
+	web, batch := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	h := gatewaytest.New(t, func(c *config.Config) { usageAccount(c, web, batch) })
 	// The last read that fits sees the bucket empty after its own token;
 	// the next is refused.
 	for i := range batchBurst {
-		u := readUsage(t, h.client, h.base, batch)
+		u := readUsage(t, h.Client, h.Base, batch)
 		if left := batchBurst - 1 - i; u.Rate == nil || u.Rate.Remaining != left {
 			t.Fatalf("read %d: rate %+v; want %d tokens left", i, u.Rate, left)
 		}
@@ -142,8 +142,8 @@ func TestUsageTakesATokenNotQuota(t *testing.T) {
 			t.Fatalf("read %d: daily used %d; usage reads charge no quota", i, u.Daily.Used)
 		}
 	}
-	resp, body := h.get(api.UsagePath, batch)
-	if resp.StatusCode != http.StatusTooManyRequests || errorCode(body) != "rate_limited" || resp.Header.Get("Retry-After") == "" {
+	resp, body := h.Get(api.UsagePath, batch)
+	if resp.StatusCode != http.StatusTooManyRequests || gatewaytest.DecodeError(t, body).Code != "rate_limited" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("read past the burst: status %d, Retry-After %q, body %s; want 429 rate_limited", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	var e map[string]string
@@ -151,13 +151,13 @@ func TestUsageTakesATokenNotQuota(t *testing.T) {
 		t.Errorf("error body %s: not the API's error shape (%v)", body, err)
 	}
 	// The account's other key has its own bucket and sees nothing charged.
-	if u := readUsage(t, h.client, h.base, web); u.Daily.Used != 0 || u.Last24h.Account.Requests != 0 {
+	if u := readUsage(t, h.Client, h.Base, web); u.Daily.Used != 0 || u.Last24h.Account.Requests != 0 {
 		t.Errorf("acme-web after the reads: daily %+v last_24h %+v", u.Daily, u.Last24h.Account)
 	}
 }
 
 func TestUsageRefusals(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	for _, c := range []struct {
 		name, method, target, key string
 		status                    int
@@ -165,20 +165,20 @@ func TestUsageRefusals(t *testing.T) {
 	}{
 		{"no key", http.MethodGet, api.UsagePath, "", 401, "missing_api_key"},
 		{"invalid key", http.MethodGet, api.UsagePath, "tg_not-a-key", 401, "invalid_api_key"},
-		{"POST", http.MethodPost, api.UsagePath, h.full, 405, "method_not_allowed"},
-		{"parameter", http.MethodGet, api.UsagePath + "?window=day", h.full, 400, "unknown_parameter"},
-		{"key in query", http.MethodGet, api.UsagePath + "?api_key=x", h.full, 400, "key_in_query"},
-		{"trailing slash", http.MethodGet, api.UsagePath + "/", h.full, 404, "not_found"},
+		{"POST", http.MethodPost, api.UsagePath, h.Full, 405, "method_not_allowed"},
+		{"parameter", http.MethodGet, api.UsagePath + "?window=day", h.Full, 400, "unknown_parameter"},
+		{"key in query", http.MethodGet, api.UsagePath + "?api_key=x", h.Full, 400, "key_in_query"},
+		{"trailing slash", http.MethodGet, api.UsagePath + "/", h.Full, 404, "not_found"},
 	} {
-		resp, body := h.do(c.method, c.target, c.key)
-		if resp.StatusCode != c.status || errorCode(body) != c.code {
+		resp, body := h.Do(c.method, c.target, c.key)
+		if resp.StatusCode != c.status || gatewaytest.DecodeError(t, body).Code != c.code {
 			t.Errorf("%s: %d %s; want %d %s", c.name, resp.StatusCode, body, c.status, c.code)
 		}
 		if c.status == 405 && resp.Header.Get("Allow") != api.AllowedMethods {
 			t.Errorf("%s: Allow %q", c.name, resp.Header.Get("Allow"))
 		}
 	}
-	resp, body := h.do(http.MethodHead, api.UsagePath, h.full)
+	resp, body := h.Do(http.MethodHead, api.UsagePath, h.Full)
 	if resp.StatusCode != 200 || len(body) != 0 || resp.Header.Get("Content-Length") == "" {
 		t.Errorf("HEAD: %d, %d body bytes, Content-Length %q", resp.StatusCode, len(body), resp.Header.Get("Content-Length"))
 	}
@@ -188,15 +188,15 @@ func TestUsageRefusals(t *testing.T) {
 // another instance reports (the counters are Redis's), and a usage read
 // charges nothing on any instance.
 func TestUsageCluster(t *testing.T) {
-	web, batch := newKey(t), newKey(t)
-	c := newCluster(t, clusterOptions{instances: 2, mutate: func(cfg *config.Config) { usageAccount(cfg, web, batch) }})
-	n0, n1 := c.nodes[0], c.nodes[1]
-	if r := c.send(0, "/api4/public/topics/list/v1", web); r.status != 200 {
+	web, batch := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Instances: 2, Mutate: func(cfg *config.Config) { usageAccount(cfg, web, batch) }})
+	n0, n1 := c.Nodes[0], c.Nodes[1]
+	if r := c.Send(0, "/api4/public/topics/list/v1", web); r.Status != 200 {
 		t.Fatalf("list on node 0: %+v", r)
 	}
-	list := int64(n0.cfg.Limits.Costs.List)
+	list := int64(n0.Config.Limits.Costs.List)
 	for range batchBurst {
-		u := readUsage(t, n1.client, n1.base, batch)
+		u := readUsage(t, n1.Client, n1.Base, batch)
 		if u.Daily.Used != list || *u.Daily.Remaining != 100-list {
 			t.Fatalf("node 1: daily %+v; want %d used (charged on node 0)", u.Daily, list)
 		}
@@ -205,47 +205,13 @@ func TestUsageCluster(t *testing.T) {
 		}
 	}
 	// The bucket is shared too: node 1 emptied it.
-	if r := c.send(0, api.UsagePath, batch); r.status != http.StatusTooManyRequests || r.code != "rate_limited" {
+	if r := c.Send(0, api.UsagePath, batch); r.Status != http.StatusTooManyRequests || r.Code != "rate_limited" {
 		t.Errorf("read past the burst on node 0: %+v; want 429 rate_limited", r)
 	}
-	if u := readUsage(t, n0.client, n0.base, web); u.Daily.Used != list || u.Last24h.Key.Requests != 1 {
+	if u := readUsage(t, n0.Client, n0.Base, web); u.Daily.Used != list || u.Last24h.Key.Requests != 1 {
 		t.Errorf("node 0: daily %+v last_24h %+v", u.Daily, u.Last24h)
 	}
-	if got := c.quotaCounter("d", "acme"); got != list {
+	if got := c.QuotaCounter("d", "acme"); got != list {
 		t.Errorf("Redis day counter of acme: %d; want %d", got, list)
-	}
-}
-
-// TestAccountQuotaGauges: the account gauges sum what an account's keys
-// used, once per account (not per key), and a key without an account is
-// an account of its own.
-func TestAccountQuotaGauges(t *testing.T) {
-	web, batch := newKey(t), newKey(t)
-	h := newHarness(t, func(c *config.Config) { usageAccount(c, web, batch) })
-	h.get("/api4/public/topics/list/v1", web)
-	h.get("/api4/public/topic/bitcoin/whatsup/v1", batch)
-	h.get("/api4/public/topics/list/v1", h.full)
-	costs := h.cfg.Limits.Costs
-	reg := h.gw.Registry()
-	for _, tc := range []struct {
-		name, account, window string
-		want                  float64
-	}{
-		{"trendgate_account_quota_used_units", "acme", "day", float64(costs.List + costs.Whatsup)},
-		{"trendgate_account_quota_used_units", "acme", "month", float64(costs.List + costs.Whatsup)},
-		{"trendgate_account_quota_limit_units", "acme", "day", 100},
-		{"trendgate_account_quota_used_units", "team-full", "day", float64(costs.List)},
-		{"trendgate_account_quota_used_units", "team-limited", "day", 0},
-	} {
-		if got := metric(t, reg, tc.name, "account", tc.account, "window", tc.window); got != tc.want {
-			t.Errorf("%s{%s,%s}: got %v; want %v", tc.name, tc.account, tc.window, got, tc.want)
-		}
-	}
-	_, body := h.adminDo(http.MethodGet, "/metrics", "")
-	if n := strings.Count(string(body), `trendgate_account_quota_limit_units{account="acme",window="day"}`); n != 1 {
-		t.Errorf("acme's daily limit series appears %d times; want once", n)
-	}
-	if strings.Contains(string(body), `account="acme-web"`) {
-		t.Errorf("a key of an account has account series of its own")
 	}
 }

@@ -25,9 +25,9 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
-	"trendgate/proxy"
 	"trendgate/tracing"
 )
 
@@ -203,7 +203,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 	if certCheck <= 0 {
 		certCheck = -1 // only on SIGHUP, like the config file
 	}
-	g, err := proxy.New(cfg, proxy.Options{Logger: log, CertCheckInterval: certCheck})
+	g, err := gateway.New(cfg, gateway.Options{Logger: log, CertCheckInterval: certCheck})
 	if err != nil {
 		return err
 	}
@@ -468,7 +468,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 		keys[plan] = secret
 		cfg.Keys = append(cfg.Keys, config.Key{ID: "demo-" + plan, SHA256: auth.Digest(secret), Plan: plan})
 	}
-	g, err := proxy.New(cfg, proxy.Options{Logger: log})
+	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err
 	}

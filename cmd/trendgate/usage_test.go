@@ -14,8 +14,8 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/proxy"
 )
 
 // usageGateway runs a gateway on the demo upstream with one key that made
@@ -38,7 +38,7 @@ func usageGateway(t *testing.T, token string) string {
 	cfg.Upstream.BaseURL = upSrv.URL
 	cfg.Admin.Token = token
 	cfg.Keys = []config.Key{{ID: "team-a", SHA256: auth.Digest(key), Plan: "full"}, {ID: "team-b", SHA256: auth.Digest(newSecret(t)), Plan: "limited", Disabled: true}}
-	g, err := proxy.New(cfg, proxy.Options{Clock: clk})
+	g, err := gateway.New(cfg, gateway.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"trendgate/cache"
+)
+
+// loadSnapshot fills the local cache tier from cache.persist_path (off when
+// empty) before the gateway serves. Nothing about the file is fatal: a
+// missing file is a cold start, and a foreign, corrupt or truncated one is
+// logged, left in place for inspection (the next drain replaces it) and
+// ignored. A file that loads is removed, so a crash later cannot bring
+// back entries purged since; the next drain writes a new one.
+func (g *Gateway) loadSnapshot(cc cache.Config) {
+	path := cc.PersistPath
+	if path == "" || g.local == nil {
+		return
+	}
+	log := g.log.Named("cache")
+	origin, ok := g.snapshotOrigin()
+	if !ok {
+		log.Warn("cache snapshot not loaded: the cluster's purge generation is unknown (Redis unreachable), "+
+			"so purges made while this instance was down cannot be ruled out; starting cold", zap.String("path", path))
+		return
+	}
+	stats, err := g.local.LoadSnapshot(path, cache.SnapshotOptions{
+		MaxBytes: cc.PersistBound(),
+		MaxStale: cc.MaxStale,
+		Now:      g.clk.Now(),
+		Origin:   origin,
+		ParseKey: g.chain.Settings().Routes().ParseKey,
+	})
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		log.Info("no cache snapshot to load; starting cold", zap.String("path", path))
+		return
+	case err != nil:
+		log.Warn("cache snapshot ignored; starting cold", zap.String("path", path), zap.Error(err))
+		return
+	}
+	log.Info("cache snapshot loaded", zap.String("path", path), zap.Int("entries", stats.Entries),
+		zap.Int64("bytes", stats.Bytes), zap.Any("dropped", stats.Dropped))
+	if err := os.Remove(path); err != nil {
+		log.Warn("cache snapshot loaded but not removed", zap.String("path", path), zap.Error(err))
+	}
+}
+
+// saveSnapshot writes the local tier to cache.persist_path (as it was at
+// start; off when empty). Serve calls it while draining, once the
+// listeners have stopped and background refreshes have ended. A failure is
+// logged: the gateway then simply starts cold next time.
+func (g *Gateway) saveSnapshot() {
+	path := g.persist.PersistPath
+	if path == "" || g.local == nil {
+		return
+	}
+	log := g.log.Named("cache")
+	origin, _ := g.snapshotOrigin() // unknown: saved under an origin no load matches
+	stats, err := g.local.SaveSnapshot(path, cache.SnapshotOptions{
+		MaxBytes: g.persist.PersistBound(),
+		MaxStale: g.Config().Cache.MaxStale,
+		Now:      g.clk.Now(),
+		Origin:   origin,
+	})
+	if err != nil {
+		log.Error("cache snapshot not written; the next start will be cold", zap.String("path", path), zap.Error(err))
+		return
+	}
+	log.Info("cache snapshot written", zap.String("path", path), zap.Int("entries", stats.Entries),
+		zap.Int64("bytes", stats.Bytes), zap.Any("dropped", stats.Dropped))
+}
+
+// snapshotOrigin is the Origin of the cache snapshot: the upstream and,
+// in cluster mode, the purge generation, so that a snapshot saved before a
+// purge made by another instance (while this one was down) is not loaded.
+// ok is false in cluster mode while the generation is unknown (Redis
+// unreachable): a snapshot is then saved under an origin no load matches,
+// and none is loaded.
+func (g *Gateway) snapshotOrigin() (origin string, ok bool) {
+	if g.purgeBus == nil {
+		return g.persistOrigin, true
+	}
+	gen, ok := g.purgeBus.Generation()
+	if !ok {
+		return g.persistOrigin + "|purge generation unknown", false
+	}
+	return g.persistOrigin + "|purge generation " + strconv.FormatInt(gen, 10), true
+}
