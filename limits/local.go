@@ -38,6 +38,14 @@ type Local struct {
 	lru       *list.List           // of *keyState holding a bucket; front = most recently used
 	lastSweep time.Time
 	win       window // the windows of the latest Admit, recomputed when the day changes
+
+	// keeper makes quota counters durable (see SetKeeper); nil keeps them
+	// in memory only. Set before the first Admit, then only read.
+	keeper Keeper
+	// spentDay and spentMonth are the windows (YYYYMMDD, YYYYMM) in which a
+	// subject with no counters is presumed to have spent its quota (see
+	// PresumeSpent); 0 for none. Guarded by mu.
+	spentDay, spentMonth int
 }
 
 // keyState is one key's limiter state. Guarded by Local.mu.
@@ -52,6 +60,15 @@ type keyState struct {
 
 	day, month         int   // window ids the counters belong to
 	dayUsed, monthUsed int64 // quota units reserved in those windows
+
+	// With a Keeper (see durable.go): dayCeil and monthCeil are the units
+	// the keeper has stored for these windows, which reservations may not
+	// pass; need is the largest cost a request waits to reserve; recent the
+	// units reserved since the latest checkpoint; daily and monthly the
+	// quotas of the latest policy, which no ceiling passes.
+	dayCeil, monthCeil int64
+	need, recent       int64
+	daily, monthly     int64
 }
 
 // NewLocal returns an in-memory limiter. cfg must be valid; a nil clk is
@@ -84,8 +101,10 @@ func (l *Local) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 	if err := p.Validate(); err != nil {
 		return Decision{}, fmt.Errorf("limits: invalid policy: %w", err)
 	}
-	now := l.clk.Now()
-	d := l.admit(key, p, cost, now)
+	d, err := l.admitKept(ctx, key, p, cost)
+	if err != nil {
+		return Decision{}, err
+	}
 	l.m.decision(d)
 	if d.Allowed {
 		l.m.reserved(key, d)
@@ -93,15 +112,19 @@ func (l *Local) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 	return d, nil
 }
 
-func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
+// admit decides one request at now. With a keeper and !force, a request
+// that passes every limit but would reserve past its subject's stored
+// ceiling reserves nothing and reports short: the caller waits for the
+// keeper to store a higher one and asks again.
+func (l *Local) admit(key string, p Policy, cost int, now time.Time, force bool) (d Decision, short bool) {
 	if p.PerSecond > 0 {
 		p.Burst = effectiveBurst(p)
 	}
-	d := Decision{Policy: p}
+	d = Decision{Policy: p}
 	if p.PerSecond == 0 && p.Daily == 0 && p.Monthly == 0 {
 		d.Allowed = true // nothing to enforce: create no state
 		d.fillQuota(p, windowAt(now), now, 0, 0)
-		return d
+		return d, false
 	}
 
 	l.mu.Lock()
@@ -115,12 +138,7 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
 		l.keys[key] = st
 	}
 	st.lastUsed = now
-	if st.day != w.day {
-		st.day, st.dayUsed = w.day, 0
-	}
-	if st.month != w.month {
-		st.month, st.monthUsed = w.month, 0
-	}
+	l.enterWindowsLocked(st, w, p)
 
 	// Rate: look, do not take yet.
 	var tokens float64
@@ -139,8 +157,13 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
 		}
 	}
 
+	if reason == "" && l.keeper != nil && !force && pastCeiling(st, p, cost) {
+		st.need = max(st.need, int64(cost))
+		return d, true
+	}
 	if reason == "" {
 		d.Allowed = true
+		st.recent += int64(cost)
 		if p.PerSecond > 0 {
 			st.bucket.AllowN(now, cost) // cannot fail: checked above under l.mu
 			tokens -= float64(cost)
@@ -161,7 +184,7 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time) Decision {
 		d.BurstReset = durationForTokens(float64(p.Burst)-tokens, p.PerSecond)
 	}
 	d.fillQuota(p, w, now, st.dayUsed, st.monthUsed)
-	return d
+	return d, false
 }
 
 // windowLocked returns the windows containing now, computing them only when

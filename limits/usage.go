@@ -74,6 +74,7 @@ func (l *Local) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 			p.Burst = effectiveBurst(p)
 		}
 		u := Usage{Policy: p, DayEnd: w.dayEnd, MonthEnd: w.monthEnd, Source: SourceLocal, BurstTokens: p.Burst}
+		u.DayUsed, u.MonthUsed = l.presumedLocked(w, p)
 		if st := l.keys[kp.Key]; st != nil {
 			if st.day == w.day {
 				u.DayUsed = st.dayUsed

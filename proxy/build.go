@@ -30,7 +30,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 	if err != nil {
 		return err
 	}
-	g.limiter, g.usage = local, local
+	g.limiter, g.usage, g.localLimits = local, local, local
 	g.authFail = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
 
 	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)

@@ -28,6 +28,7 @@ import (
 	"trendgate/limits"
 	"trendgate/projection"
 	"trendgate/series"
+	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
@@ -78,20 +79,23 @@ type Options struct {
 // Gateway is the trendgate API gateway: an http.Handler for the public API
 // plus the pieces the servers and the admin listener need. Build it with New.
 type Gateway struct {
-	clk      clock.Clock
-	log      *zap.Logger
-	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
-	reg      *prometheus.Registry
-	metrics  *metrics
-	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
-	up       upstreamClient
-	cache    responseCache
-	limiter  limits.Limiter
-	usage    limits.UsageReader // the limiter's counters, read by the console
-	authFail *limits.AuthFailures
-	act      *activity.Recorder // recent traffic for the dashboard
-	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
-	closers  []func() error     // cluster resources, closed by Close
+	clk     clock.Clock
+	log     *zap.Logger
+	access  *zap.Logger // the access log; zap.NewNop() when log.access is off
+	reg     *prometheus.Registry
+	metrics *metrics
+	certs   *certs.Metrics // certificate outcomes, registered even with TLS off
+	up      upstreamClient
+	cache   responseCache
+	limiter limits.Limiter
+	usage   limits.UsageReader // the limiter's counters, read by the console
+	// localLimits is the in-memory limiter: the limiter itself, or in
+	// cluster mode Redis's fallback.
+	localLimits *limits.Local
+	authFail    *limits.AuthFailures
+	act         *activity.Recorder // recent traffic for the dashboard
+	keyStats    activity.Keys      // per-key 24 h counters, kept across reloads
+	closers     []func() error     // cluster resources, closed by Close
 	// purgeBus tells the other instances of a cluster about purges; nil
 	// without cluster mode.
 	purgeBus *cache.PurgeBus
@@ -107,6 +111,9 @@ type Gateway struct {
 	inflight *inflight.Bound
 	// persistOrigin ties the snapshot to upstream.base_url (at start).
 	persistOrigin string
+	// state keeps quota counters and usage across restarts; nil with
+	// state.path empty (see state.go).
+	state *state.Store
 	// statedReading is upstream.window_reading (at start); readings is
 	// what the upstream's answers taught (see ranges.go).
 	statedReading series.Reading
@@ -205,6 +212,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	g.loadSnapshot(cfg.Cache)
+	if err := g.openState(cfg, g.localLimits); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	g.reg.MustRegister(newQuotaCollector(g))
 	g.handler = g.chain()
 	return g, nil
@@ -324,6 +335,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.
 // Close stops background work (cache refreshes) and releases cluster
 // resources. It does not stop servers; see Run.
 func (g *Gateway) Close() error {
+	g.closeState()
 	var errs []error
 	if g.cache != nil {
 		if err := g.cache.Close(context.Background()); err != nil {

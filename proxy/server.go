@@ -226,6 +226,7 @@ func (g *Gateway) Serve(ctx context.Context, ls Listeners) error {
 	}
 	fcancel()
 	g.saveSnapshot()
+	g.closeState()
 	if err := sec.Close(); err != nil {
 		errs = append(errs, err)
 	}
