@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -109,8 +110,10 @@ type Gateway struct {
 	// inflight bounds the bytes that upstream reads and freshly derived
 	// variants hold outside the cache (see inflightBytes).
 	inflight *inflight.Bound
-	// persistOrigin ties the snapshot to upstream.base_url (at start).
+	// persistOrigin ties the snapshot to upstream.base_url (at start);
+	// persistKey authenticates it (cache.persist_key_env; nil: off).
 	persistOrigin string
+	persistKey    []byte
 	// state keeps quota counters and usage across restarts; nil with
 	// state.path empty (see state.go).
 	state *state.Store
@@ -211,6 +214,10 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
+	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	g.loadSnapshot(cfg.Cache)
 	if err := g.openState(cfg, g.localLimits); err != nil {
 		_ = g.Close()
