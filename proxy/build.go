@@ -67,6 +67,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) error {
 			return err
 		}
 		g.readings = newReadings(g.log.Named("series"), cl.counters, cfg.Redis.Prefix)
+		g.checkRedisPersistence(cfg, cl.counters)
 		g.limiter, g.usage = cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))

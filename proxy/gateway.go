@@ -115,8 +115,10 @@ type Gateway struct {
 	persistOrigin string
 	persistKey    []byte
 	// state keeps quota counters and usage across restarts; nil with
-	// state.path empty (see state.go).
-	state *state.Store
+	// state.path empty (see state.go). redisKeeps is what the counters'
+	// Redis keeps on disk, read once at start in cluster mode.
+	state      *state.Store
+	redisKeeps string
 	// statedReading is upstream.window_reading (at start); readings is
 	// what the upstream's answers taught (see ranges.go).
 	statedReading series.Reading

@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
@@ -109,4 +112,47 @@ func (g *Gateway) closeState() {
 	if err := g.state.Close(); err != nil {
 		g.log.Named("state").Error("last state write failed; the next start finds the previous flush", zap.Error(err))
 	}
+}
+
+// redisPersistenceTimeout bounds the CONFIG GET calls made at start.
+const redisPersistenceTimeout = 2 * time.Second
+
+// checkRedisPersistence asks the counters' Redis what it keeps on disk,
+// once at start, and says so in the log and in /readyz's details. Quotas
+// on a Redis that keeps nothing are reset by its restart: that is a
+// warning. A Redis that refuses CONFIG GET (managed services often do)
+// is reported as unknown.
+func (g *Gateway) checkRedisPersistence(cfg *config.Config, rdb redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisPersistenceTimeout)
+	defer cancel()
+	p := limits.ReadPersistence(ctx, rdb)
+	g.redisKeeps = p.Keeps()
+	log := g.log.Named("redis")
+	switch {
+	case p.KeepsNothing() && cfg.QuotasConfigured():
+		log.Warn("quotas are kept in a Redis that keeps nothing on disk (appendonly no, save \"\"): "+
+			"a restart of that Redis resets every daily and monthly quota to zero; "+
+			"turn on appendonly (see docs/restarts.md)", zap.String("redis_persistence", g.redisKeeps))
+	case !p.Known:
+		log.Info("redis persistence unknown: quotas survive a Redis restart only if it keeps them on disk",
+			zap.String("redis_persistence", g.redisKeeps))
+	default:
+		log.Info("redis persistence", zap.String("redis_persistence", g.redisKeeps))
+	}
+}
+
+// readyDetails says, in /readyz, where the quota counters live and so what
+// a restart does to them.
+func (g *Gateway) readyDetails() map[string]string {
+	d := map[string]string{}
+	switch {
+	case g.boot.ClusterMode():
+		d["quota_counters"] = "redis"
+		d["redis_persistence"] = g.redisKeeps
+	case g.state != nil:
+		d["quota_counters"] = "state file"
+	default:
+		d["quota_counters"] = "memory (a restart resets them)"
+	}
+	return d
 }
