@@ -22,7 +22,6 @@ type AuthFailures struct {
 	burst  int
 	maxIPs int
 	clk    clock.Clock
-	m      *Metrics
 
 	mu  sync.Mutex // guards ips and lru
 	ips map[string]*list.Element
@@ -50,23 +49,14 @@ func NewAuthFailures(cfg AuthFailureConfig, clk clock.Clock, maxIPs int) *AuthFa
 		burst:  max(cfg.Burst, 1),
 		maxIPs: maxIPs,
 		clk:    clk,
-		m:      NewMetrics(nil),
 		ips:    make(map[string]*list.Element),
 		lru:    list.New(),
 	}
 }
 
-// SetMetrics makes a count blocked requests in m.AuthFailuresBlocked; a nil m
-// keeps the unregistered default. Call it before use.
-func (a *AuthFailures) SetMetrics(m *Metrics) {
-	if a != nil && m != nil {
-		a.m = m
-	}
-}
-
 // Blocked reports whether ip has no failure budget left and, if so, how long
 // until one more attempt is allowed. It consumes nothing and creates no
-// state, and it counts blocked answers in the metrics.
+// state (the caller counts what it refuses).
 func (a *AuthFailures) Blocked(ip string) (bool, time.Duration) {
 	if a == nil || a.every <= 0 {
 		return false, 0
@@ -82,7 +72,6 @@ func (a *AuthFailures) Blocked(ip string) (bool, time.Duration) {
 	if e == nil || tokens >= 1 {
 		return false, 0
 	}
-	a.m.AuthFailuresBlocked.Inc()
 	return true, max(durationForTokens(1-tokens, float64(a.every)), time.Millisecond)
 }
 

@@ -29,9 +29,6 @@ type Metrics struct {
 	QuotaRefunded *prometheus.CounterVec
 	// BucketsEvicted counts per-key buckets dropped by Sweep or MaxKeys.
 	BucketsEvicted prometheus.Counter
-	// AuthFailuresBlocked counts requests refused because their IP had no
-	// failed-auth budget left.
-	AuthFailuresBlocked prometheus.Counter
 	// RedisFallbacks counts Admit and Refund calls served by the local
 	// fallback because Redis was unavailable.
 	RedisFallbacks prometheus.Counter
@@ -75,10 +72,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "trendgate", Subsystem: "limits", Name: "buckets_evicted_total",
 			Help: "Per-key token buckets evicted (idle or over max_keys).",
 		}),
-		AuthFailuresBlocked: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "trendgate", Subsystem: "limits", Name: "auth_failures_blocked_total",
-			Help: "Requests refused because their client IP exhausted its failed-auth budget.",
-		}),
 		RedisFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "trendgate", Subsystem: "limits", Name: "redis_fallbacks_total",
 			Help: "Limiter calls served by the local fallback while Redis was unavailable.",
@@ -98,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Decisions, m.QuotaReserved, m.QuotaRefunded, m.BucketsEvicted,
-			m.AuthFailuresBlocked, m.RedisFallbacks, m.JournalSize)
+			m.RedisFallbacks, m.JournalSize)
 	}
 	m.reg = reg
 	return m

@@ -32,6 +32,10 @@ func TestAuthFailureBlockSparesValidKeys(t *testing.T) {
 	if r.status != http.StatusTooManyRequests || r.code() != "too_many_auth_failures" || retryAfter(r) < 1 {
 		t.Fatalf("wrong key past the burst: %d %s (Retry-After %d); want 429 too_many_auth_failures with Retry-After", r.status, r.text(), retryAfter(r))
 	}
+	// One metric counts the refusals of a blocked address.
+	if got := h.metric("trendgate_auth_failures_total", "reason", "blocked"); got != 1 {
+		t.Errorf(`trendgate_auth_failures_total{reason="blocked"} = %v; want 1`, got)
+	}
 	// The blocked address still serves valid keys, and a missing key is
 	// still told so.
 	for _, key := range []string{h.full, h.limited} {

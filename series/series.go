@@ -357,12 +357,17 @@ func (e edges) span(narrow api.Request, p *parsed) (lo, hi int64, err error) {
 
 // Learn returns what answer, the upstream's answer to narrow (as forwarded,
 // with narrow's upstream query), shows of how the upstream reads bounds,
-// given ref, an interval answer of the same topic and bucket received no
-// later than answer (nil if none).
+// given ref, an interval answer of the same topic and bucket (nil if none).
 //
 // seen holds proof: a row in an edge bucket of answer shows that bucket is
 // selected (Include); a row in ref, in an edge bucket answer leaves out,
-// shows it is not (Exclude; rows do not disappear). absent marks (as
+// shows it is not (Exclude; rows do not disappear), but only when ref's
+// data is older than answer's (its config.generated is earlier): a ref
+// generated at the same moment or later may show a bucket, the current one
+// or one that appeared late, that the upstream did not yet show when it
+// answered, and the cache may hold such a ref (it is read after answer
+// arrives, and another request or instance may have stored it meanwhile).
+// absent marks (as
 // Exclude) the facts whose edge bucket answer leaves out, where the
 // upstream had closed that bucket and nothing proves it held a row: no
 // proof, since the hour may simply have no data, but agreement with a
@@ -383,18 +388,24 @@ func Learn(narrow api.Request, answer, ref []byte) (seen, absent Reading) {
 		}
 	}
 	size := narrow.BucketSeconds()
+	e := edgesOf(narrow, Reading{})
+	// A window inside one bucket has one edge bucket for both bounds: a
+	// row there shows both select it, its absence does not say which
+	// bound left it out.
+	shared := e.hasStart && e.hasEnd && e.start == e.end
 	judge := func(bucket int64) (proof, agrees Fact) {
 		switch {
 		case a.has(bucket):
 			return Include, Unknown
-		case w != nil && w.start <= bucket && w.has(bucket):
+		case shared:
+			return Unknown, Unknown
+		case w != nil && w.start <= bucket && w.has(bucket) && w.olderThan(a):
 			return Exclude, Unknown
 		case len(a.rows) > 0 && a.hasGenerated && bucket+size <= a.generated:
 			return Unknown, Exclude
 		}
 		return Unknown, Unknown
 	}
-	e := edgesOf(narrow, Reading{})
 	if e.hasStart {
 		seen.StartInside, absent.StartInside = judge(e.start)
 	}
@@ -434,6 +445,13 @@ type parsed struct {
 	bucket       string
 	rows         []row
 	trailer      []byte // what follows the top-level object (a newline)
+}
+
+// olderThan reports whether p's data was generated before q's, by the
+// upstream's own clock (config.generated of both). Without both stamps
+// nothing orders them.
+func (p *parsed) olderThan(q *parsed) bool {
+	return p.hasGenerated && q.hasGenerated && p.generated < q.generated
 }
 
 // has reports whether p holds a row for the bucket beginning at t.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -296,13 +297,22 @@ func TestLearnTheReading(t *testing.T) {
 		fmt.Sprintf("start=%d&end=%d", cur-30*3600+1, cur-10*3600+3599),  // both inside
 		fmt.Sprintf("start=%d&end=%d", cur-50*3600+1800, cur+3600),       // end on the next hour
 		fmt.Sprintf("start=%d&end=%d", cur-40*3600+1800, testNow.Unix()), // end at now
+		// Inside one hour: with a ceil start the hour is left out by the
+		// start, whatever the end's reading (a regression: the end was
+		// learned as excluding its bucket).
+		fmt.Sprintf("start=%d&end=%d", cur-8*3600+1, cur-8*3600+3599),
+		fmt.Sprintf("start=%d&end=%d", cur-9*3600+600, cur-9*3600+1200),
 	}
 	for _, rd := range readings {
 		t.Run(rd.start+"/"+rd.end, func(t *testing.T) {
 			up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
 			want, _ := series.Named(rd.start, rd.end)
 			base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
-			ref := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+			// The reference is fetched a few minutes before the narrow
+			// answers, as it is in the cache: its data is older.
+			clk.Set(testNow.Add(-5 * time.Minute))
+			ref := fetch(t, up, parse(t, base+"&interval=1w", clk.Now()))
+			clk.Set(testNow)
 			var learned series.Reading
 			merge := func(dst *series.Fact, f series.Fact, name string) {
 				if f == series.Unknown {
@@ -332,6 +342,35 @@ func TestLearnTheReading(t *testing.T) {
 			// An excluded closed edge bucket is at least marked absent.
 			if want.StartInside == series.Exclude && absent.StartInside != series.Exclude {
 				t.Errorf("ceil start without a reference: absent %+v; want start_inside marked", absent)
+			}
+		})
+	}
+}
+
+// TestLearnNothingFromANewerReference: a reference generated after the
+// answer (stored by another request meanwhile) may hold a bucket the
+// upstream did not yet show when it answered: the bucket that began in
+// between. Its absence from the answer proves nothing about the reading.
+func TestLearnNothingFromANewerReference(t *testing.T) {
+	for _, rd := range readings {
+		t.Run(rd.start+"/"+rd.end, func(t *testing.T) {
+			clk := clock.NewFake(testNow)
+			up := newUpstream(t, clk, demo.Options{StartReading: rd.start, EndReading: rd.end})
+			base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+			next := testNow.Unix()/3600*3600 + 3600
+			// A minute before the next hour begins, a window ending inside it.
+			clk.Set(time.Unix(next-60, 0))
+			narrow := parse(t, base+fmt.Sprintf("&start=%d&end=%d", next-20*3600, next+1200), clk.Now())
+			answer := fetch(t, up, narrow)
+			// Two minutes later, the week (with the new hour's first row).
+			clk.Set(time.Unix(next+120, 0))
+			ref := fetch(t, up, parse(t, base+"&interval=1w", clk.Now()))
+			if !slices.Contains(rowTimes(t, ref), next) {
+				t.Fatalf("the reference lacks the new hour %d: the test does not test", next)
+			}
+			seen, _ := series.Learn(narrow, answer, ref)
+			if seen.EndInside == series.Exclude || seen.EndOn == series.Exclude {
+				t.Errorf("learned an exclusion from a newer reference: %+v", seen)
 			}
 		})
 	}
