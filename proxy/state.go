@@ -38,6 +38,11 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) error {
 	if cfg.ClusterMode() {
 		local = nil // the counters are Redis's; the local limiter is only its fallback
 	}
+	unlock, err := state.Lock(sc.Path)
+	if err != nil {
+		return fmt.Errorf("state.path: %w", err)
+	}
+	g.closers = append(g.closers, unlock)
 	now := g.clk.Now()
 	snap, err := state.Load(sc.Path)
 	switch {

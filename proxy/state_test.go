@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -143,5 +144,25 @@ func TestDamagedStateSpent(t *testing.T) {
 	}
 	if _, err := state.Load(path); err != nil {
 		t.Errorf("state file after the start: %v; want a new, whole one", err)
+	}
+}
+
+// TestStateFileInUse: a second gateway on the same state file does not
+// start (it would overwrite the first one's counters).
+func TestStateFileInUse(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	_, upSrv := startUpstream(t, clk, nil)
+	path := filepath.Join(t.TempDir(), "state")
+	keys := newQuotaKeys(t)
+	startGateway(t, upSrv.URL, clk, func(c *config.Config) { keys.configure(c, path) })
+	cfg := baseConfig(upSrv.URL, newKey(t), "")
+	keys.configure(cfg, path)
+	gw, err := proxy.New(cfg, proxy.Options{Clock: clk})
+	if err == nil {
+		_ = gw.Close()
+		t.Fatal("a second gateway started on a state file in use")
+	}
+	if !errors.Is(err, state.ErrLocked) {
+		t.Errorf("error %v; want state.ErrLocked", err)
 	}
 }

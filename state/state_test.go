@@ -180,3 +180,24 @@ func TestStoreSyncAndClose(t *testing.T) {
 		t.Errorf("restored usage: %d requests last seen %v; want 212 at %v", w.Requests, w.LastSeen, t0)
 	}
 }
+
+// TestLock: a second holder of one state file's lock is refused until the
+// first lets go.
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	unlock, err := Lock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock(path); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Lock: %v; want ErrLocked", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Lock(path)
+	if err != nil {
+		t.Fatalf("Lock after unlock: %v", err)
+	}
+	_ = again()
+}
