@@ -402,23 +402,13 @@ func (r *oracleRun) restartNode(i int) {
 
 // quiesce waits until every upstream call that has reached the upstream
 // has been read by the gateway that made it (the gateway counts
-// trendgate_upstream_requests_total once it has read the answer), so a
-// background refresh has stored its entry, with the instant the upstream
-// answered as its fetch time, before the clock moves. A refresh that has
-// not started by then starts after the move, and is as consistent.
-//
-// The condition must hold on two polls in a row (2 ms apart), so a gateway
-// goroutine that has counted an answer but not yet read the clock for its
-// entry is given time to do so.
+// trendgate_upstream_requests_total once it has read the answer, after
+// noting when it arrived, which is the fetch time of its entry), so the
+// clock moves only after each answer's fetch time is fixed. A refresh that
+// has not started by then starts after the move, and is as consistent.
 func (r *oracleRun) quiesce() {
-	held := 0
 	ok := pollUntil(func() bool {
-		if r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls() {
-			held++
-		} else {
-			held = 0
-		}
-		return held >= 2
+		return r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls()
 	})
 	if !ok {
 		r.t.Fatalf("upstream calls did not settle within 10 s: %d arrived, %v read by the gateways",

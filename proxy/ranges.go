@@ -170,7 +170,7 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 	if err != nil {
 		return nil, err
 	}
-	now := g.clk.Now()
+	now := g.received(resp)
 	g.observeClock(wide, resp, now)
 	e := entryOf(wide, resp, now, rt)
 	_ = g.cache.Put(context.WithoutCancel(ctx), e)

@@ -199,9 +199,18 @@ func (g *Gateway) fetch(ctx context.Context, in *info, req api.Request, rt *runt
 		return nil, err
 	}
 	g.learnReading(ctx, req, resp, rt)
-	now := g.clk.Now()
+	now := g.received(resp)
 	g.observeClock(req, resp, now)
 	return entryOf(req, resp, now, rt), nil
+}
+
+// received is when resp arrived: the instant its entry's age counts from
+// (not when the gateway got round to storing it, which may be later).
+func (g *Gateway) received(resp *upstream.Response) time.Time {
+	if resp.Received.IsZero() {
+		return g.clk.Now()
+	}
+	return resp.Received
 }
 
 // The access log's upstream_reason values, shared so that storing one

@@ -91,6 +91,9 @@ type Response struct {
 	// Empty marks a 200 whose data is empty (unknown topic): cache it
 	// negatively.
 	Empty bool
+	// Received is when the upstream's answer arrived (its status line and
+	// headers), by the client's clock: the answer's age counts from here.
+	Received time.Time
 }
 
 // Option configures a Client.
@@ -490,6 +493,7 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}
 	defer c.conns.Release(1) // after the body is drained and closed (deferred below)
 	hres, err := c.http.Do(hreq)
+	received := c.clk.Now()
 	defer func() {
 		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
 	}()
@@ -510,11 +514,15 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 
 	switch status := hres.StatusCode; {
 	case status == http.StatusOK:
-		return c.readOK(ctx, parent, req, hres)
+		r := c.readOK(ctx, parent, req, hres)
+		if r.resp != nil {
+			r.resp.Received = received
+		}
+		return r
 	case status == http.StatusNotFound:
 		c.logStatus(req, hres)
 		return attemptResult{
-			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header)},
+			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header), Received: received},
 			outcome: breaker.Success,
 		}
 	case status == http.StatusTooManyRequests:

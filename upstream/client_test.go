@@ -880,3 +880,27 @@ func TestBudgetLimitGauge(t *testing.T) {
 		})
 	}
 }
+
+// TestReceivedIsWhenTheAnswerArrived: an answer's age counts from its
+// arrival, not from when the caller gets round to storing it. (The
+// differential oracle met the difference: a refresh stored after the clock
+// had moved claimed data a quarter of an hour newer than it was.)
+func TestReceivedIsWhenTheAnswerArrived(t *testing.T) {
+	clk := clock.NewFake(t0)
+	for _, status := range []int{http.StatusOK, http.StatusNotFound} {
+		stub := newStub(t, func(w http.ResponseWriter, r *http.Request) {
+			clk.Advance(time.Minute) // the upstream takes a minute
+			respond(status, seriesBody)(w, r)
+		})
+		c, _ := newTestClient(t, testConfig(stub.srv.URL), clk)
+		before := clk.Now()
+		resp, err := c.Do(context.Background(), seriesReq)
+		if err != nil {
+			t.Fatalf("%d: %v", status, err)
+		}
+		clk.Advance(time.Hour) // the caller is slow to look
+		if want := before.Add(time.Minute); !resp.Received.Equal(want) {
+			t.Errorf("%d: Received %s; want %s (the answer's arrival)", status, resp.Received, want)
+		}
+	}
+}
