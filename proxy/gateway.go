@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,8 +118,10 @@ type Gateway struct {
 	// state keeps quota counters and usage across restarts; nil with
 	// state.path empty (see state.go). redisKeeps is what the counters'
 	// Redis keeps on disk, read once at start in cluster mode.
-	state      *state.Store
-	redisKeeps string
+	state       *state.Store
+	stateUnlock func() error // the state file's lock (see state.Lock)
+	stateOnce   sync.Once    // lets go of it once
+	redisKeeps  string
 	// statedReading is upstream.window_reading (at start); readings is
 	// what the upstream's answers taught (see ranges.go).
 	statedReading series.Reading

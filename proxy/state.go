@@ -28,21 +28,25 @@ import (
 // naming the command that moves the file aside; with spent the file is
 // moved aside (kept for inspection) and every subject starts the current
 // day and month with its quotas used up, so nothing unreadable is forgiven.
-func (g *Gateway) openState(cfg *config.Config, local *limits.Local) error {
+func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error) {
 	sc := cfg.State
 	if sc.Path == "" {
 		return nil
-	}
-	log := g.log.Named("state")
-	m := state.NewMetrics(g.reg)
-	if cfg.ClusterMode() {
-		local = nil // the counters are Redis's; the local limiter is only its fallback
 	}
 	unlock, err := state.Lock(sc.Path)
 	if err != nil {
 		return fmt.Errorf("state.path: %w", err)
 	}
-	g.closers = append(g.closers, unlock)
+	defer func() {
+		if err != nil {
+			_ = unlock()
+		}
+	}()
+	log := g.log.Named("state")
+	m := state.NewMetrics(g.reg)
+	if cfg.ClusterMode() {
+		local = nil // the counters are Redis's; the local limiter is only its fallback
+	}
 	now := g.clk.Now()
 	snap, err := state.Load(sc.Path)
 	switch {
@@ -103,12 +107,13 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) error {
 		local.SetKeeper(store)
 	}
 	store.Start()
-	g.state = store
+	g.state, g.stateUnlock = store, unlock
 	return nil
 }
 
 // closeState writes the exact state a last time and stops the store (a
-// clean stop loses nothing). Serve calls it once the listeners have
+// clean stop loses nothing), then lets go of the file's lock, so a new
+// gateway may take it over. Serve calls it once the listeners have
 // drained; Close calls it too, and the second call does nothing.
 func (g *Gateway) closeState() {
 	if g.state == nil {
@@ -117,6 +122,7 @@ func (g *Gateway) closeState() {
 	if err := g.state.Close(); err != nil {
 		g.log.Named("state").Error("last state write failed; the next start finds the previous flush", zap.Error(err))
 	}
+	g.stateOnce.Do(func() { _ = g.stateUnlock() })
 }
 
 // redisPersistenceTimeout bounds the CONFIG GET calls made at start.
