@@ -81,23 +81,20 @@ type Options struct {
 // Gateway is the trendgate API gateway: an http.Handler for the public API
 // plus the pieces the servers and the admin listener need. Build it with New.
 type Gateway struct {
-	clk     clock.Clock
-	log     *zap.Logger
-	access  *zap.Logger // the access log; zap.NewNop() when log.access is off
-	reg     *prometheus.Registry
-	metrics *metrics
-	certs   *certs.Metrics // certificate outcomes, registered even with TLS off
-	up      upstreamClient
-	cache   responseCache
-	limiter limits.Limiter
-	usage   limits.UsageReader // the limiter's counters, read by the console
-	// localLimits is the in-memory limiter: the limiter itself, or in
-	// cluster mode Redis's fallback.
-	localLimits *limits.Local
-	authFail    *limits.AuthFailures
-	act         *activity.Recorder // recent traffic for the dashboard
-	keyStats    activity.Keys      // per-key 24 h counters, kept across reloads
-	closers     []func() error     // cluster resources, closed by Close
+	clk      clock.Clock
+	log      *zap.Logger
+	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
+	reg      *prometheus.Registry
+	metrics  *metrics
+	certs    *certs.Metrics // certificate outcomes, registered even with TLS off
+	up       upstreamClient
+	cache    responseCache
+	limiter  limits.Limiter
+	usage    limits.UsageReader // the limiter's counters, read by the console
+	authFail *limits.AuthFailures
+	act      *activity.Recorder // recent traffic for the dashboard
+	keyStats activity.Keys      // per-key 24 h counters, kept across reloads
+	closers  []func() error     // cluster resources, closed by Close
 	// purgeBus tells the other instances of a cluster about purges; nil
 	// without cluster mode.
 	purgeBus *cache.PurgeBus
@@ -116,8 +113,11 @@ type Gateway struct {
 	persistOrigin string
 	persistKey    []byte
 	// state keeps quota counters and usage across restarts; nil with
-	// state.path empty (see state.go). redisKeeps is what the counters'
+	// state.path empty (see state.go). localLimits is the in-memory
+	// limiter whose counters it keeps: the limiter itself, or in cluster
+	// mode Redis's fallback (not kept). redisKeeps is what the counters'
 	// Redis keeps on disk, read once at start in cluster mode.
+	localLimits *limits.Local
 	state       *state.Store
 	stateUnlock func() error // the state file's lock (see state.Lock)
 	stateOnce   sync.Once    // lets go of it once
