@@ -23,7 +23,7 @@ COPY --from=build /out/trendgate /usr/local/bin/trendgate
 USER nonroot:nonroot
 EXPOSE 8080 9090
 # The health check reads admin.listen from the same file the server uses
-# (mount the directory /etc/trendgate, see README), so moving the admin
+# (mount the directory /etc/trendgate, see docs/deploy.md), so moving the admin
 # listener does not break it; admin.listen must not be "off".
 HEALTHCHECK --interval=15s --timeout=3s --retries=3 \
   CMD ["/usr/local/bin/trendgate", "healthcheck", "-config", "/etc/trendgate/config.yaml"]

@@ -53,8 +53,9 @@ func ClassOf(status int) StatusClass {
 const hourSlots = 24
 
 // numEndpoints sizes the per-endpoint arrays, indexed by api.Endpoint
-// (index 0, the zero Endpoint, is never recorded).
-const numEndpoints = api.EndpointTSV + 1
+// (index 0, the zero Endpoint, is never recorded): the built-in endpoints
+// and one slot for all configured routes together.
+const numEndpoints = api.EndpointRoute + 1
 
 // Key holds one API key's request and quota-unit counts for the last 24
 // hours, by endpoint and status class, in hourly slots, and when it was
@@ -159,7 +160,7 @@ func (k *Key) Window(now time.Time) KeyWindow {
 		w.UpstreamCalls += k.upstream[(h-back)%hourSlots].get(h - back)
 		w.UpstreamAbandoned += k.abandoned[(h-back)%hourSlots].get(h - back)
 	}
-	for _, ep := range api.Endpoints {
+	for ep := api.EndpointList; ep < numEndpoints; ep++ {
 		for c := StatusClass(0); c < numClasses; c++ {
 			var kc KeyCount
 			for back := uint64(0); back < hourSlots && back <= h; back++ {

@@ -61,6 +61,11 @@ type Options struct {
 	// Dashboard serves GET /summary, and enables the dashboard page at /
 	// (dashboard.go). If nil, there is no page and no /summary route.
 	Dashboard SummarySource
+	// Routes returns the configured routes in force (they change on
+	// reload): a purge by url= resolves their paths, and /openapi.yaml
+	// describes them (api.OpenAPIFor). If nil, only the built-in endpoints
+	// are known.
+	Routes func() *api.Routes
 	// Clock stamps generated_at in /keys and resolves the relative windows
 	// of a purge by url= exactly as a request at that moment would; nil
 	// means clock.Real{}.
@@ -123,7 +128,7 @@ func New(o Options) http.Handler {
 	if o.Dashboard != nil {
 		s.registerDashboard(mux)
 	}
-	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(serveOpenAPI)))
+	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(s.serveOpenAPI)))
 	if o.Pprof != nil {
 		mux.Handle("/debug/pprof/", s.auth(pprofHandler(o.Pprof)))
 	}
@@ -302,7 +307,7 @@ func (s *server) canonicalKey(target string) (string, *httperr.Error) {
 	if err != nil || !strings.HasPrefix(target, "/") {
 		return "", errPurgeNotRoute
 	}
-	req, err := api.ParseRequest(&http.Request{Method: http.MethodGet, URL: u, RequestURI: target}, s.o.Clock.Now())
+	req, err := s.routes().Parse(&http.Request{Method: http.MethodGet, URL: u, RequestURI: target}, s.o.Clock.Now())
 	var he *httperr.Error
 	switch {
 	case err == nil:
@@ -320,9 +325,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// serveOpenAPI serves api.OpenAPI, the public API's OpenAPI 3.1 document.
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+// routes returns the configured routes in force; nil without the hook.
+func (s *server) routes() *api.Routes {
+	if s.o.Routes == nil {
+		return nil
+	}
+	return s.o.Routes()
+}
+
+// serveOpenAPI serves the public API's OpenAPI 3.1 document with the
+// configured routes in force (api.OpenAPIFor).
+func (s *server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	doc, err := api.OpenAPIFor(s.routes())
+	if err != nil {
+		httperr.Write(w, requestID(w), api.ErrInternal)
+		return
+	}
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(api.OpenAPI)
+	_, _ = w.Write(doc)
 }

@@ -16,7 +16,7 @@ func TestEndpointNames(t *testing.T) {
 			t.Errorf("EndpointNamed(%q) = %v, %v; want %v", want[i], got, ok, e)
 		}
 	}
-	for _, e := range []Endpoint{0, Endpoint(len(Endpoints) + 1), 255} {
+	for _, e := range []Endpoint{0, Endpoint(len(Endpoints) + 2), 255} {
 		if e.Valid() || e.String() != "unknown" {
 			t.Errorf("Endpoint(%d): Valid %v, String %q; want false, unknown", e, e.Valid(), e.String())
 		}

@@ -28,6 +28,10 @@ var (
 		"your plan does not include this endpoint")
 	ErrMetricNotInPlan = httperr.New(http.StatusForbidden, "metric_not_in_plan",
 		"your plan does not include this metric")
+	// ErrRouteNotLimited refuses a key of a limited-data plan on a
+	// configured route without a limited-data allowlist (fail closed).
+	ErrRouteNotLimited = httperr.New(http.StatusForbidden, "limited_data_unavailable",
+		"your plan serves limited data, and this endpoint has no limited form")
 	ErrUnknownTopic = httperr.New(http.StatusNotFound, "unknown_topic",
 		"the upstream has no data for this topic")
 	ErrInternal = httperr.New(http.StatusInternalServerError, "internal_error",

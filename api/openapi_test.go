@@ -59,7 +59,7 @@ func TestOpenAPIListsEveryErrorCode(t *testing.T) {
 		ErrUpstreamBudget, ErrUpstreamShare, ErrUpstreamLimited, ErrHTTPSRequired, ErrNotFound, ErrMethodNotAllowed, ErrClientGone,
 		errBody, errTarget, errTopicEscape, errTopicLong, errTopicChars, errMetric, errQuery, errKeyInQuery,
 		errNoParams, errBucket, errInterval, errStart, errEnd, errEndEarly,
-		errWindow, unknownParam("x"),
+		errWindow, unknownParam("x"), errParamID, errParamSlug, ErrRouteNotLimited,
 		bad("duplicate_parameter", ""), // built inline by parseQuery
 		// The limiter's refusals (limits.Reason values, written by proxy).
 		httperr.New(http.StatusTooManyRequests, "rate_limited", ""),

@@ -39,6 +39,12 @@ type Request struct {
 	Start, End int64
 	// Metric is the TSV metric (tsv only).
 	Metric string
+	// Route is the configured route (EndpointRoute only; nil otherwise).
+	Route *Route
+	// Path and Query are a route's canonical upstream path (parameters
+	// checked and re-encoded) and query (its accepted parameters, sorted
+	// by name and escaped); both empty for the built-in endpoints.
+	Path, Query string
 }
 
 // AllowedMethods is the value of the Allow header that goes with
@@ -79,7 +85,7 @@ const (
 // under /api4/ when no key was presented). Callers must not modify it.
 var ErrNotFound = httperr.New(http.StatusNotFound, "not_found",
 	"no such route; the API serves /api4/public/topics/list/v1, /api4/public/topic/<topic>/whatsup/v1, "+
-		"/api4/public/topic/<topic>/time-series/v1 and /topic/<topic>/time-series/<metric>.tsv")
+		"/api4/public/topic/<topic>/time-series/v1, /topic/<topic>/time-series/<metric>.tsv and the routes its operator configured")
 
 // ErrMethodNotAllowed is what ParseRequest returns for any method other than
 // GET and HEAD: 405, code "method_not_allowed". The caller adds the header
@@ -659,7 +665,8 @@ func floorTo(t, size int64) int64 {
 
 // Key returns the versioned canonical cache key, for example
 // "v2|series|bitcoin|hour|1w||", "v2|series|#ai|hour||1759968000|1760652000",
-// "v2|list", "v2|whatsup|ai agents" or "v2|tsv|bitcoin|interactions". Fields
+// "v2|list", "v2|whatsup|ai agents", "v2|tsv|bitcoin|interactions" or, for a
+// configured route, "v2|route|topic_posts|/api4/public/topic/%23ai/posts/v1|limit=10". Fields
 // are separated by '|', which no field can contain, so distinct Requests
 // have distinct keys. A zero Request has the key "".
 func (q Request) Key() string {
@@ -691,6 +698,17 @@ func (q Request) Key() string {
 		b = append(b, q.Topic...)
 		b = append(b, '|')
 		b = append(b, q.Metric...)
+	case EndpointRoute:
+		if q.Route == nil {
+			return ""
+		}
+		// Name, escaped path and escaped query hold no '|'.
+		b = append(b, "route|"...)
+		b = append(b, q.Route.Name...)
+		b = append(b, '|')
+		b = append(b, q.Path...)
+		b = append(b, '|')
+		b = append(b, q.Query...)
 	default:
 		return ""
 	}
@@ -712,6 +730,8 @@ func (q Request) UpstreamPath() string {
 		return apiTopicPrefix + EncodeTopic(q.Topic) + seriesTail
 	case EndpointTSV:
 		return tsvPrefix + EncodeTopic(q.Topic) + tsvMiddle + q.Metric + tsvSuffix
+	case EndpointRoute:
+		return q.Path
 	}
 	return ""
 }
@@ -720,9 +740,13 @@ func (q Request) UpstreamPath() string {
 // "bucket=hour&interval=1w", or for an absolute window
 // "bucket=day&start=<Start>&end=<End>" (without end when the client gave
 // only start). The bounds sent are the canonical ones, which the upstream
-// reads as it would read the client's own. It is "" for the other
-// endpoints and for a zero Request.
+// reads as it would read the client's own. For a configured route it is
+// the canonical query. It is "" for the other endpoints and for a zero
+// Request.
 func (q Request) UpstreamQuery() string {
+	if q.Endpoint == EndpointRoute {
+		return q.Query
+	}
 	if q.Endpoint != EndpointSeries {
 		return ""
 	}

@@ -229,7 +229,21 @@ func (c *Cache) Reconfigure(cfg Config) error {
 // caller whose ctx ends while waiting gets ctx.Err(); the fetch goes on for
 // the others.
 func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, error) {
-	now, cfg := c.clk.Now(), c.cfg.Load()
+	cfg := c.cfg.Load()
+	return c.get(ctx, key, fetch, cfg, cfg.StaleWhileRevalidate, cfg.MaxStale)
+}
+
+// GetWithin is Get for an answer that may be served stale for at most
+// stale after FreshUntil (a configured route's own stale lifetime):
+// StaleWhileRevalidate and MaxStale are each capped at stale, so with
+// stale 0 an entry past FreshUntil is never served.
+func (c *Cache) GetWithin(ctx context.Context, key string, stale time.Duration, fetch Fetcher) (Result, error) {
+	cfg := c.cfg.Load()
+	return c.get(ctx, key, fetch, cfg, min(cfg.StaleWhileRevalidate, stale), min(cfg.MaxStale, stale))
+}
+
+func (c *Cache) get(ctx context.Context, key string, fetch Fetcher, cfg *Config, swr, maxStale time.Duration) (Result, error) {
+	now := c.clk.Now()
 	e, ok := c.store.Get(ctx, key)
 	if ok && e.Key != key {
 		ok = false // a store that does not check keys must not serve another's entry
@@ -239,11 +253,11 @@ func (c *Cache) Get(ctx context.Context, key string, fetch Fetcher) (Result, err
 		case now.Before(e.FreshUntil):
 			c.m.hits.Inc()
 			return Result{Entry: e, Outcome: Hit}, nil
-		case now.Before(e.FreshUntil.Add(cfg.StaleWhileRevalidate)):
+		case now.Before(e.FreshUntil.Add(swr)):
 			c.m.stale.Inc()
 			c.refresh(ctx, key, fetch)
 			return Result{Entry: e, Outcome: Stale}, nil
-		case !now.Before(e.FreshUntil.Add(cfg.MaxStale)):
+		case !now.Before(e.FreshUntil.Add(maxStale)):
 			ok = false // too old to serve even on error: a plain miss
 		}
 	}

@@ -215,6 +215,8 @@ type Class struct {
 	End time.Time
 	// Negative marks an unknown-topic answer (404 or empty data).
 	Negative bool
+	// Fresh is a configured route's fresh lifetime (EndpointRoute only).
+	Fresh time.Duration
 }
 
 // ClosedAfter is how long after its end a series window counts as closed:
@@ -223,7 +225,7 @@ const ClosedAfter = 2 * time.Hour
 
 // FreshUntil returns until when an answer of class cl fetched at now is
 // fresh. It is pure: negative answers get TTL.Negative; list, whatsup and
-// tsv their TTLs; series whose window ended more than 2h before now
+// tsv their TTLs; a configured route its own Fresh; series whose window ended more than 2h before now
 // TTL.SeriesClosed; daily series TTL.SeriesDay; hourly series reaching now
 // the next hour boundary plus TTL.Settle, capped at now+TTL.SeriesHourMax.
 // An unknown endpoint is fresh until now, i.e. never.
@@ -238,6 +240,8 @@ func (c Config) FreshUntil(cl Class, now time.Time) time.Time {
 		return now.Add(c.TTL.Whatsup)
 	case api.EndpointTSV:
 		return now.Add(c.TTL.TSV)
+	case api.EndpointRoute:
+		return now.Add(cl.Fresh)
 	case api.EndpointSeries:
 		if !cl.End.IsZero() && now.Sub(cl.End) > ClosedAfter {
 			return now.Add(c.TTL.SeriesClosed)

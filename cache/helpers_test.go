@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // t0 is the fake clock's start: 10:17:00 UTC, mid-hour.

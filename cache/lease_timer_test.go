@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestLeaseWaitPollsThenGivesUp drives a fill waiting on another

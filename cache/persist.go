@@ -61,7 +61,8 @@ const (
 	// served even on error.
 	DropExpired = "expired"
 	// DropKey: the canonical key does not parse back to itself with
-	// today's rules (api.ParseKey), or its topic is not the key's.
+	// today's rules (SnapshotOptions.ParseKey), or its topic is not the
+	// key's.
 	DropKey = "key"
 	// DropStatus: a status the cache never stores (only 200 and 404).
 	DropStatus = "status"
@@ -108,6 +109,10 @@ type SnapshotOptions struct {
 	// HMAC-SHA256 of everything before it, and a load refuses a file whose
 	// HMAC is missing or does not match, before reading any entry.
 	Key []byte
+	// ParseKey checks each loaded entry's key as api.ParseKey does (the
+	// gateway passes its configured routes' api.Routes.ParseKey); nil
+	// means api.ParseKey.
+	ParseKey func(key string, now time.Time) (api.Request, error)
 }
 
 // SnapshotStats say what a save or a load did.
@@ -408,7 +413,11 @@ func readSnapshot(br *bufio.Reader, size int64, opts SnapshotOptions) ([]*Entry,
 // admissible returns why e may not be loaded, or "" if it may. It sets
 // e.FreshUntil anew (see SnapshotOptions.Revalidate): e is not shared yet.
 func admissible(e *Entry, opts SnapshotOptions) string {
-	q, err := api.ParseKey(e.Key, opts.Now)
+	parse := opts.ParseKey
+	if parse == nil {
+		parse = api.ParseKey
+	}
+	q, err := parse(e.Key, opts.Now)
 	switch {
 	case err != nil || q.Topic != e.Topic:
 		return DropKey

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // Keys of the entries the purge bus tests hold in each local tier.

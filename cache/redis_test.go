@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // testRedis returns a client for the local Redis and a unique key prefix

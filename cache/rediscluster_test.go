@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestRedisStoreOnCluster runs the shared tier and the lease on a private

@@ -17,8 +17,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/promtest"
+	"trendgate/internal/testing/testcert"
 )
 
 var filesNow = time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC)

@@ -20,7 +20,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // localCA is a certmagic.Issuer that signs CSRs with an in-memory CA, or

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // certTestNow is the fake clock's time for Stat's Modified.

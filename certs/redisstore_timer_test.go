@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // The lock's keep-alive and poll run on real timers; these tests drive

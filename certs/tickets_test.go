@@ -18,9 +18,9 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
-	"trendgate/internal/redistest"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/promtest"
+	"trendgate/internal/testing/redistest"
+	"trendgate/internal/testing/testcert"
 )
 
 // ticketPair is a certificate for tg.test valid at filesNow (the servers'

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestTicketKeysRefreshOnItsTicker: a running refresher loads the new

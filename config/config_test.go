@@ -108,6 +108,12 @@ func TestExampleFile(t *testing.T) {
 	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
 	want.TLS.ACME.Domains = []string{}
 	want.Server.CORS.AllowedOrigins = []string{}
+	want.Routes = ExampleRoutes()
+	for plan, routes := range ExamplePlanRoutes() {
+		p := want.Plans[plan]
+		p.Endpoints = append(p.Endpoints, routes...)
+		want.Plans[plan] = p
+	}
 	want.Keys = []Key{{
 		ID:     "example-team",
 		SHA256: strings.Repeat("0", 63) + "1",

@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
@@ -29,6 +30,10 @@ type Config struct {
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.
 	Plans map[string]Plan `yaml:"plans"`
+	// Routes are the upstream's other read endpoints the gateway serves,
+	// each added on purpose (docs/routes.md); nil serves only the four
+	// built-in endpoints. A plan lists a route's name to include it.
+	Routes []api.RouteConfig `yaml:"routes"`
 	// Keys are the issued API keys (only their digests). Nil means no keys,
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
@@ -48,12 +53,12 @@ type Server struct {
 	// finding the client IP. Empty trusts no one.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// FastHTTP1 serves HTTP/1.1 GET and HEAD requests of the common shape
-	// on trendgate's lean HTTP/1.1 loop (package internal/h1), over TLS
+	// on trendgate's lean HTTP/1.1 loop (package internal/transport/h1), over TLS
 	// too, and everything else (HTTP/2 included) with net/http (default
 	// true; nil, which only a Config built in code can have, means true).
 	FastHTTP1 *bool `yaml:"fast_http1"`
 	// FastHTTP2 serves HTTP/2 (TLS connections that negotiate h2) on
-	// trendgate's own HTTP/2 lane (package internal/h2) instead of
+	// trendgate's own HTTP/2 lane (package internal/transport/h2) instead of
 	// net/http's HTTP/2 server (default true; nil means true). It only
 	// matters with TLS on: plain HTTP/2 (h2c) is not served.
 	FastHTTP2 *bool `yaml:"fast_http2"`
@@ -154,7 +159,8 @@ type Redis struct {
 // Its zero value fails Validate: Endpoints and DataMode are required.
 type Plan struct {
 	limits.Policy `yaml:",inline"`
-	// Endpoints the plan may call: list, whatsup, series, tsv.
+	// Endpoints the plan may call: list, whatsup, series, tsv, and the
+	// names of configured routes.
 	Endpoints []string `yaml:"endpoints"`
 	// DataMode is "full" (everything passes) or "limited" (Fields applies).
 	DataMode string `yaml:"data_mode"`

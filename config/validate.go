@@ -69,6 +69,7 @@ func (c *Config) Validate() error {
 	c.validateTLS(&p)
 	c.validateAdminLog(&p)
 	c.validateRedis(&p)
+	p.addSection("routes", api.ValidateRoutes(c.Routes))
 	c.validatePlans(&p)
 	c.validateKeys(&p)
 	p.addSection("upstream.", c.Upstream.Validate())
@@ -243,28 +244,50 @@ func (c *Config) validatePlans(p *problems) {
 		if !idPattern.MatchString(name) {
 			p.add(path, "plan name must match %s", idPattern)
 		}
-		validatePlan(p, path, c.Plans[name])
-		checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints, c.Limits.Costs)
+		c.validatePlan(p, path, c.Plans[name])
+		c.checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints)
 	}
 }
 
 // checkCosts reports each endpoint of endpoints whose cost pol could never
 // admit: a burst, daily or monthly limit below the cost would answer every
 // such request with a refusal that no wait can lift.
-func checkCosts(p *problems, path string, pol limits.Policy, endpoints []string, costs limits.Costs) {
+func (c *Config) checkCosts(p *problems, path string, pol limits.Policy, endpoints []string) {
 	for i, name := range endpoints {
-		ep, ok := api.EndpointNamed(name)
+		cost, ok := c.Cost(name)
 		if !ok || slices.Index(endpoints, name) < i {
 			continue // reported by validatePlan
 		}
-		cost := costs.For(ep)
 		if limit, most := pol.Unservable(cost); limit != "" {
-			p.add(path+"."+limit, "%d is below the %s cost (%d); %s could never be served", most, ep, cost, ep)
+			p.add(path+"."+limit, "%d is below the %s cost (%d); %s could never be served", most, name, cost, name)
 		}
 	}
 }
 
-func validatePlan(p *problems, path string, pl Plan) {
+// Cost returns the cost of one request to the built-in endpoint or
+// configured route called name, and whether there is one.
+func (c *Config) Cost(name string) (int, bool) {
+	if ep, ok := api.EndpointNamed(name); ok {
+		return c.Limits.Costs.For(ep), true
+	}
+	for _, r := range c.Routes {
+		if r.Name == name {
+			return max(r.Cost, 1), true
+		}
+	}
+	return 0, false
+}
+
+// routeNames returns the names of the configured routes, in file order.
+func (c *Config) routeNames() []string {
+	names := make([]string, len(c.Routes))
+	for i, r := range c.Routes {
+		names[i] = r.Name
+	}
+	return names
+}
+
+func (c *Config) validatePlan(p *problems, path string, pl Plan) {
 	checkRate(p, path, pl.PerSecond, pl.Burst)
 	if pl.Daily < 0 {
 		p.add(path+".daily", "must not be negative (0 means no daily quota)")
@@ -278,16 +301,16 @@ func validatePlan(p *problems, path string, pl Plan) {
 	if pl.UpstreamPerMinute < 0 {
 		p.add(path+".upstream_per_minute", "must not be negative (0 means no cap)")
 	}
-	known := strings.Join(api.EndpointNames(), ", ")
+	known := strings.Join(append(api.EndpointNames(), c.routeNames()...), ", ")
 	if len(pl.Endpoints) == 0 {
 		p.add(path+".endpoints", "must list at least one of %s", known)
 	}
 	for i, e := range pl.Endpoints {
 		ep := fmt.Sprintf("%s.endpoints[%d]", path, i)
-		_, ok := api.EndpointNamed(e)
+		_, ok := c.Cost(e)
 		switch {
 		case !ok:
-			p.add(ep, "unknown endpoint %q (known: %s)", e, known)
+			p.add(ep, "unknown endpoint or route %q (known: %s)", e, known)
 		case slices.Index(pl.Endpoints, e) < i:
 			p.add(ep, "endpoint %q is listed twice", e)
 		}
@@ -368,9 +391,9 @@ func (c *Config) validateKeys(p *problems) {
 			// The plan's own numbers are checked under plans.<name>; report
 			// here only what the key's overrides make unservable.
 			var own problems
-			checkCosts(&own, path, plan.Policy, plan.Endpoints, c.Limits.Costs)
+			c.checkCosts(&own, path, plan.Policy, plan.Endpoints)
 			var withKey problems
-			checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints, c.Limits.Costs)
+			c.checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints)
 			for _, prob := range withKey {
 				if !slices.Contains(own, prob) {
 					*p = append(*p, prob)
@@ -499,9 +522,36 @@ func (c *Config) Warnings() []string {
 			"every restart (a deploy, a crash, an OOM kill) resets every daily and monthly quota to zero "+
 			"and forgets the 24-hour usage (see docs/restarts.md)")
 	}
+	w = append(w, c.routeWarnings()...)
 	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
 		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+
 			"the collector will run almost constantly once the cache fills", m, c.Cache.MaxBytes))
+	}
+	return w
+}
+
+// routeWarnings returns the routes' settings that are valid but cannot
+// work as written: a stale lifetime the cache caps, and a limited plan
+// listing a route without limited_fields (its keys are refused there).
+func (c *Config) routeWarnings() []string {
+	var w []string
+	limited := make(map[string]bool)
+	for i, r := range c.Routes {
+		if r.Stale > c.Cache.MaxStale {
+			w = append(w, fmt.Sprintf("routes[%d].stale: %s is above cache.max_stale (%s), which caps it", i, r.Stale, c.Cache.MaxStale))
+		}
+		limited[r.Name] = r.LimitedFields != nil
+	}
+	for _, name := range c.planNames() {
+		pl := c.Plans[name]
+		if pl.DataMode != DataModeLimited {
+			continue
+		}
+		for i, e := range pl.Endpoints {
+			if has, isRoute := limited[e]; isRoute && !has {
+				w = append(w, fmt.Sprintf("plans.%s.endpoints[%d]: route %s has no limited_fields, so keys of this limited plan are refused there (403)", name, i, e))
+			}
+		}
 	}
 	return w
 }

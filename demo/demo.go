@@ -516,13 +516,21 @@ const (
 	epWhatsup
 	epSeries
 	epTSV
+	epCoins    // GET /api4/public/coins/list/v1
+	epPosts    // GET /api4/public/topic/:topic/posts/v1
+	epCreators // GET /api4/public/creators/list/v1
 )
 
 // route matches the escaped path byte for byte and returns the endpoint
 // with its still-escaped topic segment and TSV metric.
 func route(path string) (ep endpoint, topicSeg, metric string) {
-	if path == "/api4/public/topics/list/v1" {
+	switch path {
+	case "/api4/public/topics/list/v1":
 		return epList, "", ""
+	case "/api4/public/coins/list/v1":
+		return epCoins, "", ""
+	case "/api4/public/creators/list/v1":
+		return epCreators, "", ""
 	}
 	segs := strings.Split(path, "/")
 	switch {
@@ -533,6 +541,8 @@ func route(path string) (ep endpoint, topicSeg, metric string) {
 			return epWhatsup, segs[4], ""
 		case "time-series":
 			return epSeries, segs[4], ""
+		case "posts":
+			return epPosts, segs[4], ""
 		}
 	case len(segs) == 5 && segs[0] == "" && segs[1] == "topic" && segs[2] != "" && segs[3] == "time-series":
 		m, ok := strings.CutSuffix(segs[4], ".tsv")
@@ -565,7 +575,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 	}
 	var topic string
 	var t *topicInfo
-	if ep != epList {
+	if ep != epList && ep != epCoins && ep != epCreators {
 		var err error
 		if topic, err = url.PathUnescape(seg); err != nil {
 			s.writeError(w, r, http.StatusBadRequest, "Invalid topic", u, now)
@@ -612,6 +622,21 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, path string, n
 		}
 		rb.rows = rows
 		b = appendSeries(b, topic, t, win, generated, rows)
+	case epCoins:
+		q, msg := parseCoinsQuery(r.URL.RawQuery)
+		if msg != "" {
+			s.writeError(w, r, http.StatusBadRequest, msg, u, now)
+			return
+		}
+		// The v1 lists are heavily cached upstream, up to an hour behind.
+		generated = s.generated(unixNow, "coins", 3600, 60)
+		b = appendCoins(b, s.cat.coins(s.seed, generated), q, generated)
+	case epCreators:
+		generated = s.generated(unixNow, "creators", 3600, 60)
+		b = appendCreators(b, s.seed, generated, generated)
+	case epPosts:
+		generated = s.generated(unixNow, "posts "+topic, 300, 30)
+		b = appendPosts(b, s.seed, topic, t, generated, generated)
 	case epTSV:
 		ctype = "text/tab-separated-values"
 		generated = s.generated(unixNow, "tsv "+topic, 60, 1)

@@ -413,19 +413,18 @@ func TestCompose(t *testing.T) {
 		}
 	})
 
-	t.Run("demo keys in README", func(t *testing.T) {
-		// The README's compose section prints the demo keys' secrets; each
-		// must be a key of the compose config.
-		readme, err := os.ReadFile("../README.md")
+	t.Run("demo keys in docs/deploy.md", func(t *testing.T) {
+		// docs/deploy.md's compose section prints the demo keys' secrets;
+		// each must be a key of the compose config.
+		doc, err := os.ReadFile("../docs/deploy.md")
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, section, ok := bytes.Cut(readme, []byte("\n### Compose\n"))
+		_, section, ok := bytes.Cut(doc, []byte("\n## Compose\n"))
 		if !ok {
-			t.Fatal(`README.md has no "### Compose" section`)
+			t.Fatal(`docs/deploy.md has no "## Compose" section`)
 		}
 		section, _, _ = bytes.Cut(section, []byte("\n## "))
-		section, _, _ = bytes.Cut(section, []byte("\n### "))
 		data, err := os.ReadFile(filepath.Join(composeDir, "trendgate", "config.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -445,10 +444,10 @@ func TestCompose(t *testing.T) {
 			}
 		}
 		if len(found) != len(cfg.Keys) {
-			t.Errorf("README's compose section gives the secrets of %d of the %d demo keys (%v)", len(found), len(cfg.Keys), found)
+			t.Errorf("docs/deploy.md's compose section gives the secrets of %d of the %d demo keys (%v)", len(found), len(cfg.Keys), found)
 		}
 		if !strings.Contains(string(section), "docker compose -f deploy/compose/compose.yaml up") {
-			t.Error("README's compose section does not give the command that starts it")
+			t.Error("docs/deploy.md's compose section does not give the command that starts it")
 		}
 	})
 }

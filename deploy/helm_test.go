@@ -177,8 +177,8 @@ func listenPort(t *testing.T, setting, addr string) int32 {
 // trendgate itself: the ConfigMap's config passes config.Parse with the
 // environment the pod gets from the Secret, the container listens where
 // that config says, the probes hit /healthz and /readyz on the admin port
-// without a token, the memory follows the README's rule for the config's
-// cache.max_bytes, the pod meets the restricted Pod Security Standard (as
+// without a token, the memory follows the sizing rule (docs/operations.md)
+// for the config's cache.max_bytes, the pod meets the restricted Pod Security Standard (as
 // the pod-security admission controller evaluates it), and the Service and
 // PodDisruptionBudget select the pods.
 func TestHelmTemplate(t *testing.T) {
@@ -275,7 +275,7 @@ func checkRendered(t *testing.T, r rendered) {
 		}
 	}
 
-	// Memory: the README's rule, 1.25 x cache.max_bytes + 48 MiB, as
+	// Memory: the sizing rule (docs/operations.md), 1.25 x cache.max_bytes + 48 MiB, as
 	// request and limit, above the Go soft limit trendgate sets.
 	rule := cfg.Cache.MaxBytes + cfg.Cache.MaxBytes/4 + 48<<20
 	lim, req := c.Resources.Limits[corev1.ResourceMemory], c.Resources.Requests[corev1.ResourceMemory]

@@ -63,7 +63,7 @@ func (u unit) last(section, key string) string {
 }
 
 // TestSystemdUnit checks the hardened unit and the ACME example it runs:
-// the hardening the README promises is there, the example config passes
+// the hardening docs/deploy.md promises is there, the example config passes
 // trendgate's validation, binds the privileged ports the unit's one
 // capability allows, keeps its state in the unit's StateDirectory, and
 // fits the unit's memory and stop timeout. With systemd-analyze
@@ -127,7 +127,7 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatalf("MemoryMax=%q: want NM", mem)
 	}
 	if rule := cfg.Cache.MaxBytes + cfg.Cache.MaxBytes/4 + 48<<20; n<<20 < rule {
-		t.Errorf("MemoryMax=%s is under the README's rule for cache.max_bytes %d: %d bytes", mem, cfg.Cache.MaxBytes, rule)
+		t.Errorf("MemoryMax=%s is under the sizing rule (docs/operations.md) for cache.max_bytes %d: %d bytes", mem, cfg.Cache.MaxBytes, rule)
 	}
 	stop, err := time.ParseDuration(u.last("Service", "TimeoutStopSec"))
 	if err != nil || stop <= cfg.Server.ShutdownTimeout {

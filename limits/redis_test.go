@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 const sharedRedis = "127.0.0.1:6379"

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // accuracyDuration is how long BenchmarkRedisLimiterAccuracy drives its

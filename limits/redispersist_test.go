@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 func TestPersistenceKeeps(t *testing.T) {

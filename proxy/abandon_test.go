@@ -13,8 +13,8 @@ import (
 	"golang.org/x/net/http2"
 
 	"trendgate/config"
-	"trendgate/internal/h2test"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/h2test"
+	"trendgate/internal/testing/promtest"
 )
 
 var (

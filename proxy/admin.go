@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"trendgate/admin"
+	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/internal/breaker"
@@ -33,6 +34,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Dashboard:    g,
 		Clock:        g.clk,
 		Pprof:        func() bool { return g.Config().Admin.Pprof },
+		Routes:       func() *api.Routes { return g.rt.Load().routes },
 	})
 }
 

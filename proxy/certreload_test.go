@@ -13,9 +13,9 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/testcert"
 )
 
 // certPair is a self-signed certificate for tg.test and 127.0.0.1 with its

@@ -13,7 +13,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 	"trendgate/proxy"
 )

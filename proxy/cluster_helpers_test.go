@@ -21,8 +21,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/promtest"
+	"trendgate/internal/testing/redistest"
 )
 
 // sharedRedis is the Redis the cluster tests share with other test runs;

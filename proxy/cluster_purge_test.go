@@ -13,7 +13,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestClusterPurgeReachesEveryInstance: a purge on instance 0, in each of

@@ -8,7 +8,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )
 

@@ -31,7 +31,7 @@ func limitError(d limits.Decision) *httperr.Error {
 
 // costError is the 403 for a request whose cost exceeds a limit of the
 // key's policy outright: no wait would let it through.
-func costError(e api.Endpoint, cost int, limit string, most int64) *httperr.Error {
+func costError(e string, cost int, limit string, most int64) *httperr.Error {
 	return &httperr.Error{Status: http.StatusForbidden, Code: api.CodeCostExceedsLimit,
 		Message: fmt.Sprintf("a %s request costs %d units, more than this key's %s limit (%d), so it can never be served; ask the operator to change the plan or the cost", e, cost, limit, most)}
 }

@@ -44,6 +44,7 @@ type upstreamClient interface {
 // responseCache is what the gateway needs from the response cache.
 type responseCache interface {
 	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
+	GetWithin(ctx context.Context, key string, stale time.Duration, fetch cache.Fetcher) (cache.Result, error)
 	Peek(ctx context.Context, key string) (*cache.Entry, bool)
 	Put(ctx context.Context, e *cache.Entry) error
 	Purge(ctx context.Context, sel cache.Selector) int
@@ -163,6 +164,7 @@ type runtime struct {
 	plans    map[string]*plan         // plan name → compiled plan
 	policies map[string]limits.Policy // key id → resolved rate and quotas
 	costs    limits.Costs
+	routes   *api.Routes // the configured routes; nil: none
 	ttl      cache.Config
 	trusted  []netip.Prefix
 	cors     *cors.Policy             // nil: CORS off
@@ -173,6 +175,7 @@ type runtime struct {
 type plan struct {
 	name      string
 	endpoints [api.EndpointTSV + 1]bool
+	routes    map[string]bool        // names of the configured routes the plan includes
 	proj      *projection.Projection // nil: full data
 	memoKey   any                    // the entry memo key of this plan's variant (see variantOf)
 	upWeight  float64                // upstream fair-share weight; 0 means 1
@@ -242,15 +245,23 @@ func compile(cfg *config.Config) (*runtime, error) {
 		costs:    cfg.Limits.Costs,
 		ttl:      cfg.Cache,
 	}
+	routes, err := api.NewRoutes(cfg.Routes)
+	if err != nil {
+		return nil, err
+	}
+	rt.routes = routes
 	for name, p := range cfg.Plans {
 		proj, err := projection.Compile(p)
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}
 		cp := &plan{name: name, proj: proj, upWeight: p.UpstreamWeight, upPerMin: p.UpstreamPerMinute, memoKey: variantKey(name, proj)}
+		cp.routes = make(map[string]bool)
 		for _, e := range p.Endpoints {
 			if ep, ok := api.EndpointNamed(e); ok {
 				cp.endpoints[ep] = true
+			} else {
+				cp.routes[e] = true
 			}
 		}
 		rt.plans[name] = cp

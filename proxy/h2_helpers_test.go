@@ -12,12 +12,12 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/h2test"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/h2test"
+	"trendgate/internal/testing/promtest"
 )
 
 // h2Servers are the HTTP/2 servers the HTTPS listener can run: the lane
-// (internal/h2, the default) and Go's net/http HTTP/2 (fast_http2: false).
+// (internal/transport/h2, the default) and Go's net/http HTTP/2 (fast_http2: false).
 // Every attack regression and the drain after it runs once per entry, its
 // set applied before the test's own changes.
 var h2Servers = []struct {
@@ -53,7 +53,12 @@ type upstreamHold struct {
 	path    string
 	match   func(path string) bool // when set, holds the paths it matches instead
 	release chan struct{}
+	arrived chan struct{} // closed when the first held request arrives
+	once    sync.Once
 }
+
+// arrive records that a held request reached the upstream.
+func (h *upstreamHold) arrive() { h.once.Do(func() { close(h.arrived) }) }
 
 // holds reports whether h holds the upstream's requests for path.
 func (h *upstreamHold) holds(path string) bool {
@@ -67,7 +72,7 @@ func (h *upstreamHold) holds(path string) bool {
 // or quota (the attacks exercise the HTTP/2 server, not the limiter), with
 // set (an h2Servers entry, nil for none) and then mutate applied to the
 // config. It is stopped when the test ends.
-func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway {
+func startTLSGateway(t testing.TB, set, mutate func(*config.Config)) *tlsGateway {
 	t.Helper()
 	clk := clock.NewFake(testNow)
 	calls, held := &atomic.Int64{}, &atomic.Pointer[upstreamHold]{}
@@ -75,6 +80,7 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			calls.Add(1)
 			if h := held.Load(); h != nil && h.holds(r.URL.Path) {
+				h.arrive()
 				select {
 				case <-h.release:
 				case <-r.Context().Done():
@@ -109,13 +115,13 @@ func startTLSGateway(t *testing.T, set, mutate func(*config.Config)) *tlsGateway
 
 // hold makes the upstream hold every request for path until the returned
 // func is called (at the latest when the test ends).
-func (g *tlsGateway) hold(t *testing.T, path string) (release func()) {
+func (g *tlsGateway) hold(t testing.TB, path string) (release func()) {
 	return g.holdMatching(t, &upstreamHold{path: path})
 }
 
 // holdMatching is hold for every path h holds.
-func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()) {
-	h.release = make(chan struct{})
+func (g *tlsGateway) holdMatching(t testing.TB, h *upstreamHold) (release func()) {
+	h.release, h.arrived = make(chan struct{}), make(chan struct{})
 	g.held.Store(h)
 	var once sync.Once
 	release = func() { once.Do(func() { close(h.release) }) }
@@ -124,7 +130,7 @@ func (g *tlsGateway) holdMatching(t *testing.T, h *upstreamHold) (release func()
 }
 
 // dial opens a frame-level HTTP/2 connection to the gateway.
-func (g *tlsGateway) dial(t *testing.T) *h2test.Conn {
+func (g *tlsGateway) dial(t testing.TB) *h2test.Conn {
 	t.Helper()
 	return h2test.Dial(t, g.public, g.tls)
 }
@@ -207,7 +213,7 @@ func liveHeap() uint64 {
 // attackTimeouts are the server timeouts of the attack tests: short, so
 // that what they bound shows within a test's time, and write_timeout below
 // shutdown_timeout, so a write the client never lets finish cannot outlast
-// the drain (with the defaults, 60 s and 20 s, it can; see the README).
+// the drain (with the defaults, 60 s and 20 s, it can; see docs/http-lanes.md).
 func attackTimeouts(c *config.Config) {
 	c.Server.ReadHeaderTimeout = time.Second
 	c.Server.ReadTimeout = time.Second

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"trendgate/config"
-	"trendgate/internal/h2test"
+	"trendgate/internal/testing/h2test"
 )
 
 // TestH2RapidReset is the regression test for CVE-2023-44487: a client

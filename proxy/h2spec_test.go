@@ -16,7 +16,7 @@ import (
 )
 
 // h2specVersion is the h2spec release TestH2spec runs (the one the
-// README's conformance figures were measured with). It predates Go
+// conformance figures in docs/performance.md come from). It predates Go
 // modules, so its dependencies are pinned here (x/net as trendgate's
 // go.mod has it): the build is the same every time, and offline once the
 // module cache has them.
@@ -111,7 +111,7 @@ type junitReport struct {
 // TestH2spec runs h2spec (every case of its generic, http2 and hpack
 // suites) against the HTTPS listener's HTTP/2 and fails listing each case
 // that does not pass. Regression for issue 12: Go's HTTP/2 server fails a
-// handful of cases (see the README's performance section), and the
+// handful of cases (see docs/performance.md), and the
 // listener's HTTP/2 must pass them all. It runs against the default
 // listener, the HTTP/2 lane; fast_http2: false (Go's server, which fails
 // those cases) is the documented fallback, not held to it. Afterwards the

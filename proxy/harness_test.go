@@ -17,7 +17,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/syncbuf"
+	"trendgate/internal/testing/syncbuf"
 	"trendgate/proxy"
 )
 

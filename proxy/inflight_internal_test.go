@@ -12,7 +12,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // until spins (yielding) until cond holds; it fails the test after a

@@ -15,7 +15,7 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // gauge reads one gateway metric.

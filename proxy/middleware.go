@@ -37,7 +37,7 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 		in := infoFrom(r.Context())
 		// now only decides which starts without end are near the
 		// upstream's own now (kept to the second): its clock, as last seen.
-		req, err := api.ParseRequest(r, in.start.Add(time.Duration(g.upstreamSkew.Load())*time.Second))
+		req, err := in.rt.routes.Parse(r, in.start.Add(time.Duration(g.upstreamSkew.Load())*time.Second))
 		if err != nil {
 			if r.ProtoMajor == 1 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 				// A body we refuse is not read: close after answering, so
@@ -199,7 +199,8 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 }
 
 // checkPlan refuses, with 403 and before the limiter spends anything, an
-// endpoint or TSV metric the key's plan does not include. Such a response
+// endpoint, configured route or TSV metric the key's plan does not
+// include, and a route without a limited form for a limited plan. Such a response
 // carries the key's RateLimit-Policy but no RateLimit: the limiter was not
 // consulted.
 func (g *Gateway) checkPlan(next http.Handler) http.Handler {
@@ -208,6 +209,8 @@ func (g *Gateway) checkPlan(next http.Handler) http.Handler {
 		req := in.req
 		var err error
 		switch {
+		case req.Route != nil:
+			err = routeAllowed(in.plan, req.Route)
 		case !in.plan.endpoints[req.Endpoint]:
 			err = api.ErrNotInPlan
 		case req.Endpoint == api.EndpointTSV && in.plan.proj != nil && !in.plan.proj.AllowsMetric(req.Metric):
@@ -222,6 +225,18 @@ func (g *Gateway) checkPlan(next http.Handler) http.Handler {
 	})
 }
 
+// routeAllowed returns the 403 for configured route rt under plan p, or
+// nil: p must list it, and a limited plan needs its allowlist.
+func routeAllowed(p *plan, rt *api.Route) error {
+	switch {
+	case !p.routes[rt.Name]:
+		return api.ErrNotInPlan
+	case p.proj != nil && rt.LimitedFields == nil:
+		return api.ErrRouteNotLimited
+	}
+	return nil
+}
+
 // limit admits the request against the key's token bucket and quotas and
 // sets the RateLimit headers on every response. A quota reservation is
 // given back unless the response is delivered as 2xx or 304.
@@ -233,7 +248,7 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 			// Possible only when costs changed under a plan: config check
 			// refuses such plans. Waiting would never help, so no 429.
 			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
-			g.fail(w, r, costError(in.req.Endpoint, in.cost, limit, most))
+			g.fail(w, r, costError(in.req.Label(), in.cost, limit, most))
 			return
 		}
 		actx, sp := g.startSpan(r.Context(), in, "limits admit")

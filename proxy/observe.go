@@ -223,7 +223,7 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 	elapsed := g.clk.Now().Sub(in.start)
 	route := "unknown"
 	if in.routed {
-		route = in.req.Endpoint.String()
+		route = in.req.Label() // a built-in's name or a configured route's: bounded
 	}
 	planName := ""
 	if in.plan != nil {
@@ -288,6 +288,10 @@ func appendCanonical(f []zap.Field, q api.Request) []zap.Field {
 		}
 	case api.EndpointTSV:
 		f = append(f, zap.String("metric", q.Metric))
+	case api.EndpointRoute:
+		if q.Query != "" {
+			f = append(f, zap.String("query", q.Query)) // canonical: only the route's own parameters
+		}
 	}
 	return f
 }

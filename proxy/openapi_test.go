@@ -44,8 +44,15 @@ func init() {
 // paths on base, the gateway under test.
 func newContract(t *testing.T, base string) *contract {
 	t.Helper()
+	return newContractFrom(t, base, api.OpenAPI)
+}
+
+// newContractFrom is newContract on the document data (the one the admin
+// listener serves, with configured routes).
+func newContractFrom(t *testing.T, base string, data []byte) *contract {
+	t.Helper()
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(api.OpenAPI)
+	doc, err := loader.LoadFromData(data)
 	if err != nil {
 		t.Fatalf("load api/openapi.yaml: %v", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 	"trendgate/limits"
 )
 

@@ -19,7 +19,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/projection"
 	"trendgate/upstream"
 )
@@ -402,13 +402,25 @@ func (r *oracleRun) restartNode(i int) {
 
 // quiesce waits until every upstream call that has reached the upstream
 // has been read by the gateway that made it (the gateway counts
-// trendgate_upstream_requests_total once it has read the answer, after
-// noting when it arrived, which is the fetch time of its entry), so the
-// clock moves only after each answer's fetch time is fixed. A refresh that
-// has not started by then starts after the move, and is as consistent.
+// trendgate_upstream_requests_total once it has read the answer), so a
+// background refresh has noted the instant the upstream answered (its
+// entry's fetch time, upstream.Response.Received, read before the call is
+// counted) before the clock moves. A refresh that has not started by then
+// starts after the move, and is as consistent.
+//
+// The condition must hold on two polls in a row (2 ms apart): with one
+// poll, long runs on a loaded host still met a refresh answered before the
+// move and noted after it (cause not pinned down; the counts may briefly
+// balance while one call is still between the upstream and the gateway).
 func (r *oracleRun) quiesce() {
+	held := 0
 	ok := pollUntil(func() bool {
-		return r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls()
+		if r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls() {
+			held++
+		} else {
+			held = 0
+		}
+		return held >= 2
 	})
 	if !ok {
 		r.t.Fatalf("upstream calls did not settle within 10 s: %d arrived, %v read by the gateways",

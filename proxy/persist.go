@@ -42,6 +42,7 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 		Origin:     origin,
 		Revalidate: g.revalidate,
 		Key:        g.persistKey,
+		ParseKey:   g.rt.Load().routes.ParseKey,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -28,7 +28,10 @@ func TestRestartKeepsCache(t *testing.T) {
 	clk := clock.NewFake(testNow)
 	up, upSrv := startUpstream(t, clk, nil)
 	path := filepath.Join(t.TempDir(), "cache.snap")
-	persist := func(c *config.Config) { c.Cache.PersistPath = path }
+	persist := func(c *config.Config) {
+		c.Cache.PersistPath = path
+		withRoutes(c) // configured routes' entries are kept too
+	}
 
 	hour := testNow.Unix() / 3600 * 3600
 	topics := up.Topics()
@@ -38,6 +41,8 @@ func TestRestartKeepsCache(t *testing.T) {
 		"/api4/public/topic/%23ai/time-series/v1?bucket=day&interval=1m",
 		fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d&end=%d", hour-48*3600, hour-24*3600),
 		"/topic/bitcoin/time-series/interactions.tsv",
+		"/api4/public/coins/list/v1?limit=3&sort=alt_rank",
+		"/api4/public/topic/%23ai/posts/v1",
 	}
 	for _, tp := range topics[:7] {
 		targets = append(targets, "/api4/public/topic/"+api.EncodeTopic(tp)+"/time-series/v1")

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/series"
 )
 

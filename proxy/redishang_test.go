@@ -10,7 +10,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestClusterRedisHang hangs a private Redis (SIGSTOP: connections are
@@ -19,7 +19,7 @@ import (
 // opened, no use of that client waits on Redis again; after SIGCONT one
 // probe closes it. The latencies of cache hits and cold misses are
 // measured in each phase and logged (figures, not assertions: see the
-// README's cluster section).
+// docs/cluster.md).
 func TestClusterRedisHang(t *testing.T) {
 	srv := redistest.StartServer(t, false)
 	c := newCluster(t, clusterOptions{instances: 1, addr: srv.Addr(), mutate: func(cfg *config.Config) {

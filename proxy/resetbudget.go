@@ -12,7 +12,7 @@ import (
 
 // The reset budget of Go's HTTP/2 server (server.fast_http2: false).
 //
-// The lane (internal/h2) charges every stream the client resets or has
+// The lane (internal/transport/h2) charges every stream the client resets or has
 // refused to a per-connection budget and sends GOAWAY ENHANCE_YOUR_CALM
 // past it. Go's HTTP/2 server has no hook for that: it handles RST_STREAM
 // inside its serve loop (cancelling the stream's context) and tells the
@@ -33,8 +33,8 @@ import (
 // connection runs at once are bounded by MAX_CONCURRENT_STREAMS, set to
 // the lane's 128.
 const (
-	h2ResetBurst = 200 // as internal/h2's resetBurst
-	h2ResetRate  = 50  // tokens a second, as internal/h2's resetRate
+	h2ResetBurst = 200 // as internal/transport/h2's resetBurst
+	h2ResetRate  = 50  // tokens a second, as internal/transport/h2's resetRate
 	// h2MaxStreams is the MAX_CONCURRENT_STREAMS Go's HTTP/2 server
 	// advertises, as the lane does (Go's default is 250).
 	h2MaxStreams = 128

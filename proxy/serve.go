@@ -35,7 +35,13 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
 	cctx, sp := g.startSpan(ctx, in, "cache lookup")
-	res, err := g.cache.Get(cctx, req.Key(), g.fetcher(in, in.rt))
+	var res cache.Result
+	var err error
+	if req.Route != nil {
+		res, err = g.cache.GetWithin(cctx, req.Key(), req.Route.Stale, g.fetcher(in, in.rt))
+	} else {
+		res, err = g.cache.Get(cctx, req.Key(), g.fetcher(in, in.rt))
+	}
 	if in.traced {
 		traceLookup(sp, res, err)
 	}
@@ -84,7 +90,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if v == nil {
-			if v, err = variantOf(e, in.plan, req.Endpoint); err != nil {
+			if v, err = variantOf(e, in.plan, req); err != nil {
 				grant.Release()
 				g.fail(w, r, projectionError(err))
 				return
@@ -238,6 +244,9 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, rt *runtime)
 		End:      q.WindowEnd(),
 		Negative: resp.Status == http.StatusNotFound || resp.Empty,
 	}
+	if q.Route != nil {
+		class.Fresh = q.Route.Fresh
+	}
 	return &cache.Entry{
 		Key:         q.Key(),
 		Topic:       q.Topic,
@@ -250,8 +259,14 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, rt *runtime)
 	}
 }
 
-// cost is q's price in tokens and quota units.
-func cost(q api.Request, c limits.Costs) int { return c.For(q.Endpoint) }
+// cost is q's price in tokens and quota units: a configured route's own
+// cost, else the endpoint's from c.
+func cost(q api.Request, c limits.Costs) int {
+	if q.Route != nil {
+		return max(q.Route.Cost, 1)
+	}
+	return c.For(q.Endpoint)
+}
 
 // Cache-Status values (RFC 9211), shared and never mutated.
 var (
@@ -418,7 +433,9 @@ func deriveBytes(e *cache.Entry, v *variant, p *plan, gz bool) int64 {
 	return n
 }
 
-func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
+// variantOf returns plan p's variant of e, the answer to q: projected by
+// the plan's allowlist, or for a configured route by the route's own.
+func variantOf(e *cache.Entry, p *plan, q api.Request) (*variant, error) {
 	key := p.memoKey
 	old, found := e.Memo(key)
 	if found && old.(*variant).proj == p.proj {
@@ -434,7 +451,12 @@ func variantOf(e *cache.Entry, p *plan, ep api.Endpoint) (*variant, error) {
 	size := int64(variantOverhead)
 	if p.proj != nil {
 		var err error
-		if body, err = p.proj.Apply(ep, e.Body); err != nil {
+		if q.Route != nil {
+			body, err = projection.Data(e.Body, q.Route.LimitedFields)
+		} else {
+			body, err = p.proj.Apply(q.Endpoint, e.Body)
+		}
+		if err != nil {
 			return nil, err
 		}
 		size += int64(cap(body))
@@ -530,7 +552,7 @@ func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, 
 		return
 	}
 	h["X-Content-Type-Options"] = nosniff
-	if in.req.Endpoint == api.EndpointTSV {
+	if in.req.Endpoint.Spec().TSV {
 		h["Content-Type"] = ctTSV
 	} else {
 		h["Content-Type"] = ctJSON

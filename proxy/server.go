@@ -13,10 +13,10 @@ import (
 
 	"trendgate/certs"
 	"trendgate/config"
-	"trendgate/internal/batchconn"
 	"trendgate/internal/buildinfo"
-	"trendgate/internal/h1"
-	"trendgate/internal/h2"
+	"trendgate/internal/transport/batchconn"
+	"trendgate/internal/transport/h1"
+	"trendgate/internal/transport/h2"
 )
 
 // server is what Serve runs on the public listener: an *http.Server, or

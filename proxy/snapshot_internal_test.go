@@ -10,7 +10,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // TestOneSnapshotPerRequest reloads the configuration between the stages

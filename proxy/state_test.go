@@ -12,7 +12,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 	"trendgate/proxy"
 	"trendgate/state"
 )

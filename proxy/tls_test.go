@@ -23,11 +23,11 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 	"trendgate/proxy"
 
-	"trendgate/internal/syncbuf"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/syncbuf"
+	"trendgate/internal/testing/testcert"
 )
 
 // served is a gateway whose Serve call the test controls: stop cancels its

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/redistest"
+	"trendgate/internal/testing/redistest"
 )
 
 // TestTLSHTTP1LaneMatchesNetHTTP sends the same HTTP/1.1-over-TLS requests

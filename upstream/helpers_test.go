@@ -13,7 +13,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/internal/clock"
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 // t0 is a fake-clock start 10 s into a UTC minute.

@@ -18,11 +18,14 @@ import (
 //     string ("supportive"/"critical" arrays optional);
 //   - api.EndpointSeries: an object with a "config" object and a "data"
 //     array of objects;
-//   - api.EndpointTSV: UTF-8 text whose first line starts with "time".
+//   - api.EndpointTSV: UTF-8 text whose first line starts with "time";
+//   - api.EndpointRoute (a configured route): an object whose "data", when
+//     present, is an array of objects, an object or null, and whose
+//     "config", when present, is an object.
 
 // contentType is the Content-Type assumed when the upstream sends none.
 func defaultContentType(e api.Endpoint) string {
-	if e == api.EndpointTSV {
+	if e.Spec().TSV {
 		return "text/tab-separated-values; charset=utf-8"
 	}
 	return "application/json"
@@ -30,7 +33,7 @@ func defaultContentType(e api.Endpoint) string {
 
 // accept is the Accept header sent for e.
 func accept(e api.Endpoint) string {
-	if e == api.EndpointTSV {
+	if e.Spec().TSV {
 		return "text/tab-separated-values, text/plain;q=0.9"
 	}
 	return "application/json"
@@ -53,8 +56,11 @@ var errShape = errors.New("body does not match the expected shape")
 // twice, which for a 1.45 MB series was 2.9 MB per fetch in flight). As
 // with a map, a member given twice counts with its last value.
 func checkBody(e api.Endpoint, body []byte) (checked, error) {
-	if e == api.EndpointTSV {
+	switch {
+	case e.Spec().TSV:
 		return checkTSV(body)
+	case e == api.EndpointRoute:
+		return checkRoute(body)
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -177,6 +183,36 @@ func dataItems(dec *json.Decoder, raw *json.RawMessage) (n int, shape, err error
 		return 0, nil, errors.New("upstream: unexpected delimiter")
 	}
 	return 0, errors.New("is not an array"), nil // a string, number, bool or null
+}
+
+// checkRoute validates a configured route's answer (see checkBody). The
+// routes are the upstream's less used endpoints, so it decodes the top
+// level plainly rather than streaming it. An empty "data" is an answer,
+// not an unknown topic: only a 404 is cached negatively.
+func checkRoute(body []byte) (checked, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return checked{}, fmt.Errorf("%w: not a JSON object", errShape)
+	}
+	if d, ok := top["data"]; ok && !isNull(d) && !isObject(d) {
+		var items []json.RawMessage
+		if json.Unmarshal(d, &items) != nil {
+			return checked{}, fmt.Errorf("%w: data is neither an array nor an object", errShape)
+		}
+		for i, it := range items {
+			if !isObject(it) {
+				return checked{}, fmt.Errorf("%w: data item %d is not an object", errShape, i)
+			}
+		}
+	}
+	var c checked
+	if cfg, ok := top["config"]; ok {
+		if !isObject(cfg) {
+			return checked{}, fmt.Errorf("%w: config is not an object", errShape)
+		}
+		c.generated = generatedOf(cfg)
+	}
+	return c, nil
 }
 
 // generatedOf returns config.generated when it is a positive number.

@@ -167,3 +167,29 @@ func checkBodyAsMaps(e api.Endpoint, body []byte) (checked, error) {
 	}
 	return c, nil
 }
+
+func TestCheckRouteBody(t *testing.T) {
+	for _, tc := range []struct {
+		body      string
+		ok        bool
+		generated int64
+	}{
+		{`{"config":{"generated":1764000000},"data":[{"id":1},{"id":2}]}`, true, 1764000000},
+		{`{"data":[]}`, true, 0}, // an empty list is an answer
+		{`{"data":{"symbol":"BTC"}}`, true, 0},
+		{`{"data":null,"config":{}}`, true, 0},
+		{`{"anything":"else"}`, true, 0},
+		{`{"data":[1,2]}`, false, 0},
+		{`{"data":"text"}`, false, 0},
+		{`{"config":[],"data":[]}`, false, 0},
+		{`[{"id":1}]`, false, 0},
+		{`null`, false, 0},
+		{`{"data":[]} trailing`, false, 0},
+		{`<html>`, false, 0},
+	} {
+		c, err := checkBody(api.EndpointRoute, []byte(tc.body))
+		if (err == nil) != tc.ok || c.generated != tc.generated || c.empty {
+			t.Errorf("checkBody(route, %s) = %+v, %v; want ok %v, generated %d, never empty", tc.body, c, err, tc.ok, tc.generated)
+		}
+	}
+}

@@ -18,9 +18,9 @@ import (
 
 	"trendgate/auth"
 	"trendgate/demo"
-	"trendgate/internal/h2test"
-	"trendgate/internal/syncbuf"
-	"trendgate/internal/testcert"
+	"trendgate/internal/testing/h2test"
+	"trendgate/internal/testing/syncbuf"
+	"trendgate/internal/testing/testcert"
 )
 
 // childEnv, set to 1, makes the test binary run trendgate's main instead

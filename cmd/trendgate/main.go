@@ -448,6 +448,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	setMemoryLimit(cfg, os.Getenv, log)
 	cfg.Upstream.BaseURL = upURL
 	cfg.Upstream.APIKey = upstreamKey
+	withExampleRoutes(cfg)
 	keys := map[string]string{}
 	for _, plan := range []string{"full", "limited"} {
 		secret, err := auth.Generate()
@@ -472,6 +473,17 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	printDemo(stdout, "http://"+ls.Public.Addr().String(), adminURL, keys["full"], keys["limited"])
 	return g.Serve(ctx, ls)
+}
+
+// withExampleRoutes configures the routes of config.example.yaml, which
+// the demo upstream serves, and adds them to the plans as the example does.
+func withExampleRoutes(cfg *config.Config) {
+	cfg.Routes = config.ExampleRoutes()
+	for plan, routes := range config.ExamplePlanRoutes() {
+		p := cfg.Plans[plan]
+		p.Endpoints = append(p.Endpoints, routes...)
+		cfg.Plans[plan] = p
+	}
 }
 
 // demoOptions are demo mode's flags.
@@ -507,12 +519,15 @@ func printDemo(w io.Writer, base, adminURL, full, limited string) {
 		"/api4/public/topic/%23ai/time-series/v1?bucket=day&interval=1m",
 		"/api4/public/topic/ai%20agents/time-series/v1",
 		"/topic/bitcoin/time-series/interactions.tsv",
+		"/api4/public/coins/list/v1?sort=galaxy_score&limit=3", // a configured route (docs/routes.md)
+		"/api4/public/topic/bitcoin/posts/v1",
 	}
 	for _, p := range paths {
 		fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s%s'\n", full, base, p)
 	}
 	fmt.Fprintf(w, "\n# the limited plan drops fields (compare with the full key):\n")
 	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/topic/bitcoin/time-series/v1'\n", limited, base)
+	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/coins/list/v1?sort=galaxy_score&limit=3'\n", limited, base)
 	if adminURL != "" {
 		fmt.Fprintf(w, "\ndashboard: %s/\nper-key usage: trendgate keys usage -admin %s\n", adminURL, adminURL)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/syncbuf"
+	"trendgate/internal/testing/syncbuf"
 )
 
 // stopConfig serves plain HTTP on %[1]s, admin off, in front of an

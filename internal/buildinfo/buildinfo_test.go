@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"trendgate/internal/promtest"
+	"trendgate/internal/testing/promtest"
 )
 
 func TestFromBuild(t *testing.T) {

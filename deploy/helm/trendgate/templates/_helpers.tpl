@@ -50,7 +50,7 @@ environment variables) laid over it.
 {{- end -}}
 
 {{/*
-Memory in bytes from the README's rule: 1.25 x cache.max_bytes + 48 MiB.
+Memory in bytes from the sizing rule of docs/operations.md: 1.25 x cache.max_bytes + 48 MiB.
 */}}
 {{- define "trendgate.memory" -}}
 {{- $max := 268435456 -}}

@@ -1,0 +1,345 @@
+// Command openloop measures trendgate against nginx the way real clients
+// load a server: requests arrive at a fixed rate whether or not earlier ones
+// were answered (an open loop, vegeta's library), and what counts is the
+// latency at that rate and the CPU each server spends per request.
+//
+// It starts everything itself on 127.0.0.1 (the demo upstream, two
+// `trendgate serve` processes, plain and HTTPS, from generated configs, and
+// nginx with the proxy_cache config of nginx.conf.tmpl, all sharing one
+// self-signed certificate), warms both caches, then for each protocol
+// (plain HTTP/1.1, HTTPS/1.1, HTTP/2) and each endpoint (the topics list and
+// a series) steps the rate up, measuring nginx and trendgate in turn at each
+// rate. A server is stepped no further once its p99 reaches -knee (10 ms) or
+// it answers an error; its knee is the highest rate before that. Each step
+// prints p50/p90/p99/max, errors, and the CPU time of the server's processes
+// per request (utime+stime from /proc/PID/stat over the step, nginx's
+// workers included), with the load generator's own CPU and the whole host's
+// busy CPU so that a loaded host shows in the figures.
+//
+// Run it from the module root (it builds ./cmd/trendgate unless -bin is
+// given); nginx must be installed:
+//
+//	go run ./bench/openloop
+//	go run ./bench/openloop -protos h2 -endpoints list -rates 4000 -duration 30s -pprof /tmp/prof
+//	go run ./bench/openloop -closed    # closed loop: wrk and h2load, req/s
+//
+// Everything it starts is stopped on exit, on an error and on Ctrl-C; every
+// step is bounded by -duration (plus at most the 10 s request timeout) and
+// the whole run by -timeout.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"trendgate/auth"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "openloop:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	bin, nginx     string
+	nginxWorkers   int
+	servers        []string
+	protos         []protocol
+	endpoints      []string
+	rates          []int
+	duration       time.Duration
+	warmup, pause  time.Duration
+	conns          int
+	knee           time.Duration
+	pprofDir       string
+	timeout        time.Duration
+	keep           bool
+	closed         bool
+	closedDuration time.Duration
+	rounds         int
+	streams        int
+}
+
+func parseOptions() (options, error) {
+	var (
+		o                                   options
+		servers, protos, endpointList, rate string
+	)
+	flag.StringVar(&o.bin, "bin", "", "trendgate binary (default: build ./cmd/trendgate into a temporary directory)")
+	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
+	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
+	flag.StringVar(&servers, "servers", "nginx,trendgate", "servers to measure, in this order at each rate (the order alternates step by step)")
+	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
+	flag.StringVar(&endpointList, "endpoints", "list,series", "endpoints: list (topics list, 18 KB), series (bitcoin's hourly series)")
+	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
+	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured step")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load at the first rate before each server's first step of an endpoint")
+	flag.DurationVar(&o.pause, "pause", 500*time.Millisecond, "idle time between steps")
+	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections per server (HTTP/2: requests go round-robin over them, as several streams when they queue)")
+	flag.DurationVar(&o.knee, "knee", 10*time.Millisecond, "p99 at or above which a server is past its knee and stepped no further")
+	flag.StringVar(&o.pprofDir, "pprof", "", "write a CPU profile of trendgate over each of its steps into this directory")
+	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs) and print its path")
+	flag.BoolVar(&o.closed, "closed", false, "closed loop instead: wrk (HTTP/1.1) and h2load (HTTP/2), -conns connections, req/s per server")
+	flag.DurationVar(&o.closedDuration, "closed-duration", 8*time.Second, "length of one closed-loop run")
+	flag.IntVar(&o.rounds, "rounds", 3, "closed loop: interleaved rounds")
+	flag.IntVar(&o.streams, "streams", 10, "closed loop: h2load streams per connection (-m)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	}
+	for _, s := range strings.Split(servers, ",") {
+		if s != "nginx" && s != "trendgate" {
+			return o, fmt.Errorf("-servers: unknown server %q (nginx, trendgate)", s)
+		}
+		o.servers = append(o.servers, s)
+	}
+	for _, p := range strings.Split(protos, ",") {
+		pr := protocol(p)
+		if pr != h1 && pr != https && pr != h2 {
+			return o, fmt.Errorf("-protos: unknown protocol %q (h1, https, h2)", p)
+		}
+		o.protos = append(o.protos, pr)
+	}
+	for _, e := range strings.Split(endpointList, ",") {
+		if _, ok := endpoints[e]; !ok {
+			return o, fmt.Errorf("-endpoints: unknown endpoint %q (list, series)", e)
+		}
+		o.endpoints = append(o.endpoints, e)
+	}
+	for _, r := range strings.Split(rate, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("-rates: %q is not a positive rate", r)
+		}
+		o.rates = append(o.rates, n)
+	}
+	if o.conns < 1 || o.duration <= 0 {
+		return o, errors.New("-conns and -duration must be positive")
+	}
+	return o, nil
+}
+
+func run() error {
+	o, err := parseOptions()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	var nginxBin string
+	if contains(o.servers, "nginx") {
+		if nginxBin, err = findNginx(o.nginx); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "openloop")
+	if err != nil {
+		return err
+	}
+	// nginx's workers (an unprivileged user when run as root) must reach
+	// the cache below dir.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	if o.keep {
+		defer fmt.Fprintln(os.Stderr, "work directory kept:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	if o.bin == "" {
+		o.bin = filepath.Join(dir, "trendgate")
+		build := exec.CommandContext(ctx, "go", "build", "-o", o.bin, "./cmd/trendgate")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build ./cmd/trendgate (run from the module root, or give -bin): %w", err)
+		}
+	}
+
+	e, servers, stopAll, err := startAll(ctx, o, dir, nginxBin)
+	defer stopAll()
+	if err != nil {
+		return err
+	}
+	printHeader(o)
+	if o.closed {
+		return runClosed(ctx, o, e, servers)
+	}
+	results, err := runOpen(ctx, o, e, servers)
+	printSummary(o, results)
+	return err
+}
+
+// startAll starts the upstream and the servers o names; stopAll stops
+// whatever was started, also after an error.
+func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*server, func(), error) {
+	var started []interface{ stop() }
+	stopAll := func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			started[i].stop()
+		}
+	}
+	e := &env{dir: dir}
+	var err error
+	if e.upstreamKey, err = auth.Generate(); err != nil {
+		return nil, nil, stopAll, err
+	}
+	if e.clientKey, err = auth.Generate(); err != nil {
+		return nil, nil, stopAll, err
+	}
+	if e.certFile, e.keyFile, e.pool, err = writeCert(dir); err != nil {
+		return nil, nil, stopAll, err
+	}
+	e.probe = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: e.pool}}}
+	up, err := startUpstream(ctx, e, o.bin)
+	if err != nil {
+		return nil, nil, stopAll, err
+	}
+	started = append(started, up)
+	var servers []*server
+	for _, name := range o.servers {
+		var s *server
+		if name == "nginx" {
+			s, err = startNginx(ctx, e, nginxBin, o.nginxWorkers)
+		} else {
+			s, err = startTrendgate(ctx, e, o.bin)
+		}
+		if err != nil {
+			return nil, nil, stopAll, err
+		}
+		started = append(started, s)
+		servers = append(servers, s)
+	}
+	return e, servers, stopAll, nil
+}
+
+// runOpen runs the open-loop steps and returns every step's result.
+func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]result, error) {
+	var results []result
+	for _, pr := range o.protos {
+		clients := make([]*http.Client, len(servers))
+		for i := range servers {
+			clients[i] = newClient(pr, o.conns, e.pool)
+		}
+		for _, ep := range o.endpoints {
+			rs, err := runEndpoint(ctx, o, e, servers, clients, pr, ep)
+			results = append(results, rs...)
+			if err != nil {
+				return results, err
+			}
+		}
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}
+	return results, nil
+}
+
+// runEndpoint warms every server for one protocol and endpoint, then steps
+// the rate up, the servers in turn, until each is past its knee or the
+// rates run out.
+func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clients []*http.Client,
+	pr protocol, ep string) ([]result, error) {
+	sizes := map[int]bool{}
+	for i, s := range servers {
+		url := s.baseURL(pr) + endpoints[ep]
+		size, err := warm(ctx, clients[i], pr, o.conns, url, e.clientKey)
+		if err != nil {
+			return nil, fmt.Errorf("warm %s %s: %w", s.name, pr, err)
+		}
+		sizes[size] = true
+		if o.warmup > 0 {
+			if _, err := step(ctx, clients[i], url, e.clientKey, o.rates[0], o.warmup, nil); err != nil {
+				return nil, err
+			}
+		}
+		fmt.Printf("# %s %s %s: %d-byte body from its cache, %d connections warm\n", pr, ep, s.name, size, o.conns)
+	}
+	if len(sizes) > 1 {
+		fmt.Printf("# WARNING: the servers' bodies differ in size (%v): they do not send the same bytes\n", sizes)
+	}
+	var results []result
+	done := make([]bool, len(servers))
+	for i, rate := range o.rates {
+		for j := range servers {
+			k := j
+			if i%2 == 1 { // alternate who goes first
+				k = len(servers) - 1 - j
+			}
+			if done[k] {
+				continue
+			}
+			r, err := measure(ctx, o, e, servers[k], clients[k], pr, ep, rate)
+			if err != nil {
+				return results, err
+			}
+			printResult(r)
+			results = append(results, r)
+			done[k] = r.overKnee(o.knee)
+			sleep(ctx, o.pause)
+		}
+		if !contains(done, false) {
+			break
+		}
+	}
+	return results, nil
+}
+
+// measure runs one step against s, with a CPU profile when -pprof is set.
+func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, pr protocol, ep string, rate int) (result, error) {
+	url := s.baseURL(pr) + endpoints[ep]
+	cpu, err := startCPU(s.pids(pr), s.name == "nginx")
+	if err != nil {
+		return result{}, err
+	}
+	var profiled func() error
+	if o.pprofDir != "" && s.admin(pr) != "" {
+		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return result{}, err
+		}
+		file := filepath.Join(o.pprofDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, string(pr), ep, rate))
+		profiled = profileStep(s.admin(pr), o.duration, file)
+	}
+	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
+	r.server, r.proto, r.endpoint = s.name, pr, ep
+	if profiled != nil {
+		if perr := profiled(); perr != nil && err == nil {
+			err = fmt.Errorf("profile: %w", perr)
+		}
+	}
+	return r, err
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func contains[T comparable](s []T, v T) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

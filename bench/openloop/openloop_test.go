@@ -1,0 +1,89 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"testing"
+	"time"
+)
+
+// Output as wrk 4.1 and h2load 1.52 print it (trimmed).
+const (
+	wrkOutput = `Running 8s test @ https://127.0.0.1:40123/api4/public/topics/list/v1
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     2.10ms    1.02ms  20.11ms   90.12%
+  160432 requests in 8.00s, 8.63GB read
+  Non-2xx or 3xx responses: 12
+Requests/sec:  20053.71
+Transfer/sec:      1.08GB
+`
+	h2loadOutput = `finished in 8.00s, 25004.50 req/s, 1.35GB/s
+requests: 200036 total, 200100 started, 200036 done, 200030 succeeded, 6 failed, 6 errored, 0 timeout
+status codes: 200030 2xx, 0 3xx, 0 4xx, 0 5xx
+`
+)
+
+func TestParseClosed(t *testing.T) {
+	for _, tc := range []struct {
+		pr       protocol
+		out      string
+		rate     float64
+		failures int
+	}{
+		{https, wrkOutput, 20053.71, 12},
+		{h2, h2loadOutput, 25004.50, 6},
+	} {
+		rate, errs, err := parseClosed(tc.pr, tc.out)
+		if err != nil || rate != tc.rate || errs != tc.failures {
+			t.Errorf("%s: parseClosed = %v, %d, %v; want %v, %d, nil", tc.pr, rate, errs, err, tc.rate, tc.failures)
+		}
+	}
+	if _, _, err := parseClosed(h1, "unable to connect to 127.0.0.1:1 Connection refused"); err == nil {
+		t.Error("parseClosed of a failed wrk run: no error")
+	}
+}
+
+// TestStatCPU reads this test process's own /proc entry: its parent is
+// the go tool's process and its CPU time grows while it works (reading
+// /proc in a loop).
+func TestStatCPU(t *testing.T) {
+	before, ppid, err := statCPU(os.Getpid())
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	if ppid != os.Getppid() {
+		t.Errorf("ppid = %d; want %d", ppid, os.Getppid())
+	}
+	// Work until the next clock tick is charged (bounded: on a host too
+	// busy to give this process 10 ms of CPU in 10 s, the test fails).
+	after := before
+	for start := time.Now(); after <= before && err == nil && time.Since(start) < 10*time.Second; {
+		after, _, err = statCPU(os.Getpid())
+	}
+	if err != nil || after <= before {
+		t.Errorf("CPU time %v then %v (%v); want it to grow", before, after, err)
+	}
+	if n, err := switches(os.Getpid()); err != nil || n <= 0 {
+		t.Errorf("switches = %d, %v; want some", n, err)
+	}
+}
+
+func TestCacheHit(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		hit         bool
+	}{
+		{"X-Cache-Status", "HIT", true},
+		{"X-Cache-Status", "MISS", false},
+		{"Cache-Status", "trendgate; hit", true},
+		{"Cache-Status", "trendgate; fwd=miss; stored", false},
+		{"Cache-Status", "", false},
+	} {
+		h := http.Header{}
+		h.Set(tc.name, tc.value)
+		if got := cacheHit(h); got != tc.hit {
+			t.Errorf("cacheHit(%s: %q) = %v; want %v", tc.name, tc.value, got, tc.hit)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// printHeader names the host and the run's settings, so that figures pasted
+// elsewhere carry where and how they were taken.
+func printHeader(o options) {
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("# openloop %s: %d CPUs (%s), load average %s\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), strings.Join(strings.Fields(string(load))[:3], " "))
+	if o.closed {
+		fmt.Printf("# closed loop: %d connections, %s per run, %d rounds, h2load -m %d\n", o.conns, o.closedDuration, o.rounds, o.streams)
+		return
+	}
+	fmt.Printf("# open loop (vegeta): %d keep-alive connections per server, %s per step, knee: p99 < %s and no errors\n",
+		o.conns, o.duration, o.knee)
+	fmt.Println("# cpu/req: the server's processes' CPU time per request; cs/req: their threads' context switches per request;")
+	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
+	fmt.Printf("%-9s %-6s %6s %-9s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s\n",
+		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "gen/req", "host")
+}
+
+// cpuModel returns the processor's model name from /proc/cpuinfo.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond)) }
+
+func printResult(r result) {
+	gen := time.Duration(0)
+	if r.requests > 0 {
+		gen = r.genCPU / time.Duration(r.requests)
+	}
+	host := 0.0
+	if r.elapsed > 0 {
+		host = float64(r.hostCPU) / float64(r.elapsed)
+	}
+	cs := 0.0
+	if r.requests > 0 {
+		cs = float64(r.switches) / float64(r.requests)
+	}
+	fmt.Printf("%-9s %-6s %6d %-9s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f\n",
+		r.proto, r.endpoint, r.rate, r.server, r.requests, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.mx),
+		r.errors, us(r.cpuPerRequest()), cs, us(gen), host)
+	if r.firstError != "" {
+		fmt.Printf("#   first error: %.200s\n", r.firstError)
+	}
+}
+
+// printSummary prints each server's knee per protocol and endpoint: the
+// highest rate measured below the knee with no lower rate over it.
+func printSummary(o options, results []result) {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Printf("\n# knee (highest rate with p99 < %s and no errors, every lower rate too)\n", o.knee)
+	for _, pr := range o.protos {
+		for _, ep := range o.endpoints {
+			var parts []string
+			for _, s := range o.servers {
+				knee, measured, past := 0, false, false
+				for _, r := range results {
+					if r.proto != pr || r.endpoint != ep || r.server != s {
+						continue
+					}
+					measured = true
+					if r.overKnee(o.knee) {
+						past = true
+					} else if !past {
+						knee = r.rate
+					}
+				}
+				if !measured {
+					continue
+				}
+				switch {
+				case !past:
+					parts = append(parts, fmt.Sprintf("%s ≥ %d/s (never past it)", s, knee))
+				case knee == 0:
+					parts = append(parts, fmt.Sprintf("%s < %d/s", s, o.rates[0]))
+				default:
+					parts = append(parts, fmt.Sprintf("%s %d/s", s, knee))
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Printf("%-9s %-6s %s\n", pr, ep, strings.Join(parts, ", "))
+			}
+		}
+	}
+}

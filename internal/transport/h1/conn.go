@@ -1,0 +1,410 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"trendgate/internal/transport/batchconn"
+)
+
+// Connection states, for Shutdown: an idle connection waits for a
+// request and may be closed; an active one finishes its request first.
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosed
+)
+
+// conn is one client connection on the lane. Its fields are owned by its
+// serve goroutine, except state (atomic) and what reqCtx documents.
+type conn struct {
+	s      *Server
+	rwc    net.Conn
+	batch  *batchconn.Conn // under rwc with TLS: one write per response; nil without
+	br     *bufio.Reader
+	state  atomic.Int32
+	remote string
+	base   context.Context // values every request context carries
+	// tlsState is the connection's TLS state once its handshake is done,
+	// shared by its requests as net/http shares it; nil without TLS.
+	tlsState *tls.ConnectionState
+
+	tmpl  http.Request // fields of the request being built; never handed out
+	res   response     // reused for each request
+	head  []byte       // response head buffer, reused
+	iov   [3][]byte    // backing array for one writev
+	limit int          // largest head the lane reads
+
+	// The deadlines armed on rwc (zero: none). Re-arming a deadline costs
+	// a timer update, so one that would move by less than 1/64 of its
+	// timeout stays as it is.
+	readDeadline, writeDeadline time.Time
+}
+
+// setReadDeadline arms the read deadline at t (zero: none), or leaves the
+// one armed when it is later than t by at most slack. It arms t+slack, so
+// that a keep-alive connection's next requests, each asking a little later,
+// find it still good: one timer update per slack rather than per request.
+func (c *conn) setReadDeadline(t time.Time, slack time.Duration) {
+	if d := c.readDeadline.Sub(t); !t.IsZero() && d >= 0 && d <= slack || t.IsZero() && c.readDeadline.IsZero() {
+		return
+	}
+	if !t.IsZero() {
+		t = t.Add(slack)
+	}
+	c.readDeadline = t
+	_ = c.rwc.SetReadDeadline(t)
+}
+
+// setWriteDeadline is setReadDeadline for writes; the armed deadline may
+// be earlier than t by less than slack.
+func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
+	if d := t.Sub(c.writeDeadline); !c.writeDeadline.IsZero() && d >= 0 && d < slack {
+		return
+	}
+	c.writeDeadline = t
+	_ = c.rwc.SetWriteDeadline(t)
+}
+
+func (s *Server) newConn(rwc net.Conn) *conn {
+	var batch *batchconn.Conn
+	if s.TLSConfig != nil {
+		batch = &batchconn.Conn{Conn: rwc}
+		rwc = tls.Server(batch, s.TLSConfig)
+	}
+	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
+	c.br = bufio.NewReaderSize(rwc, c.limit)
+	c.base = context.WithValue(context.WithValue(context.Background(),
+		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
+	c.res.c = c
+	c.res.header = make(http.Header, 16)
+	return c
+}
+
+// serve reads and answers requests until the connection ends or leaves
+// the lane.
+func (c *conn) serve() {
+	handedOff := false
+	defer func() {
+		if p := recover(); p != nil && p != http.ErrAbortHandler {
+			buf := make([]byte, 64<<10)
+			buf = buf[:runtime.Stack(buf, false)]
+			c.s.logf("h1: panic serving %s: %v\n%s", c.remote, p, buf)
+		}
+		c.s.untrack(c)
+		if !handedOff {
+			_ = c.rwc.Close()
+		}
+	}()
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		switch c.handshake(tc) {
+		case handshakeFailed:
+			return
+		case handshakeH2:
+			if c.s.H2 != nil {
+				// Shutdown waits for it as for a request in progress;
+				// H2 sends its GOAWAY.
+				if !c.state.CompareAndSwap(stateIdle, stateActive) {
+					return // closed by Shutdown
+				}
+				c.s.H2.ServeConn(tc)
+				return
+			}
+			handedOff = c.handOffTLS(tc)
+			return
+		case handshakeLane:
+			if c.s.HTTP1ToFallback {
+				handedOff = c.handOffTLS(tc)
+				return
+			}
+		}
+	}
+	for {
+		if c.br.Buffered() == 0 {
+			// No yield before this read: one (runtime.Gosched) raised
+			// closed-loop throughput but doubled p99 at saturation and
+			// saved no CPU at the arrival rates clients send
+			// (docs/performance.md, Open loop).
+			if d := c.s.idleTimeout(); d > 0 {
+				// A deadline up to d/64 later than asked is as good.
+				c.setReadDeadline(time.Now().Add(d), d/64)
+			} else {
+				// No idle limit: drop a header deadline the last head armed.
+				c.setReadDeadline(time.Time{}, 0)
+			}
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // closed by Shutdown
+		}
+		now := time.Now()
+		h, v := c.readHead(now)
+		switch v {
+		case handOff:
+			handedOff = c.handOff(now)
+			return
+		case needMore: // the head never completed: timeout, EOF or reset
+			return
+		}
+		if d := c.s.Fallback.WriteTimeout; d > 0 {
+			// Up to d/64 earlier than asked, never later.
+			c.setWriteDeadline(now.Add(d), d/64)
+		}
+		if !c.serveRequest(&h, now) || c.s.inShutdown.Load() {
+			return
+		}
+		c.state.Store(stateIdle)
+		if c.s.inShutdown.Load() {
+			return
+		}
+	}
+}
+
+// Outcomes of handshake.
+const (
+	handshakeLane   = iota // HTTP/1.1 or no protocol: the lane serves it
+	handshakeH2            // h2: H2, or Fallback's HTTP/2, serves it
+	handshakeFailed        // failed, timed out, or another protocol: close
+)
+
+// handshake runs the TLS handshake within the handshake timeout and says
+// who serves the connection. A failure is logged as net/http logs it.
+func (c *conn) handshake(tc *tls.Conn) int {
+	if d := c.s.handshakeTimeout(); d > 0 {
+		dl := time.Now().Add(d)
+		_ = tc.SetReadDeadline(dl)
+		_ = tc.SetWriteDeadline(dl)
+	}
+	if err := tc.HandshakeContext(context.Background()); err != nil {
+		// As net/http: a client speaking plain HTTP gets a plain 400.
+		var re tls.RecordHeaderError
+		if errors.As(err, &re) && re.Conn != nil && looksLikeHTTP(re.RecordHeader) {
+			_, _ = io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+			return handshakeFailed
+		}
+		c.s.logf("http: TLS handshake error from %s: %v", c.remote, err)
+		return handshakeFailed
+	}
+	_ = tc.SetDeadline(time.Time{})
+	st := tc.ConnectionState()
+	c.tlsState = &st
+	switch st.NegotiatedProtocol {
+	case "", "http/1.1":
+		return handshakeLane
+	case "h2":
+		return handshakeH2
+	}
+	return handshakeFailed
+}
+
+// looksLikeHTTP reports whether a TLS record header is the start of a
+// plain HTTP request.
+func looksLikeHTTP(hdr [5]byte) bool {
+	switch string(hdr[:]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO":
+		return true
+	}
+	return false
+}
+
+// handOffTLS gives a connection, handshake done and nothing read, to
+// Fallback as the *tls.Conn it is, so net/http serves it with the
+// protocol it negotiated (HTTP/2 for h2). It reports whether Fallback took
+// it.
+func (c *conn) handOffTLS(tc *tls.Conn) bool {
+	c.s.mu.Lock()
+	hl := c.s.handoff
+	c.s.mu.Unlock()
+	return hl != nil && hl.deliver(tc)
+}
+
+// readHead reads one request head whose first byte arrived at start. On
+// lane it has consumed the head from the reader; on handOff nothing is
+// consumed; needMore means the head did not complete. The header timeout
+// is armed only when the head did not arrive whole, which is rare.
+func (c *conn) readHead(start time.Time) (head, verdict) {
+	armed := false
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		h, n, v := parseHead(buf)
+		switch v {
+		case lane:
+			_, _ = c.br.Discard(n)
+			return h, lane
+		case handOff:
+			return head{}, handOff
+		}
+		if c.br.Buffered() >= c.limit {
+			return head{}, handOff // too large for the lane
+		}
+		if d := c.s.headerTimeout(); d > 0 && !armed {
+			c.setReadDeadline(start.Add(d), 0)
+			armed = true
+		}
+		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return head{}, handOff
+			}
+			return head{}, needMore
+		}
+	}
+}
+
+// handOff gives the connection, with every byte read so far, to Fallback.
+// The head whose first byte arrived at start keeps its deadline: net/http's
+// own header timeout starts when it begins reading, so without the clamp a
+// slow head could take the lane's timeout and then net/http's. It reports
+// whether Fallback took it.
+func (c *conn) handOff(start time.Time) bool {
+	pending, _ := c.br.Peek(c.br.Buffered())
+	rc := &replayConn{Conn: c.rwc, pending: bytes.Clone(pending), tlsState: c.tlsState}
+	if d := c.s.headerTimeout(); d > 0 {
+		rc.headDeadline = start.Add(d)
+	}
+	_ = c.rwc.SetDeadline(time.Time{}) // net/http sets its own
+	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	c.s.mu.Lock()
+	hl := c.s.handoff
+	c.s.mu.Unlock()
+	// A connection handed over while shutting down is closed unserved:
+	// Fallback has stopped accepting.
+	return hl != nil && hl.deliver(rc)
+}
+
+// serveRequest runs the handler for h and writes its response. It reports
+// whether the connection may serve another request.
+func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
+	hdr := make(http.Header, len(h.fields))
+	vals := make([]string, len(h.fields))
+	for i, f := range h.fields {
+		vals[i] = f.value
+		if vv, ok := hdr[f.name]; ok {
+			hdr[f.name] = append(vv, f.value)
+		} else {
+			hdr[f.name] = vals[i : i+1 : i+1]
+		}
+	}
+	t := &c.tmpl
+	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, h.url, hdr, h.host, h.target
+	t.Proto, t.ProtoMajor, t.ProtoMinor = "HTTP/1.1", 1, 1
+	t.Body, t.Close, t.RemoteAddr = http.NoBody, h.close, c.remote
+	t.TLS = c.tlsState
+
+	ctx := &reqCtx{Context: c.base, c: c}
+	r := t.WithContext(ctx)
+	w := &c.res
+	w.reset(r.Method == http.MethodHead, h.close, now)
+	defer ctx.finish()
+	c.s.Handler.ServeHTTP(w, r)
+	ctx.finish() // before writing: a watch on the connection must stop
+	return w.finish()
+}
+
+// aLongTimeAgo is a deadline in the past: it ends a pending read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// reqCtx is the context of one request on the lane. It carries the
+// connection's values, is never done before the handler returns unless the
+// client goes away, and is canceled when the handler returns.
+//
+// Noticing that the client went away takes a read on the connection while
+// the handler runs. That read starts only when someone first asks for
+// Done, so a handler that never waits (a cache hit) pays nothing for it,
+// and one that waits (a cache miss) gets net/http's behaviour.
+type reqCtx struct {
+	context.Context // values only; never done
+	c               *conn
+
+	mu        sync.Mutex    // guards the fields below
+	done      chan struct{} // made on the first Done
+	err       error
+	finished  bool
+	watchDone chan struct{} // closed when the watching read ended; nil if none
+}
+
+func (x *reqCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (x *reqCtx) Done() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.done == nil {
+		x.done = make(chan struct{})
+		if x.err != nil {
+			close(x.done)
+		} else {
+			x.watch()
+		}
+	}
+	return x.done
+}
+
+func (x *reqCtx) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+// cancel ends the context with err unless it already ended. x.mu must be
+// held.
+func (x *reqCtx) cancel(err error) {
+	if x.err == nil {
+		x.err = err
+		if x.done != nil {
+			close(x.done)
+		}
+	}
+}
+
+// watch starts the read that notices a client going away. x.mu must be
+// held. Bytes already buffered mean the client sent its next request: it
+// is there, and nothing needs watching.
+func (x *reqCtx) watch() {
+	c := x.c
+	if x.finished || c.br.Buffered() > 0 {
+		return
+	}
+	done := make(chan struct{})
+	x.watchDone = done
+	c.setReadDeadline(time.Time{}, 0) // the head's deadline no longer applies
+	go func() {
+		defer close(done)
+		// Peek keeps whatever arrives (a pipelined request) for the
+		// connection's next read.
+		if _, err := c.br.Peek(1); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			x.mu.Lock()
+			x.cancel(context.Canceled)
+			x.mu.Unlock()
+		}
+	}()
+}
+
+// finish cancels the context and stops the watching read, if any. The
+// connection's reader is free again when it returns. It is idempotent.
+func (x *reqCtx) finish() {
+	x.mu.Lock()
+	x.finished = true
+	x.cancel(context.Canceled)
+	watchDone := x.watchDone
+	x.watchDone = nil
+	x.mu.Unlock()
+	if watchDone != nil {
+		x.c.setReadDeadline(aLongTimeAgo, 0)
+		<-watchDone
+		x.c.setReadDeadline(time.Time{}, 0)
+	}
+}
+
+var _ context.Context = (*reqCtx)(nil)

@@ -1,0 +1,159 @@
+package h2_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"trendgate/internal/testing/testcert"
+	"trendgate/internal/transport/h2"
+)
+
+// BenchmarkServe sends one request after another on one HTTP/2-over-TLS
+// connection to a handler that answers with a fixed body, served by Go's
+// net/http HTTP/2 and by the lane. The client is a bare Framer that does
+// not decode response headers, so allocs/op is nearly all the server's.
+func BenchmarkServe(b *testing.B) {
+	pair := testcert.New(b, testcert.Options{Hosts: []string{"127.0.0.1"}})
+	for _, size := range []int{18133, 61499} { // the bench list and series bodies
+		body := bytes.Repeat([]byte("x"), size)
+		clen := []string{strconv.Itoa(size)}
+		ctype := []string{"application/json; charset=utf-8"}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Content-Type"] = ctype
+			w.Header()["Content-Length"] = clen
+			_, _ = w.Write(body)
+		})
+		for _, lane := range []bool{false, true} {
+			name := "net-http/" + strconv.Itoa(size)
+			if lane {
+				name = "lane/" + strconv.Itoa(size)
+			}
+			b.Run(name, func(b *testing.B) {
+				addr := benchServe(b, h, pair.TLS, lane)
+				conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pair.Pool(), NextProtos: []string{"h2"}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.Close()
+				fr := http2.NewFramer(conn, conn)
+				fr.SetReuseFrames()
+				if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+					b.Fatal(err)
+				}
+				// Large windows, as h2load sets them, so flow control never waits.
+				if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<30 - 1}); err != nil {
+					b.Fatal(err)
+				}
+				if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
+					b.Fatal(err)
+				}
+				var hbuf bytes.Buffer
+				enc := hpack.NewEncoder(&hbuf)
+				fields := []hpack.HeaderField{
+					{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+					{Name: ":path", Value: "/api4/public/topics/list/v1"}, {Name: ":authority", Value: "bench"},
+					{Name: "authorization", Value: "Bearer bench-key"},
+				}
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				id := uint32(1)
+				for b.Loop() {
+					hbuf.Reset()
+					for _, f := range fields {
+						_ = enc.WriteField(f)
+					}
+					if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+						b.Fatal(err)
+					}
+					got := 0
+					for done := false; !done; {
+						f, err := fr.ReadFrame()
+						if err != nil {
+							b.Fatal(err)
+						}
+						switch f := f.(type) {
+						case *http2.SettingsFrame:
+							if !f.IsAck() {
+								_ = fr.WriteSettingsAck()
+							}
+						case *http2.DataFrame:
+							if f.StreamID == id {
+								got += len(f.Data())
+								done = f.StreamEnded()
+							}
+						case *http2.WindowUpdateFrame, *http2.PingFrame:
+						case *http2.HeadersFrame:
+							done = f.StreamID == id && f.StreamEnded()
+						default:
+							b.Fatalf("unexpected %v", f.Header())
+						}
+					}
+					if got != size {
+						b.Fatalf("got %d bytes; want %d", got, size)
+					}
+					id += 2
+					// Keep the connection window open for the next responses.
+					if err := fr.WriteWindowUpdate(0, uint32(got)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// benchServe serves h over TLS with HTTP/2 on a loopback port until the
+// benchmark ends: by the lane, or by net/http.
+func benchServe(b *testing.B, h http.Handler, cert tls.Certificate, lane bool) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}
+	base := &http.Server{Handler: h, TLSConfig: cfg}
+	done := make(chan struct{})
+	if !lane {
+		go func() {
+			defer close(done)
+			_ = base.ServeTLS(l, "", "")
+		}()
+		b.Cleanup(func() {
+			_ = base.Close()
+			<-done
+		})
+		return l.Addr().String()
+	}
+	srv := &h2.Server{Handler: h, Base: base}
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				tc := tls.Server(c, cfg)
+				if tc.Handshake() != nil {
+					_ = tc.Close()
+					return
+				}
+				srv.ServeConn(tc)
+			}()
+		}
+	}()
+	b.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		_ = srv.Shutdown(b.Context())
+	})
+	return l.Addr().String()
+}
