@@ -132,8 +132,7 @@ func (g *Gateway) revalidate(e *cache.Entry, q api.Request) (time.Time, error) {
 		}
 		negative = chk.Empty
 	}
-	class := cache.Class{Endpoint: q.Endpoint, Bucket: q.Bucket, End: q.WindowEnd(), Negative: negative}
-	return g.rt.Load().ttl.FreshUntil(class, e.Fetched), nil
+	return g.rt.Load().ttl.FreshUntil(freshnessClass(q, negative), e.Fetched), nil
 }
 
 // minPersistKey is the shortest key cache.persist_key_env may hold.
