@@ -70,6 +70,14 @@ type Key struct {
 	abandoned [hourSlots]tagged
 }
 
+// LastSeen returns the time of the key's latest Record; zero if none.
+func (k *Key) LastSeen() time.Time {
+	if ns := k.lastSeen.Load(); ns != 0 {
+		return time.Unix(0, ns).UTC()
+	}
+	return time.Time{}
+}
+
 // UpstreamAbandoned counts n upstream requests (already counted by
 // UpstreamCall) made for a request of the key whose client left before
 // the answer came, at now: the request's quota was refunded, the calls

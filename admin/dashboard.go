@@ -11,7 +11,7 @@ import (
 )
 
 // SummarySource reports the figures of the dashboard for GET /summary;
-// proxy.Gateway implements it.
+// gateway.Gateway implements it.
 type SummarySource interface {
 	Summary(ctx context.Context) (Summary, error)
 }
@@ -104,6 +104,20 @@ type UpstreamStatus struct {
 	MinuteLeft      *int64 `json:"minute_left"`
 	DayLeft         *int64 `json:"day_left"`
 	Breaker         string `json:"breaker"`
+	// Shares are this minute's fair shares of the upstream budget: the
+	// accounts asking for upstream data or granted calls this minute.
+	Shares []UpstreamShare `json:"shares"`
+}
+
+// UpstreamShare is one account's standing in this minute's fair share:
+// Active accounts split the pool, each Guaranteed whole calls by Weight;
+// Used is the calls granted to it this minute.
+type UpstreamShare struct {
+	Account    string  `json:"account"`
+	Weight     float64 `json:"weight"`
+	Active     bool    `json:"active"`
+	Used       int64   `json:"used"`
+	Guaranteed int64   `json:"guaranteed"`
 }
 
 // TopKey is one key's quota use: Window is "day" or "month" (the one more
@@ -111,7 +125,9 @@ type UpstreamStatus struct {
 // Daily and Monthly give each window (nil: no quota in that window).
 // State is the key's: active, disabled or expired.
 type TopKey struct {
-	ID      string      `json:"id"`
+	ID string `json:"id"`
+	// Account is the key's account (its quotas are the account's).
+	Account string      `json:"account"`
 	Plan    string      `json:"plan"`
 	State   string      `json:"state"`
 	Window  string      `json:"window"`

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -10,7 +11,7 @@ import (
 )
 
 // UsageSource reports per-key usage for GET /keys and GET /keys/{id};
-// proxy.Gateway implements it. KeyUsage returns ErrUnknownKey for an id no
+// gateway.Gateway implements it. KeyUsage returns ErrUnknownKey for an id no
 // configured key has.
 type UsageSource interface {
 	KeysUsage(ctx context.Context) ([]KeyUsage, error)
@@ -21,10 +22,12 @@ type UsageSource interface {
 // configured key; the route answers 404 unknown_key.
 var ErrUnknownKey = errors.New("admin: unknown key id")
 
-// KeyList is the body of GET /keys.
+// KeyList is the body of GET /keys: every key, and every account with its
+// keys (see Accounts).
 type KeyList struct {
-	GeneratedAt time.Time  `json:"generated_at"`
-	Keys        []KeyUsage `json:"keys"`
+	GeneratedAt time.Time      `json:"generated_at"`
+	Keys        []KeyUsage     `json:"keys"`
+	Accounts    []AccountUsage `json:"accounts"`
 }
 
 // KeyUsage is one configured key's standing, the body of GET /keys/{id}.
@@ -32,13 +35,23 @@ type KeyList struct {
 type KeyUsage struct {
 	ID   string `json:"id"`
 	Plan string `json:"plan"`
-	// State is active, disabled or expired.
-	State   string     `json:"state"`
+	// State is active, disabled, expired or not_yet_valid (before
+	// NotBefore).
+	State string `json:"state"`
+	// Account is the key's account; for a key configured without one, the
+	// key's own ID ("" is read the same way).
+	Account string     `json:"account"`
 	Expires *time.Time `json:"expires,omitempty"`
+	// NotBefore is when the key starts being accepted; nil (absent) when
+	// it is accepted from the start.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Created is when the key was issued, as configured; nil (absent)
+	// when the configuration does not say.
+	Created *time.Time `json:"created,omitempty"`
 	// Rate is the token bucket; nil (null) when the key has no rate limit.
 	Rate *RateUsage `json:"rate"`
-	// Daily and Monthly are the quotas in cost units over UTC calendar
-	// windows.
+	// Daily and Monthly are the account's quotas in cost units over UTC
+	// calendar windows: every key of one account shows the same figures.
 	Daily   QuotaUsage `json:"daily"`
 	Monthly QuotaUsage `json:"monthly"`
 	// Source says where Rate, Daily and Monthly come from: "local" (this
@@ -51,6 +64,54 @@ type KeyUsage struct {
 	// LastSeen is the time of the key's latest request seen by this
 	// instance; nil (null) if none since it started.
 	LastSeen *time.Time `json:"last_seen"`
+	// LastUsed is the key's latest request seen by any instance: in
+	// cluster mode the later of LastSeen and what the instances share
+	// every 30 s through Redis (so up to 30 s behind, for 90 days),
+	// otherwise LastSeen; nil (null) if none is known.
+	LastUsed *time.Time `json:"last_used"`
+}
+
+// AccountUsage is one account's standing: its quotas (shared by its keys)
+// and the sum of its keys' traffic.
+type AccountUsage struct {
+	ID   string `json:"id"`
+	Plan string `json:"plan"`
+	// Keys are the ids of the account's keys.
+	Keys    []string   `json:"keys"`
+	Daily   QuotaUsage `json:"daily"`
+	Monthly QuotaUsage `json:"monthly"`
+	Source  string     `json:"source"`
+	// Last24h sums the account's keys' Last24h (without ByEndpoint).
+	Last24h UsageWindow `json:"last_24h"`
+}
+
+// Accounts groups keys by account, in the order each account's first key
+// appears: the account's quotas are its keys' (the same for each), its
+// traffic the sum of theirs.
+func Accounts(keys []KeyUsage) []AccountUsage {
+	out := []AccountUsage{}
+	index := make(map[string]int)
+	for _, k := range keys {
+		id := cmp.Or(k.Account, k.ID)
+		i, ok := index[id]
+		if !ok {
+			i = len(out)
+			index[id] = i
+			out = append(out, AccountUsage{ID: id, Plan: k.Plan, Keys: []string{}, Daily: k.Daily, Monthly: k.Monthly,
+				Source: k.Source, Last24h: UsageWindow{Scope: k.Last24h.Scope, Since: k.Last24h.Since, ByEndpoint: []UsageCount{}}})
+		}
+		a := &out[i]
+		a.Keys = append(a.Keys, k.ID)
+		w := &a.Last24h
+		if w.Since.IsZero() || (!k.Last24h.Since.IsZero() && k.Last24h.Since.Before(w.Since)) {
+			w.Since = k.Last24h.Since
+		}
+		w.Requests += k.Last24h.Requests
+		w.Units += k.Last24h.Units
+		w.UpstreamCalls += k.Last24h.UpstreamCalls
+		w.UpstreamAbandoned += k.Last24h.UpstreamAbandoned
+	}
+	return out
 }
 
 // RateUsage is a key's token bucket: its refill rate, its size and the
@@ -117,7 +178,7 @@ func (s *server) serveKeys(w http.ResponseWriter, r *http.Request) {
 	if keys == nil {
 		keys = []KeyUsage{}
 	}
-	writeJSON(w, http.StatusOK, KeyList{GeneratedAt: s.now(), Keys: keys})
+	writeJSON(w, http.StatusOK, KeyList{GeneratedAt: s.now(), Accounts: Accounts(keys), Keys: keys})
 }
 
 func (s *server) serveKey(w http.ResponseWriter, r *http.Request) {

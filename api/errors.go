@@ -47,7 +47,9 @@ var (
 	ErrUpstreamBudget = httperr.New(http.StatusServiceUnavailable, "upstream_budget_exhausted",
 		"the upstream request budget is used up and nothing cached can answer")
 	ErrUpstreamShare = httperr.New(http.StatusTooManyRequests, "upstream_share_exhausted",
-		"this key has used its fair share of the upstream budget while other keys are waiting for it, and nothing cached can answer; retry after the Retry-After delay")
+		"this key's account has used its fair share of the upstream budget while other accounts are waiting for it, and nothing cached can answer; retry after the Retry-After delay")
+	ErrUpstreamCap = httperr.New(http.StatusTooManyRequests, "upstream_cap_reached",
+		"this key's account has made the upstream calls its plan allows per minute (upstream_per_minute), and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, "upstream_rate_limited",
 		"the upstream is rate limiting the gateway and nothing cached can answer")
 	ErrHTTPSRequired = httperr.New(http.StatusForbidden, "https_required",

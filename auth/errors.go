@@ -36,6 +36,8 @@ const (
 	ReasonExpired Reason = "expired"
 	// ReasonDisabled: the key is known but disabled by configuration.
 	ReasonDisabled Reason = "disabled"
+	// ReasonNotYetValid: the key is known but its not_before is still ahead.
+	ReasonNotYetValid Reason = "not_yet_valid"
 )
 
 // ReasonOf returns the Reason carried by err, or "" if err is nil or is not
@@ -86,4 +88,5 @@ var (
 	errUnknown  = &refusal{ReasonUnknown, "key not found"}
 	errExpired  = &refusal{ReasonExpired, "key expired"}
 	errDisabled = &refusal{ReasonDisabled, "key disabled"}
+	errNotYet   = &refusal{ReasonNotYetValid, "key not valid yet"}
 )

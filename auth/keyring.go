@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -11,16 +12,20 @@ import (
 
 // KeySpec is one configured key as the keyring needs it. ID names the key in
 // logs and metrics; Digest is Digest(key) (64 lower-case hex characters);
-// Plan names the key's plan. A zero Expires means the key never expires;
-// otherwise the key is refused from that instant on. Disabled refuses the key
+// Plan names the key's plan; Account names the key's account ("" means the
+// key is an account of its own, named by its ID). A zero Expires means the key never expires;
+// otherwise the key is refused from that instant on. A zero NotBefore means
+// the key is valid from the start; otherwise it is refused before then. Disabled refuses the key
 // without removing it. The zero value is not a valid spec (NewKeyring
 // rejects it).
 type KeySpec struct {
-	ID       string
-	Digest   string
-	Plan     string
-	Expires  time.Time
-	Disabled bool
+	ID        string
+	Digest    string
+	Account   string
+	Plan      string
+	Expires   time.Time
+	NotBefore time.Time
+	Disabled  bool
 }
 
 // Keyring answers which configured key, if any, a presented token is. It is
@@ -39,11 +44,13 @@ type Keyring struct {
 
 // entry is a KeySpec with its digest decoded.
 type entry struct {
-	digest   [sha256.Size]byte
-	id       string
-	plan     string
-	expires  time.Time
-	disabled bool
+	digest    [sha256.Size]byte
+	id        string
+	account   string
+	plan      string
+	expires   time.Time
+	notBefore time.Time
+	disabled  bool
 }
 
 // NewKeyring validates specs and builds a Keyring from them. It reports
@@ -84,11 +91,13 @@ func NewKeyring(specs []KeySpec) (*Keyring, error) {
 			continue
 		}
 		k.entries = append(k.entries, entry{
-			digest:   d,
-			id:       s.ID,
-			plan:     s.Plan,
-			expires:  s.Expires,
-			disabled: s.Disabled,
+			digest:    d,
+			id:        s.ID,
+			account:   cmp.Or(s.Account, s.ID),
+			plan:      s.Plan,
+			expires:   s.Expires,
+			notBefore: s.NotBefore,
+			disabled:  s.Disabled,
 		})
 	}
 	if len(errs) > 0 {
@@ -143,8 +152,9 @@ func (k *Keyring) Len() int {
 // fails CheckFormat is refused without any lookup. A well-formed token is
 // hashed and looked up by digest, comparing digests in constant time. A
 // token not in the keyring is refused with ReasonUnknown; a known key that is
-// disabled with ReasonDisabled (checked first), and one whose Expires is set
-// and not after now with ReasonExpired. Every refusal wraps ErrInvalidKey.
+// disabled with ReasonDisabled (checked first), one whose Expires is set
+// and not after now with ReasonExpired, and one whose NotBefore is after now
+// with ReasonNotYetValid. Every refusal wraps ErrInvalidKey.
 // A refused known key (disabled, expired) still comes with its Principal,
 // for the operator's log; it must never be treated as authenticated.
 func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
@@ -170,12 +180,15 @@ func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
 		return Principal{}, errUnknown
 	}
 	e := &k.entries[found]
-	p := Principal{KeyID: e.id, Plan: e.plan}
+	p := Principal{KeyID: e.id, Account: e.account, Plan: e.plan}
 	if e.disabled {
 		return p, errDisabled
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
 		return p, errExpired
+	}
+	if now.Before(e.notBefore) {
+		return p, errNotYet
 	}
 	return p, nil
 }

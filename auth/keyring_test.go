@@ -69,10 +69,11 @@ func TestAuthenticate(t *testing.T) {
 	full, limited, gone, off, later := fixedKey(10), fixedKey(11), fixedKey(12), fixedKey(13), fixedKey(14)
 	k, err := NewKeyring([]KeySpec{
 		{ID: "team-a", Digest: Digest(full), Plan: "full"},
-		{ID: "team-b", Digest: Digest(limited), Plan: "limited"},
+		{ID: "team-b", Digest: Digest(limited), Account: "acme", Plan: "limited"},
 		{ID: "old", Digest: Digest(gone), Plan: "full", Expires: t0},
 		{ID: "off", Digest: Digest(off), Plan: "full", Disabled: true},
 		{ID: "off-and-old", Digest: Digest(later), Plan: "full", Expires: t0, Disabled: true},
+		{ID: "next", Digest: Digest(fixedKey(98)), Plan: "full", NotBefore: t0},
 		// Digests of malformed variants: present only to prove that a
 		// malformed token is refused before any lookup.
 		{ID: "upper", Digest: Digest(strings.ToUpper(full)), Plan: "full"},
@@ -90,14 +91,16 @@ func TestAuthenticate(t *testing.T) {
 		want   Principal
 		reason Reason // "" means accepted
 	}{
-		{"full key", full, t0, Principal{KeyID: "team-a", Plan: "full"}, ""},
-		{"limited key", limited, t0, Principal{KeyID: "team-b", Plan: "limited"}, ""},
-		{"before expiry", gone, t0.Add(-time.Nanosecond), Principal{KeyID: "old", Plan: "full"}, ""},
+		{"full key", full, t0, Principal{KeyID: "team-a", Account: "team-a", Plan: "full"}, ""},
+		{"limited key", limited, t0, Principal{KeyID: "team-b", Account: "acme", Plan: "limited"}, ""},
+		{"before expiry", gone, t0.Add(-time.Nanosecond), Principal{KeyID: "old", Account: "old", Plan: "full"}, ""},
 		// A refused known key still names itself, for the operator's log.
-		{"at expiry", gone, t0, Principal{KeyID: "old", Plan: "full"}, ReasonExpired},
-		{"after expiry", gone, t0.Add(time.Hour), Principal{KeyID: "old", Plan: "full"}, ReasonExpired},
-		{"disabled", off, t0, Principal{KeyID: "off", Plan: "full"}, ReasonDisabled},
-		{"disabled wins over expired", later, t0.Add(time.Hour), Principal{KeyID: "off-and-old", Plan: "full"}, ReasonDisabled},
+		{"at expiry", gone, t0, Principal{KeyID: "old", Account: "old", Plan: "full"}, ReasonExpired},
+		{"after expiry", gone, t0.Add(time.Hour), Principal{KeyID: "old", Account: "old", Plan: "full"}, ReasonExpired},
+		{"disabled", off, t0, Principal{KeyID: "off", Account: "off", Plan: "full"}, ReasonDisabled},
+		{"disabled wins over expired", later, t0.Add(time.Hour), Principal{KeyID: "off-and-old", Account: "off-and-old", Plan: "full"}, ReasonDisabled},
+		{"before not_before", fixedKey(98), t0.Add(-time.Nanosecond), Principal{KeyID: "next", Account: "next", Plan: "full"}, ReasonNotYetValid},
+		{"at not_before", fixedKey(98), t0, Principal{KeyID: "next", Account: "next", Plan: "full"}, ""},
 		{"unknown", unknown, t0, Principal{}, ReasonUnknown},
 		{"bad checksum", flipChecksumDigit(full), t0, Principal{}, ReasonChecksum},
 		{"upper-cased key", strings.ToUpper(full), t0, Principal{}, ReasonMalformed},
@@ -226,7 +229,7 @@ func TestAuthenticateDigestPrefixCollision(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Authenticate: got error %v; want nil", err)
 			}
-			if want := (Principal{KeyID: "real", Plan: "limited"}); got != want {
+			if want := (Principal{KeyID: "real", Account: "real", Plan: "limited"}); got != want {
 				t.Errorf("Authenticate = %+v; want %+v", got, want)
 			}
 		})

@@ -98,8 +98,9 @@ func TestExampleFile(t *testing.T) {
 	if got.TLS.Mode != TLSModeOff || got.TLS.HSTSMaxAge != 8760*time.Hour {
 		t.Errorf("tls mode, hsts = %q, %v; want off, 8760h", got.TLS.Mode, got.TLS.HSTSMaxAge)
 	}
-	if len(got.Keys) != 1 || got.Keys[0].Plan != PlanLimited || got.Keys[0].PerSecond != nil {
-		t.Fatalf("keys = %+v; want one placeholder key on plan limited without overrides", got.Keys)
+	if len(got.Accounts) != 1 || len(got.Keys) != 3 || got.Keys[0].Account != got.Accounts[0].ID ||
+		got.Keys[1].Account != got.Accounts[0].ID || got.Keys[2].Plan != PlanLimited {
+		t.Fatalf("accounts, keys = %+v, %+v; want one account with two placeholder keys and a key of its own", got.Accounts, got.Keys)
 	}
 
 	// Everything else equals the defaults: the comments say so.
@@ -114,11 +115,13 @@ func TestExampleFile(t *testing.T) {
 		p.Endpoints = append(p.Endpoints, routes...)
 		want.Plans[plan] = p
 	}
-	want.Keys = []Key{{
-		ID:     "example-team",
-		SHA256: strings.Repeat("0", 63) + "1",
-		Plan:   PlanLimited,
-	}}
+	daily := int64(10000)
+	want.Accounts = []Account{{ID: "example-team", Plan: PlanFull, Daily: &daily}}
+	want.Keys = []Key{
+		{ID: "example-team-web", SHA256: strings.Repeat("0", 63) + "1", Account: "example-team"},
+		{ID: "example-team-batch", SHA256: strings.Repeat("0", 63) + "2", Account: "example-team"},
+		{ID: "example-solo", SHA256: strings.Repeat("0", 63) + "3", Plan: PlanLimited},
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config.example.yaml differs from the defaults:\ngot  %+v\nwant %+v", got, want)
 	}

@@ -13,41 +13,141 @@ import (
 type ResolvedKey struct {
 	// Key is the key as configured.
 	Key Key
-	// Policy is the key's plan's Policy with the key's overrides applied.
+	// Account is the key's account: Key.Account, or the key's own ID for
+	// a key configured without one.
+	Account string
+	// Policy is the key's plan's Policy with the account's and then the
+	// key's overrides applied. Its Daily and Monthly are the account's
+	// quotas (shared by all its keys); PerSecond and Burst size this key's
+	// own token bucket.
 	Policy limits.Policy
-	// Plan is the name of the key's plan (Key.Plan).
+	// Plan is the name of the key's plan (its account's plan).
 	Plan string
 }
 
-// ResolvedKeys returns every configured key, in file order, with its plan's
-// Policy and the key's own overrides applied. Disabled and expired keys are
-// included (the caller refuses them); a key whose plan does not exist is
+// ResolvedAccount is one account with its effective quotas and its keys.
+type ResolvedAccount struct {
+	// ID names the account; for a key configured without an account, the
+	// key's ID.
+	ID string
+	// Plan is the account's plan.
+	Plan string
+	// Policy is the plan's Policy with the account's overrides applied (a
+	// key's own rate overrides are in its ResolvedKey).
+	Policy limits.Policy
+	// Keys are the IDs of the account's keys, in file order.
+	Keys []string
+	// Implicit is true for the account of a key configured without one.
+	Implicit bool
+}
+
+// ResolvedKeys returns every configured key, in file order, with its
+// account and its effective Policy. Disabled and expired keys are included
+// (the caller refuses them); a key whose account or plan does not exist is
 // left out, which only happens in a configuration that fails Validate.
 func (c *Config) ResolvedKeys() []ResolvedKey {
+	accounts := c.accountsByID()
 	out := make([]ResolvedKey, 0, len(c.Keys))
 	for _, k := range c.Keys {
-		plan, ok := c.Plans[k.Plan]
-		if !ok {
-			continue
+		rk, ok := c.resolveKey(k, accounts)
+		if ok {
+			out = append(out, rk)
 		}
-		out = append(out, ResolvedKey{Key: k, Policy: k.apply(plan.Policy), Plan: k.Plan})
 	}
 	return out
 }
 
+// ResolvedAccounts returns the configured accounts in file order, then one
+// implicit account per key configured without an account, in key order.
+// An account whose plan does not exist is left out (Validate reports it).
+func (c *Config) ResolvedAccounts() []ResolvedAccount {
+	out := make([]ResolvedAccount, 0, len(c.Accounts))
+	index := make(map[string]int, len(c.Accounts))
+	for _, a := range c.Accounts {
+		plan, ok := c.Plans[a.Plan]
+		if !ok {
+			continue
+		}
+		index[a.ID] = len(out)
+		out = append(out, ResolvedAccount{ID: a.ID, Plan: a.Plan, Policy: a.apply(plan.Policy)})
+	}
+	for _, rk := range c.ResolvedKeys() {
+		if i, ok := index[rk.Account]; ok && rk.Key.Account != "" {
+			out[i].Keys = append(out[i].Keys, rk.Key.ID)
+			continue
+		}
+		out = append(out, ResolvedAccount{ID: rk.Account, Plan: rk.Plan, Policy: rk.Policy,
+			Keys: []string{rk.Key.ID}, Implicit: true})
+	}
+	return out
+}
+
+// accountsByID indexes c.Accounts (the first of duplicated ids wins; such
+// a configuration fails Validate).
+func (c *Config) accountsByID() map[string]*Account {
+	m := make(map[string]*Account, len(c.Accounts))
+	for i := range c.Accounts {
+		if _, dup := m[c.Accounts[i].ID]; !dup {
+			m[c.Accounts[i].ID] = &c.Accounts[i]
+		}
+	}
+	return m
+}
+
+// resolveKey applies k's account and plan; ok is false when either is
+// unknown.
+func (c *Config) resolveKey(k Key, accounts map[string]*Account) (rk ResolvedKey, ok bool) {
+	if k.Account == "" {
+		plan, ok := c.Plans[k.Plan]
+		if !ok {
+			return ResolvedKey{}, false
+		}
+		return ResolvedKey{Key: k, Account: k.ID, Policy: k.apply(plan.Policy), Plan: k.Plan}, true
+	}
+	a, ok := accounts[k.Account]
+	if !ok {
+		return ResolvedKey{}, false
+	}
+	plan, ok := c.Plans[a.Plan]
+	if !ok {
+		return ResolvedKey{}, false
+	}
+	// The quotas are the account's: only the key's rate overrides apply.
+	p := a.apply(plan.Policy)
+	rate := Key{PerSecond: k.PerSecond, Burst: k.Burst}
+	return ResolvedKey{Key: k, Account: a.ID, Policy: rate.apply(p), Plan: a.Plan}, true
+}
+
 // apply returns p with k's overrides in place of the plan's numbers.
 func (k Key) apply(p limits.Policy) limits.Policy {
-	if k.PerSecond != nil {
-		p.PerSecond = *k.PerSecond
+	return overrides{k.PerSecond, k.Burst, k.Daily, k.Monthly}.apply(p)
+}
+
+// apply returns p with a's overrides in place of the plan's numbers.
+func (a Account) apply(p limits.Policy) limits.Policy {
+	return overrides{a.PerSecond, a.Burst, a.Daily, a.Monthly}.apply(p)
+}
+
+// overrides are the optional numbers a key or an account may set.
+type overrides struct {
+	perSecond *float64
+	burst     *int
+	daily     *int64
+	monthly   *int64
+}
+
+func (o overrides) apply(p limits.Policy) limits.Policy {
+	if o.perSecond != nil {
+		p.PerSecond = *o.perSecond
 	}
-	if k.Burst != nil {
-		p.Burst = *k.Burst
+	if o.burst != nil {
+		p.Burst = *o.burst
 	}
-	if k.Daily != nil {
-		p.Daily = *k.Daily
+	if o.daily != nil {
+		p.Daily = *o.daily
 	}
-	if k.Monthly != nil {
-		p.Monthly = *k.Monthly
+	if o.monthly != nil {
+		p.Monthly = *o.monthly
 	}
 	return p
 }

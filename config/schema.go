@@ -30,6 +30,10 @@ type Config struct {
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.
 	Plans map[string]Plan `yaml:"plans"`
+	// Accounts are the tenants that own keys: each names a plan and owns
+	// the quotas and the fair share of the upstream budget that all its
+	// keys draw on. Nil means every key is an account of its own.
+	Accounts []Account `yaml:"accounts"`
 	// Routes are the upstream's other read endpoints the gateway serves,
 	// each added on purpose (docs/routes.md); nil serves only the four
 	// built-in endpoints. A plan lists a route's name to include it.
@@ -37,6 +41,22 @@ type Config struct {
 	// Keys are the issued API keys (only their digests). Nil means no keys,
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
+}
+
+// Account is a tenant (a team): its keys share its plan, its daily and
+// monthly quotas and its fair share of the upstream budget. ID and Plan are
+// required; the zero value fails Validate. The overrides replace the
+// plan's numbers for the account: Daily and Monthly are the account's
+// quotas; PerSecond and Burst size the token bucket of each of its keys
+// (a key's own per_second or burst wins over the account's).
+type Account struct {
+	ID   string `yaml:"id"`
+	Plan string `yaml:"plan"`
+	// Overrides of the plan's numbers; nil keeps the plan's value.
+	PerSecond *float64 `yaml:"per_second"`
+	Burst     *int     `yaml:"burst"`
+	Daily     *int64   `yaml:"daily"`
+	Monthly   *int64   `yaml:"monthly"`
 }
 
 // Server configures the public listener. A zero duration or a
@@ -186,15 +206,27 @@ type Fields struct {
 }
 
 // Key is one issued API key. Only the SHA-256 digest of the secret is kept.
-// ID, SHA256 and Plan are required; the zero value fails Validate.
+// ID, SHA256, and Plan or Account are required; the zero value fails
+// Validate. A key with an Account takes the account's plan (naming another
+// plan is an error) and draws on the account's quotas, so it may not set
+// Daily or Monthly itself; a key without one is an account of its own,
+// named by its ID.
 type Key struct {
-	ID     string `yaml:"id"`
-	SHA256 string `yaml:"sha256"` // lower-case hex digest of the secret
-	Plan   string `yaml:"plan"`
-	// Expires, when set, is the instant after which the key is refused.
-	Expires  *time.Time `yaml:"expires"`
+	ID      string `yaml:"id"`
+	SHA256  string `yaml:"sha256"` // lower-case hex digest of the secret
+	Account string `yaml:"account"`
+	Plan    string `yaml:"plan"`
+	// Expires, when set, is the instant from which the key is refused
+	// (the old key of a rotation expires when the overlap ends).
+	Expires *time.Time `yaml:"expires"`
+	// NotBefore, when set, is the instant before which the key is refused.
+	NotBefore *time.Time `yaml:"not_before"`
+	// Created, when set, is when the key was issued; reported, never
+	// enforced (trendgate keys new and the key API write it).
+	Created  *time.Time `yaml:"created"`
 	Disabled bool       `yaml:"disabled"`
-	// Overrides of the plan's numbers; nil keeps the plan's value.
+	// Overrides of the plan's (or the account's) numbers; nil keeps that
+	// value. Daily and Monthly only on a key without an Account.
 	PerSecond *float64 `yaml:"per_second"`
 	Burst     *int     `yaml:"burst"`
 	Daily     *int64   `yaml:"daily"`

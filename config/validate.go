@@ -71,6 +71,7 @@ func (c *Config) Validate() error {
 	c.validateRedis(&p)
 	p.addSection("routes", api.ValidateRoutes(c.Routes))
 	c.validatePlans(&p)
+	c.validateAccounts(&p)
 	c.validateKeys(&p)
 	p.addSection("upstream.", c.Upstream.Validate())
 	p.addSection("cache.", c.Cache.Validate())
@@ -335,9 +336,45 @@ func (c *Config) validatePlan(p *problems, path string, pl Plan) {
 	}
 }
 
+// validateAccounts checks accounts: ids unique and not the id of a key
+// outside the account (such a key is an account of its own, and the two
+// would share counters), a known plan, sane overrides.
+func (c *Config) validateAccounts(p *problems) {
+	ids := make(map[string]int, len(c.Accounts))
+	for i, a := range c.Accounts {
+		path := fmt.Sprintf("accounts[%d]", i)
+		switch {
+		case !idPattern.MatchString(a.ID):
+			p.add(path+".id", "must match %s", idPattern)
+		default:
+			if j, dup := ids[a.ID]; dup {
+				p.add(path+".id", "%q is already used by accounts[%d]", a.ID, j)
+			} else {
+				ids[a.ID] = i
+			}
+		}
+		plan, ok := c.Plans[a.Plan]
+		if !ok {
+			p.add(path+".plan", "unknown plan %q (known: %s)", a.Plan, strings.Join(c.planNames(), ", "))
+		}
+		o := overrides{a.PerSecond, a.Burst, a.Daily, a.Monthly}
+		checkOverrides(p, path, o)
+		if ok {
+			c.checkOverriddenPolicy(p, path, plan, plan.Policy, o)
+		}
+	}
+	for i, k := range c.Keys {
+		if j, clash := ids[k.ID]; clash && k.Account != k.ID {
+			p.add(fmt.Sprintf("keys[%d].id", i), "%q is the id of accounts[%d]; a key outside that account "+
+				"is an account of its own and needs an id no account has", k.ID, j)
+		}
+	}
+}
+
 func (c *Config) validateKeys(p *problems) {
 	ids := make(map[string]int)
 	digests := make(map[string]int)
+	accounts := c.accountsByID()
 	for i, k := range c.Keys {
 		path := fmt.Sprintf("keys[%d]", i)
 		switch {
@@ -365,40 +402,95 @@ func (c *Config) validateKeys(p *problems) {
 				digests[k.SHA256] = i
 			}
 		}
+		if k.NotBefore != nil && k.Expires != nil && !k.NotBefore.Before(*k.Expires) {
+			p.add(path+".not_before", "must be before expires (%s)", k.Expires.UTC().Format(time.RFC3339))
+		}
+		o := overrides{k.PerSecond, k.Burst, k.Daily, k.Monthly}
+		checkOverrides(p, path, o)
+		if k.Account != "" {
+			c.checkAccountKey(p, path, k, accounts)
+			continue
+		}
 		plan, ok := c.Plans[k.Plan]
-		if !ok {
+		switch {
+		case k.Plan == "":
+			p.add(path+".plan", "a key names its plan, or its account (known plans: %s)", strings.Join(c.planNames(), ", "))
+			continue
+		case !ok:
 			p.add(path+".plan", "unknown plan %q (known: %s)", k.Plan, strings.Join(c.planNames(), ", "))
+			continue
 		}
-		if k.PerSecond != nil && (*k.PerSecond < 0 || math.IsNaN(*k.PerSecond) || math.IsInf(*k.PerSecond, 0)) {
-			p.add(path+".per_second", "must be a finite number >= 0")
+		c.checkOverriddenPolicy(p, path, plan, plan.Policy, o)
+	}
+}
+
+// checkAccountKey checks a key that names an account: the account exists,
+// the key names no other plan, and it sets no quota of its own (the
+// account's quotas are shared by all its keys).
+func (c *Config) checkAccountKey(p *problems, path string, k Key, accounts map[string]*Account) {
+	a, ok := accounts[k.Account]
+	if !ok {
+		known := make([]string, 0, len(c.Accounts))
+		for _, a := range c.Accounts {
+			known = append(known, a.ID)
 		}
-		if k.Burst != nil && *k.Burst < 0 {
-			p.add(path+".burst", "must not be negative")
-		}
-		if k.Daily != nil && *k.Daily < 0 {
-			p.add(path+".daily", "must not be negative")
-		}
-		if k.Monthly != nil && *k.Monthly < 0 {
-			p.add(path+".monthly", "must not be negative")
-		}
-		if ok && (k.PerSecond != nil || k.Burst != nil) {
-			pol := k.apply(plan.Policy)
-			if pol.PerSecond > 0 && pol.Burst == 0 {
-				p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
-			}
-		}
-		if ok && (k.PerSecond != nil || k.Burst != nil || k.Daily != nil || k.Monthly != nil) {
-			// The plan's own numbers are checked under plans.<name>; report
-			// here only what the key's overrides make unservable.
-			var own problems
-			c.checkCosts(&own, path, plan.Policy, plan.Endpoints)
-			var withKey problems
-			c.checkCosts(&withKey, path, k.apply(plan.Policy), plan.Endpoints)
-			for _, prob := range withKey {
-				if !slices.Contains(own, prob) {
-					*p = append(*p, prob)
-				}
-			}
+		sort.Strings(known)
+		known = slices.Compact(known)
+		p.add(path+".account", "unknown account %q (known: %s)", k.Account, strings.Join(known, ", "))
+		return
+	}
+	if k.Plan != "" && k.Plan != a.Plan {
+		p.add(path+".plan", "%q differs from the plan of account %q (%q): a key takes its account's plan; "+
+			"leave plan out", k.Plan, a.ID, a.Plan)
+	}
+	if k.Daily != nil {
+		p.add(path+".daily", "quotas belong to the account: set daily on account %q", a.ID)
+	}
+	if k.Monthly != nil {
+		p.add(path+".monthly", "quotas belong to the account: set monthly on account %q", a.ID)
+	}
+	plan, ok := c.Plans[a.Plan]
+	if !ok {
+		return // reported under accounts
+	}
+	c.checkOverriddenPolicy(p, path, plan, a.apply(plan.Policy), overrides{perSecond: k.PerSecond, burst: k.Burst})
+}
+
+// checkOverrides checks the numbers a key or an account may override.
+func checkOverrides(p *problems, path string, o overrides) {
+	if o.perSecond != nil && (*o.perSecond < 0 || math.IsNaN(*o.perSecond) || math.IsInf(*o.perSecond, 0)) {
+		p.add(path+".per_second", "must be a finite number >= 0")
+	}
+	if o.burst != nil && *o.burst < 0 {
+		p.add(path+".burst", "must not be negative")
+	}
+	if o.daily != nil && *o.daily < 0 {
+		p.add(path+".daily", "must not be negative")
+	}
+	if o.monthly != nil && *o.monthly < 0 {
+		p.add(path+".monthly", "must not be negative")
+	}
+}
+
+// checkOverriddenPolicy reports what o, applied over base (the plan's
+// policy, or the account's), makes unservable.
+func (c *Config) checkOverriddenPolicy(p *problems, path string, plan Plan, base limits.Policy, o overrides) {
+	if o == (overrides{}) {
+		return
+	}
+	pol := o.apply(base)
+	if (o.perSecond != nil || o.burst != nil) && pol.PerSecond > 0 && pol.Burst == 0 {
+		p.add(path+".burst", "must be at least 1 when the rate (per_second) is above 0")
+	}
+	// The plan's own numbers are checked under plans.<name>; report here
+	// only what the overrides make unservable.
+	var own problems
+	c.checkCosts(&own, path, base, plan.Endpoints)
+	var with problems
+	c.checkCosts(&with, path, pol, plan.Endpoints)
+	for _, prob := range with {
+		if !slices.Contains(own, prob) {
+			*p = append(*p, prob)
 		}
 	}
 }

@@ -27,9 +27,9 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/clock"
 	"trendgate/internal/testing/redistest"
-	"trendgate/proxy"
 )
 
 const (
@@ -84,7 +84,7 @@ func gatewayMetrics(t *testing.T) map[string]*exported {
 		keys[plan] = k
 		cfg.Keys = append(cfg.Keys, config.Key{ID: "deploy-" + plan, SHA256: auth.Digest(k), Plan: plan})
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Clock: clk, Logger: zap.NewNop()})
+	gw, err := gateway.New(cfg, gateway.Options{Clock: clk, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,26 +7,27 @@ import (
 
 // Durable quota counters. A single instance keeps its quota counters in
 // memory; a Keeper (package state) stores them on disk so that a restart
-// does not hand every subject a fresh day and month. A clean stop stores
+// does not hand every account a fresh day and month. A clean stop stores
 // the exact counts. For a crash (kill -9, OOM) the Local reserves ahead:
 //
-//   - Checkpoint(true) hands the keeper each subject's counters raised by a
+//   - Checkpoint(true) hands the keeper each account's counters raised by a
 //     reservation: the units it may reserve before the next checkpoint.
 //   - Once the keeper has stored them, Commit makes those raised counts the
-//     subjects' ceilings, and Admit never reserves past a ceiling: a request
+//     accounts' ceilings, and Admit never reserves past a ceiling: a request
 //     that would waits for the keeper to store the next checkpoint (Sync),
 //     which reserves what it needs.
 //
-// So what is on disk is never below what was reserved: a crash can charge a
-// subject units it did not use (its reservation, never past its quota) but
-// never forgets a unit it did. The reservation is twice what the subject
-// reserved since the previous checkpoint, at most 1% of its smaller quota
-// (and at least 1), plus whatever a waiting request needs; a subject that
-// reserved nothing since gets none, so its next request waits for one
+// So what is on disk is never below what was reserved: a crash can charge
+// an account units it did not use (its reservation, never past its quota)
+// but never forgets a unit it did. The reservation is twice what the
+// account reserved since the previous checkpoint, at most 1% of its smaller
+// quota (and at least 1), plus whatever a waiting request needs; an account
+// that reserved nothing since gets none, so its next request waits for one
 // checkpoint (one file write).
 
-// Counter is one subject's quota counters, as a Keeper stores them. The
-// subject is the string the limiter counts by (Admit's key).
+// Counter is one account's quota counters, as a Keeper stores them. The
+// Subject is the account id the limiter counts quotas by (Subject.Account,
+// or Subject.Key for a key that is an account of its own).
 type Counter struct {
 	Subject   string
 	Day       int // UTC day, YYYYMMDD
@@ -52,14 +53,14 @@ const reserveFraction = 100
 func (l *Local) SetKeeper(k Keeper) { l.keeper = k }
 
 // admitKept is admit, waiting for the keeper whenever a reservation would
-// pass its subject's stored ceiling. When the keeper fails to store a
+// pass its account's stored ceiling. When the keeper fails to store a
 // checkpoint, the request is admitted past the ceiling (the failure is the
 // keeper's to report): refusing every customer because a disk is full
 // would turn a durability problem into an outage.
-func (l *Local) admitKept(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
+func (l *Local) admitKept(ctx context.Context, s Subject, p Policy, cost int) (Decision, error) {
 	force := false
 	for {
-		d, short := l.admit(key, p, cost, l.clk.Now(), force)
+		d, short := l.admit(s, p, cost, l.clk.Now(), force)
 		if !short {
 			return d, nil
 		}
@@ -72,36 +73,36 @@ func (l *Local) admitKept(ctx context.Context, key string, p Policy, cost int) (
 	}
 }
 
-// pastCeiling reports whether reserving cost more units for st under p
-// would pass a stored ceiling. l.mu must be held.
-func pastCeiling(st *keyState, p Policy, cost int) bool {
+// pastCeiling reports whether reserving cost more units on q under p
+// would pass a stored ceiling. Local.mu must be held.
+func (q *quotaCounts) pastCeiling(p Policy, cost int) bool {
 	c := int64(cost)
-	return (p.Daily > 0 && st.dayUsed+c > st.dayCeil) || (p.Monthly > 0 && st.monthUsed+c > st.monthCeil)
+	return (p.Daily > 0 && q.dayUsed+c > q.dayCeil) || (p.Monthly > 0 && q.monthUsed+c > q.monthCeil)
 }
 
-// enterWindowsLocked moves st's counters into the windows w, starting a
+// enterWindowsLocked moves q's counters into the windows w, starting a
 // window's count at zero, or at the whole quota in a window presumed
 // spent. It also notes p's quotas, which ceilings may not pass. l.mu must
 // be held.
-func (l *Local) enterWindowsLocked(st *keyState, w window, p Policy) {
-	st.daily, st.monthly = p.Daily, p.Monthly
-	if st.day != w.day {
-		st.day, st.dayUsed, st.dayCeil = w.day, 0, 0
+func (l *Local) enterWindowsLocked(q *quotaCounts, w window, p Policy) {
+	q.daily, q.monthly = p.Daily, p.Monthly
+	if q.day != w.day {
+		q.day, q.dayUsed, q.dayCeil = w.day, 0, 0
 		if w.day == l.spentDay {
-			st.dayUsed, st.dayCeil = p.Daily, p.Daily
+			q.dayUsed, q.dayCeil = p.Daily, p.Daily
 		}
 	}
-	if st.month != w.month {
-		st.month, st.monthUsed, st.monthCeil = w.month, 0, 0
+	if q.month != w.month {
+		q.month, q.monthUsed, q.monthCeil = w.month, 0, 0
 		if w.month == l.spentMonth {
-			st.monthUsed, st.monthCeil = p.Monthly, p.Monthly
+			q.monthUsed, q.monthCeil = p.Monthly, p.Monthly
 		}
 	}
 }
 
-// Checkpoint returns the counters of every subject with units reserved in
+// Checkpoint returns the counters of every account with units reserved in
 // the windows containing now. With reserve, each is raised by the
-// subject's reservation ahead (see the top of this file), and the pending
+// account's reservation ahead (see the top of this file), and the pending
 // needs are cleared; without, the counts are exact, for the last
 // checkpoint of a clean stop, after which nothing is admitted. Call Commit
 // with the result once it is stored.
@@ -109,23 +110,23 @@ func (l *Local) Checkpoint(now time.Time, reserve bool) []Counter {
 	w := windowAt(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]Counter, 0, len(l.keys))
-	for key, st := range l.keys {
-		c := Counter{Subject: key, Day: w.day, Month: w.month}
-		if st.day == w.day {
-			c.DayUsed = st.dayUsed
+	out := make([]Counter, 0, len(l.quotas))
+	for account, q := range l.quotas {
+		c := Counter{Subject: account, Day: w.day, Month: w.month}
+		if q.day == w.day {
+			c.DayUsed = q.dayUsed
 			if reserve {
-				c.DayUsed = max(ceiling(st.dayUsed, st.daily, st.recent, st.need), st.dayCeil)
+				c.DayUsed = max(ceiling(q.dayUsed, q.daily, q.recent, q.need), q.dayCeil)
 			}
 		}
-		if st.month == w.month {
-			c.MonthUsed = st.monthUsed
+		if q.month == w.month {
+			c.MonthUsed = q.monthUsed
 			if reserve {
-				c.MonthUsed = max(ceiling(st.monthUsed, st.monthly, st.recent, st.need), st.monthCeil)
+				c.MonthUsed = max(ceiling(q.monthUsed, q.monthly, q.recent, q.need), q.monthCeil)
 			}
 		}
 		if reserve {
-			st.recent, st.need = 0, 0
+			q.recent, q.need = 0, 0
 		}
 		if c.DayUsed == 0 && c.MonthUsed == 0 {
 			continue
@@ -135,10 +136,10 @@ func (l *Local) Checkpoint(now time.Time, reserve bool) []Counter {
 	return out
 }
 
-// ceiling is a subject's stored count for one window: used, raised by a
+// ceiling is an account's stored count for one window: used, raised by a
 // reservation of twice recent (at least 1, at most quota/reserveFraction)
 // plus need, never past quota; used alone when the window has no quota or
-// the subject reserved and needs nothing. Checkpoint never stores less
+// the account reserved and needs nothing. Checkpoint never stores less
 // than the ceiling already stored: units reserved under it since the
 // checkpoint was taken must stay covered.
 func ceiling(used, quota, recent, need int64) int64 {
@@ -149,9 +150,9 @@ func ceiling(used, quota, recent, need int64) int64 {
 	return max(min(used+need+ahead, quota), used)
 }
 
-// Commit makes stored counters the ceilings their subjects' reservations
-// may not pass. A counter of a window that has since ended is ignored; a
-// subject missing from cs keeps no ceiling above its count, since what the
+// Commit makes stored counters the ceilings their accounts' reservations
+// may not pass. A counter of a window that has since ended is ignored; an
+// account missing from cs keeps no ceiling above its count, since what the
 // keeper stored for it is no longer there.
 func (l *Local) Commit(cs []Counter) {
 	stored := make(map[string]Counter, len(cs))
@@ -160,21 +161,21 @@ func (l *Local) Commit(cs []Counter) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for key, st := range l.keys {
-		c := stored[key]
-		st.dayCeil, st.monthCeil = 0, 0
-		if c.Day == st.day {
-			st.dayCeil = c.DayUsed
+	for account, q := range l.quotas {
+		c := stored[account]
+		q.dayCeil, q.monthCeil = 0, 0
+		if c.Day == q.day {
+			q.dayCeil = c.DayUsed
 		}
-		if c.Month == st.month {
-			st.monthCeil = c.MonthUsed
+		if c.Month == q.month {
+			q.monthCeil = c.MonthUsed
 		}
 	}
 }
 
 // Restore loads stored counters before the limiter serves: each becomes
-// its subject's count and ceiling in its windows, when those contain now;
-// counters of ended windows are dropped. It returns how many subjects it
+// its account's count and ceiling in its windows, when those contain now;
+// counters of ended windows are dropped. It returns how many accounts it
 // restored.
 func (l *Local) Restore(cs []Counter, now time.Time) int {
 	w := windowAt(now)
@@ -185,23 +186,19 @@ func (l *Local) Restore(cs []Counter, now time.Time) int {
 		if c.Subject == "" || (c.Day != w.day && c.Month != w.month) {
 			continue
 		}
-		st := l.keys[c.Subject]
-		if st == nil {
-			st = &keyState{key: c.Subject}
-			l.keys[c.Subject] = st
-		}
+		q := l.quotasLocked(c.Subject)
 		if c.Day == w.day {
-			st.day, st.dayUsed, st.dayCeil = c.Day, c.DayUsed, c.DayUsed
+			q.day, q.dayUsed, q.dayCeil = c.Day, c.DayUsed, c.DayUsed
 		}
 		if c.Month == w.month {
-			st.month, st.monthUsed, st.monthCeil = c.Month, c.MonthUsed, c.MonthUsed
+			q.month, q.monthUsed, q.monthCeil = c.Month, c.MonthUsed, c.MonthUsed
 		}
 		n++
 	}
 	return n
 }
 
-// PresumeSpent makes every subject whose counters were not restored start
+// PresumeSpent makes every account whose counters were not restored start
 // the day and month containing now with its whole quota used, so that
 // counters that could not be read charge rather than forgive: the gateway
 // calls it when its stored state is damaged and the operator chose to
@@ -213,7 +210,7 @@ func (l *Local) PresumeSpent(now time.Time) {
 	l.mu.Unlock()
 }
 
-// presumed returns the counts a subject with no state has in the windows
+// presumedLocked returns the counts an account with no counters has in the windows
 // w under p: its whole quotas in windows presumed spent, else zero.
 // l.mu must be held.
 func (l *Local) presumedLocked(w window, p Policy) (day, month int64) {

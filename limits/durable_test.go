@@ -59,7 +59,7 @@ func TestKeeperStoredNeverBelowReserved(t *testing.T) {
 	l.SetKeeper(k)
 	p := Policy{Daily: 20000, Monthly: 400000}
 	for i := range 500 {
-		d, err := l.Admit(context.Background(), "acme", p, 1)
+		d, err := l.Admit(context.Background(), Subject{Key: "acme"}, p, 1)
 		if err != nil || !d.Allowed {
 			t.Fatalf("request %d: allowed %v, err %v", i, d.Allowed, err)
 		}
@@ -131,7 +131,7 @@ func TestKeeperSyncCanceled(t *testing.T) {
 	l.SetKeeper(blockedKeeper{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := l.Admit(ctx, "team", Policy{Daily: 30}, 1); !errors.Is(err, context.Canceled) {
+	if _, err := l.Admit(ctx, Subject{Key: "team"}, Policy{Daily: 30}, 1); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Admit err = %v; want context.Canceled", err)
 	}
 	if day, _ := l.usage("team", clk.Now()); day != 0 {
@@ -194,5 +194,45 @@ func TestPresumeSpent(t *testing.T) {
 	clk.Set(w.monthEnd.Add(time.Hour))
 	if got := admitN(t, l, "unknown", p, 1, 1); got[""] != 1 {
 		t.Errorf("unknown subject next month: %v; want allowed", got)
+	}
+}
+
+// TestKeeperCountsByAccount: the keeper stores one counter per account,
+// whatever keys reserved it, and a restart restores it for every key of
+// the account (a key of its own account is stored under its key).
+func TestKeeperCountsByAccount(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := newLocal(t, clk, nil)
+	k := &memKeeper{l: l, clk: clk}
+	l.SetKeeper(k)
+	ctx := context.Background()
+	p := Policy{Daily: 10, Monthly: 100}
+	for i, s := range []Subject{{Key: "web", Account: "acme"}, {Key: "batch", Account: "acme"}, {Key: "web", Account: "acme"}, {Key: "solo"}} {
+		if d, err := l.Admit(ctx, s, p, 2); err != nil || !d.Allowed {
+			t.Fatalf("request %d by %s: allowed %v, err %v", i, s.Key, d.Allowed, err)
+		}
+	}
+	cs := l.Checkpoint(clk.Now(), false)
+	got := map[string]int64{}
+	for _, c := range cs {
+		got[c.Subject] = c.DayUsed
+	}
+	if len(got) != 2 || got["acme"] != 6 || got["solo"] != 2 {
+		t.Fatalf("checkpoint %+v; want acme at 6, solo at 2, nothing per key", cs)
+	}
+
+	restarted := newLocal(t, clk, nil)
+	if n := restarted.Restore(cs, clk.Now()); n != 2 {
+		t.Fatalf("restored %d accounts; want 2", n)
+	}
+	u, err := restarted.Usage(ctx, []KeyPolicy{{Key: "batch", Account: "acme", Policy: p}, {Key: "new-key", Account: "acme", Policy: p}, {Key: "solo", Policy: p}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u[0].DayUsed != 6 || u[1].DayUsed != 6 || u[2].DayUsed != 2 {
+		t.Errorf("after restart: day used %d, %d, %d; want 6, 6 (the account's), 2", u[0].DayUsed, u[1].DayUsed, u[2].DayUsed)
+	}
+	if d, _ := restarted.Admit(ctx, Subject{Key: "new-key", Account: "acme"}, p, 5); d.Allowed {
+		t.Errorf("a new key of acme after restart: admitted 5 units over 6 of 10 used; want refused")
 	}
 }

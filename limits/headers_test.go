@@ -52,7 +52,7 @@ func TestSetHeaders(t *testing.T) {
 	p := Policy{PerSecond: 10, Burst: 20, Daily: 1000, Monthly: 5000}
 	var d Decision
 	for range 3 {
-		d, _ = l.Admit(ctx, "k", p, 5) // 15 tokens, 15 units
+		d, _ = l.Admit(ctx, Subject{Key: "k"}, p, 5) // 15 tokens, 15 units
 	}
 	h := http.Header{}
 	d.SetHeaders(h)
@@ -97,7 +97,7 @@ func TestSetHeaders(t *testing.T) {
 	}
 
 	// A refusal carries Retry-After as well as the same fields.
-	d, _ = l.Admit(ctx, "k", p, 10)
+	d, _ = l.Admit(ctx, Subject{Key: "k"}, p, 10)
 	if d.Allowed {
 		t.Fatalf("got allowed with 5 tokens left and cost 10")
 	}
@@ -128,7 +128,7 @@ func TestSetHeadersSubsets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLocal(t, clock.NewFake(now), nil)
-			d, err := l.Admit(context.Background(), "k", tc.p, 1)
+			d, err := l.Admit(context.Background(), Subject{Key: "k"}, tc.p, 1)
 			if err != nil || !d.Allowed {
 				t.Fatalf("Admit: %+v %v", d, err)
 			}

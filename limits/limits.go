@@ -28,14 +28,33 @@ var (
 	ErrInvalidCost = errors.New("limits: cost must be >= 1")
 )
 
-// Limiter admits requests. Admit takes cost tokens from the key's bucket and
-// reserves cost units of the key's daily and monthly quota atomically
-// (refusing if either would be exceeded; a refused request consumes
-// nothing). Refund gives the quota reservation back; the gateway calls it
-// when the response is not delivered as 2xx/304. Tokens are not refunded.
+// Limiter admits requests. Admit takes cost tokens from the subject's key's
+// bucket and reserves cost units of the subject's account's daily and
+// monthly quota atomically (refusing if either would be exceeded; a refused
+// request consumes nothing). Refund gives the quota reservation back; the
+// gateway calls it when the response is not delivered as 2xx/304. Tokens
+// are not refunded.
 type Limiter interface {
-	Admit(ctx context.Context, key string, p Policy, cost int) (Decision, error)
-	Refund(ctx context.Context, key string, d Decision) error
+	Admit(ctx context.Context, s Subject, p Policy, cost int) (Decision, error)
+	Refund(ctx context.Context, s Subject, d Decision) error
+}
+
+// Subject names whose limits a request is admitted against: the token
+// bucket is Key's, the quota counters are Account's (shared by all the
+// account's keys). Both are opaque strings to the limiters; an empty
+// Account means the key is an account of its own, named by Key. The zero
+// value is refused (ErrInvalidKey).
+type Subject struct {
+	Key     string
+	Account string
+}
+
+// account returns the id the quota counters are kept under.
+func (s Subject) account() string {
+	if s.Account == "" {
+		return s.Key
+	}
+	return s.Account
 }
 
 // Compile-time interface guards.
@@ -290,8 +309,8 @@ func neverFits(p Policy) time.Duration {
 	return max(burstWindow(p.PerSecond, effectiveBurst(p)), time.Second)
 }
 
-func checkArgs(key string, cost int) error {
-	if key == "" {
+func checkArgs(s Subject, cost int) error {
+	if s.Key == "" {
 		return ErrInvalidKey
 	}
 	if cost < 1 {

@@ -13,17 +13,18 @@ import (
 	"trendgate/internal/clock"
 )
 
-// Local is the in-memory Limiter of one instance. One mutex guards one map
-// from key id to state; the critical section is a map lookup, a bucket
-// update and two counter updates, so contention stays short.
+// Local is the in-memory Limiter of one instance. One mutex guards two
+// maps: key id to token bucket, and account id to quota counters; the
+// critical section is two map lookups, a bucket update and two counter
+// updates, so contention stays short.
 //
 // Memory: a key's token bucket is evicted when idle for IdleAfter (an idle
 // bucket would be full again, so nothing is lost) and, when more than
 // MaxKeys buckets exist, the least recently used bucket is evicted first.
 // Quota counters are never evicted before their window ends, because that
-// would reset the key's quota; they are a few words per key, and only
-// authenticated keys ever get state, so they are bounded by the configured
-// keys. An active key whose bucket is evicted because of MaxKeys starts again
+// would reset the account's quota; they are a few words per account, and
+// only authenticated keys ever get state, so they are bounded by the
+// configured accounts. An active key whose bucket is evicted because of MaxKeys starts again
 // with a full bucket, so MaxKeys should exceed the number of keys active
 // within IdleAfter. Sweeping walks the whole map under the mutex (once per
 // IdleAfter from Admit, or when Sweep is called). Use NewLocal; the zero
@@ -33,9 +34,10 @@ type Local struct {
 	clk clock.Clock
 	m   *Metrics
 
-	mu        sync.Mutex           // guards keys, lru, lastSweep and win
-	keys      map[string]*keyState // key id -> state
-	lru       *list.List           // of *keyState holding a bucket; front = most recently used
+	mu        sync.Mutex              // guards keys, quotas, lru, lastSweep and win
+	keys      map[string]*keyState    // key id -> token bucket
+	quotas    map[string]*quotaCounts // account id -> quota counters
+	lru       *list.List              // of *keyState holding a bucket; front = most recently used
 	lastSweep time.Time
 	win       window // the windows of the latest Admit, recomputed when the day changes
 
@@ -48,7 +50,7 @@ type Local struct {
 	spentDay, spentMonth int
 }
 
-// keyState is one key's limiter state. Guarded by Local.mu.
+// keyState is one key's token bucket. Guarded by Local.mu.
 type keyState struct {
 	key string
 
@@ -57,7 +59,10 @@ type keyState struct {
 	burst    int
 	elem     *list.Element // in Local.lru while bucket != nil
 	lastUsed time.Time
+}
 
+// quotaCounts is one account's quota counters. Guarded by Local.mu.
+type quotaCounts struct {
 	day, month         int   // window ids the counters belong to
 	dayUsed, monthUsed int64 // quota units reserved in those windows
 
@@ -69,6 +74,19 @@ type keyState struct {
 	dayCeil, monthCeil int64
 	need, recent       int64
 	daily, monthly     int64
+}
+
+// usedIn returns the units q holds in the windows w (0 for a window q
+// has not entered yet).
+func (q *quotaCounts) usedIn(w window) int64 {
+	var n int64
+	if q.day == w.day {
+		n += q.dayUsed
+	}
+	if q.month == w.month {
+		n += q.monthUsed
+	}
+	return n
 }
 
 // NewLocal returns an in-memory limiter. cfg must be valid; a nil clk is
@@ -85,38 +103,40 @@ func NewLocal(cfg Config, clk clock.Clock, m *Metrics) (*Local, error) {
 		clk:       clk,
 		m:         m.orNew(),
 		keys:      make(map[string]*keyState),
+		quotas:    make(map[string]*quotaCounts),
 		lru:       list.New(),
 		lastSweep: clk.Now(),
 	}, nil
 }
 
 // Admit implements Limiter. The quota check comes first (monthly, then
-// daily), then the rate; only when all pass are tokens taken and quota
-// reserved. A cost larger than the burst is refused as rate_limited with a
-// Retry-After of one full refill, since it can never pass.
-func (l *Local) Admit(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
-	if err := checkArgs(key, cost); err != nil {
+// daily, on s's account), then the rate (s's key); only when all pass are
+// tokens taken and quota reserved. A cost larger than the burst is refused
+// as rate_limited with a Retry-After of one full refill, since it can
+// never pass.
+func (l *Local) Admit(ctx context.Context, s Subject, p Policy, cost int) (Decision, error) {
+	if err := checkArgs(s, cost); err != nil {
 		return Decision{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return Decision{}, fmt.Errorf("limits: invalid policy: %w", err)
 	}
-	d, err := l.admitKept(ctx, key, p, cost)
+	d, err := l.admitKept(ctx, s, p, cost)
 	if err != nil {
 		return Decision{}, err
 	}
 	l.m.decision(d)
 	if d.Allowed {
-		l.m.reserved(key, d)
+		l.m.reserved(s, d)
 	}
 	return d, nil
 }
 
 // admit decides one request at now. With a keeper and !force, a request
-// that passes every limit but would reserve past its subject's stored
+// that passes every limit but would reserve past its account's stored
 // ceiling reserves nothing and reports short: the caller waits for the
 // keeper to store a higher one and asks again.
-func (l *Local) admit(key string, p Policy, cost int, now time.Time, force bool) (d Decision, short bool) {
+func (l *Local) admit(s Subject, p Policy, cost int, now time.Time, force bool) (d Decision, short bool) {
 	if p.PerSecond > 0 {
 		p.Burst = effectiveBurst(p)
 	}
@@ -132,22 +152,27 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time, force bool)
 	w := l.windowLocked(now)
 	l.maybeSweepLocked(now)
 
-	st := l.keys[key]
-	if st == nil {
-		st = &keyState{key: key}
-		l.keys[key] = st
+	var none quotaCounts // the counters of a policy without quotas: always 0
+	q := &none
+	if p.Daily > 0 || p.Monthly > 0 {
+		q = l.quotasLocked(s.account())
+		l.enterWindowsLocked(q, w, p)
 	}
-	st.lastUsed = now
-	l.enterWindowsLocked(st, w, p)
 
 	// Rate: look, do not take yet.
+	var st *keyState
 	var tokens float64
 	if p.PerSecond > 0 {
-		b := l.bucketLocked(st, p, now)
-		tokens = b.TokensAt(now)
+		st = l.keys[s.Key]
+		if st == nil {
+			st = &keyState{key: s.Key}
+			l.keys[s.Key] = st
+		}
+		st.lastUsed = now
+		tokens = l.bucketLocked(st, p, now).TokensAt(now)
 	}
 
-	reason, retry := quotaCheck(p, w, now, st.dayUsed, st.monthUsed, cost)
+	reason, retry := quotaCheck(p, w, now, q.dayUsed, q.monthUsed, cost)
 	if reason == "" && p.PerSecond > 0 {
 		switch {
 		case cost > p.Burst:
@@ -157,23 +182,23 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time, force bool)
 		}
 	}
 
-	if reason == "" && l.keeper != nil && !force && pastCeiling(st, p, cost) {
-		st.need = max(st.need, int64(cost))
+	if reason == "" && l.keeper != nil && !force && q.pastCeiling(p, cost) {
+		q.need = max(q.need, int64(cost))
 		return d, true
 	}
 	if reason == "" {
 		d.Allowed = true
-		st.recent += int64(cost)
+		q.recent += int64(cost)
 		if p.PerSecond > 0 {
 			st.bucket.AllowN(now, cost) // cannot fail: checked above under l.mu
 			tokens -= float64(cost)
 		}
 		if p.Daily > 0 {
-			st.dayUsed += int64(cost)
+			q.dayUsed += int64(cost)
 			d.DayReserved = int64(cost)
 		}
 		if p.Monthly > 0 {
-			st.monthUsed += int64(cost)
+			q.monthUsed += int64(cost)
 			d.MonthReserved = int64(cost)
 		}
 	} else {
@@ -183,8 +208,19 @@ func (l *Local) admit(key string, p Policy, cost int, now time.Time, force bool)
 		d.BurstRemaining = max(int(math.Floor(tokens)), 0)
 		d.BurstReset = durationForTokens(float64(p.Burst)-tokens, p.PerSecond)
 	}
-	d.fillQuota(p, w, now, st.dayUsed, st.monthUsed)
+	d.fillQuota(p, w, now, q.dayUsed, q.monthUsed)
 	return d, false
+}
+
+// quotasLocked returns account's counters, creating them. l.mu must be
+// held.
+func (l *Local) quotasLocked(account string) *quotaCounts {
+	q := l.quotas[account]
+	if q == nil {
+		q = &quotaCounts{}
+		l.quotas[account] = q
+	}
+	return q
 }
 
 // windowLocked returns the windows containing now, computing them only when
@@ -229,32 +265,34 @@ func (l *Local) dropBucketLocked(st *keyState) {
 	l.m.BucketsEvicted.Inc()
 }
 
-// Refund implements Limiter: it gives back the quota units d reserved, if
-// their windows are still current. It never takes a counter below zero.
-func (l *Local) Refund(ctx context.Context, key string, d Decision) error {
-	if key == "" {
+// Refund implements Limiter: it gives back the quota units d reserved on
+// s's account, if their windows are still current. It never takes a
+// counter below zero.
+func (l *Local) Refund(ctx context.Context, s Subject, d Decision) error {
+	if s.Key == "" {
 		return ErrInvalidKey
 	}
 	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {
 		return nil
 	}
 	l.mu.Lock()
-	if st := l.keys[key]; st != nil {
-		if d.DayReserved > 0 && st.day == d.Day {
-			st.dayUsed = max(st.dayUsed-d.DayReserved, 0)
+	if q := l.quotas[s.account()]; q != nil {
+		if d.DayReserved > 0 && q.day == d.Day {
+			q.dayUsed = max(q.dayUsed-d.DayReserved, 0)
 		}
-		if d.MonthReserved > 0 && st.month == d.Month {
-			st.monthUsed = max(st.monthUsed-d.MonthReserved, 0)
+		if d.MonthReserved > 0 && q.month == d.Month {
+			q.monthUsed = max(q.monthUsed-d.MonthReserved, 0)
 		}
 	}
 	l.mu.Unlock()
-	l.m.refunded(key, d)
+	l.m.refunded(s, d)
 	return nil
 }
 
-// Sweep evicts the buckets of keys idle for IdleAfter and the state of keys
-// whose quota windows have ended, and returns the number of keys that lost
-// their bucket or all their state. Admit also sweeps on its own once per IdleAfter.
+// Sweep evicts the buckets of keys idle for IdleAfter and the counters of
+// accounts whose quota windows have ended, and returns the number of
+// buckets and counter sets dropped. Admit also sweeps on its own once per
+// IdleAfter.
 func (l *Local) Sweep(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -272,22 +310,17 @@ func (l *Local) sweepLocked(now time.Time) int {
 	w := windowAt(now)
 	n := 0
 	for k, st := range l.keys {
-		evicted := false
 		if st.bucket != nil && now.Sub(st.lastUsed) >= l.cfg.IdleAfter {
 			l.dropBucketLocked(st)
-			evicted = true
+			n++
 		}
-		if st.day != w.day {
-			st.dayUsed = 0
-		}
-		if st.month != w.month {
-			st.monthUsed = 0
-		}
-		if st.bucket == nil && st.dayUsed == 0 && st.monthUsed == 0 {
+		if st.bucket == nil { // idle, or evicted for MaxKeys earlier
 			delete(l.keys, k)
-			evicted = true
 		}
-		if evicted {
+	}
+	for a, q := range l.quotas {
+		if q.usedIn(w) == 0 { // windows ended, or nothing reserved in them
+			delete(l.quotas, a)
 			n++
 		}
 	}

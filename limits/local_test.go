@@ -33,7 +33,7 @@ func admitN(t *testing.T, lim Limiter, key string, p Policy, cost, n int) map[Re
 	t.Helper()
 	got := map[Reason]int{}
 	for range n {
-		d, err := lim.Admit(context.Background(), key, p, cost)
+		d, err := lim.Admit(context.Background(), Subject{Key: key}, p, cost)
 		if err != nil {
 			t.Fatalf("Admit: %v", err)
 		}
@@ -81,7 +81,7 @@ func TestLocalRefill(t *testing.T) {
 	if got := admitN(t, l, "k", p, 1, 4); got[""] != 4 {
 		t.Fatalf("got %d allowed from a full bucket; want 4", got[""])
 	}
-	d, _ := l.Admit(context.Background(), "k", p, 1)
+	d, _ := l.Admit(context.Background(), Subject{Key: "k"}, p, 1)
 	if d.Allowed || d.Reason != ReasonRate {
 		t.Fatalf("got %+v from an empty bucket; want rate_limited", d)
 	}
@@ -89,11 +89,11 @@ func TestLocalRefill(t *testing.T) {
 		t.Errorf("got RetryAfter %v; want 500ms (one token at 2/s)", d.RetryAfter)
 	}
 	clk.Advance(499 * time.Millisecond)
-	if d, _ := l.Admit(context.Background(), "k", p, 1); d.Allowed {
+	if d, _ := l.Admit(context.Background(), Subject{Key: "k"}, p, 1); d.Allowed {
 		t.Errorf("got allowed 499ms later; want refused")
 	}
 	clk.Advance(time.Millisecond)
-	if d, _ := l.Admit(context.Background(), "k", p, 1); !d.Allowed {
+	if d, _ := l.Admit(context.Background(), Subject{Key: "k"}, p, 1); !d.Allowed {
 		t.Errorf("got %+v 500ms later; want allowed", d)
 	}
 	clk.Advance(time.Hour) // refills to the burst, not beyond
@@ -107,7 +107,7 @@ func TestLocalCostOverBurstNeverPasses(t *testing.T) {
 	l := newLocal(t, clk, nil)
 	p := Policy{PerSecond: 1, Burst: 3, Daily: 100}
 	for range 3 {
-		d, err := l.Admit(context.Background(), "k", p, 5)
+		d, err := l.Admit(context.Background(), Subject{Key: "k"}, p, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,16 +168,16 @@ func TestLocalQuotaWindows(t *testing.T) {
 			if got := admitN(t, l, "k", tc.p, 1, 3); got[""] != 3 {
 				t.Fatalf("got %d allowed; want 3", got[""])
 			}
-			d, _ := l.Admit(context.Background(), "k", tc.p, 1)
+			d, _ := l.Admit(context.Background(), Subject{Key: "k"}, tc.p, 1)
 			if d.Allowed || d.Reason != tc.reason || d.RetryAfter != tc.retry {
 				t.Fatalf("got %v %q %v; want refused %q after %v", d.Allowed, d.Reason, d.RetryAfter, tc.reason, tc.retry)
 			}
 			clk.Advance(tc.advance - time.Nanosecond)
-			if d, _ := l.Admit(context.Background(), "k", tc.p, 1); d.Allowed {
+			if d, _ := l.Admit(context.Background(), Subject{Key: "k"}, tc.p, 1); d.Allowed {
 				t.Errorf("got allowed 1ns before the window ends; want refused")
 			}
 			clk.Advance(time.Nanosecond)
-			d, _ = l.Admit(context.Background(), "k", tc.p, 1)
+			d, _ = l.Admit(context.Background(), Subject{Key: "k"}, tc.p, 1)
 			if d.Allowed == tc.stillOver {
 				t.Errorf("got Allowed=%v after the boundary; want %v", d.Allowed, !tc.stillOver)
 			}
@@ -191,36 +191,36 @@ func TestLocalRefund(t *testing.T) {
 	l := newLocal(t, clk, nil)
 	p := Policy{PerSecond: 100, Daily: 10, Monthly: 12}
 
-	d1, _ := l.Admit(ctx, "k", p, 5)
-	d2, _ := l.Admit(ctx, "k", p, 5)
-	refused, _ := l.Admit(ctx, "k", p, 5)
+	d1, _ := l.Admit(ctx, Subject{Key: "k"}, p, 5)
+	d2, _ := l.Admit(ctx, Subject{Key: "k"}, p, 5)
+	refused, _ := l.Admit(ctx, Subject{Key: "k"}, p, 5)
 	if !d1.Allowed || !d2.Allowed || refused.Allowed {
 		t.Fatalf("got %v %v %v; want allowed, allowed, refused", d1.Allowed, d2.Allowed, refused.Allowed)
 	}
-	if err := l.Refund(ctx, "k", refused); err != nil {
+	if err := l.Refund(ctx, Subject{Key: "k"}, refused); err != nil {
 		t.Fatal(err)
 	}
 	if day, month := l.usage("k", clk.Now()); day != 10 || month != 10 {
 		t.Fatalf("after refunding a 429: got day %d month %d; want 10 10 (a 429 was never charged)", day, month)
 	}
-	if err := l.Refund(ctx, "k", d2); err != nil {
+	if err := l.Refund(ctx, Subject{Key: "k"}, d2); err != nil {
 		t.Fatal(err)
 	}
 	if day, month := l.usage("k", clk.Now()); day != 5 || month != 5 {
 		t.Fatalf("after refund: got day %d month %d; want 5 5", day, month)
 	}
-	if d, _ := l.Admit(ctx, "k", p, 5); !d.Allowed {
+	if d, _ := l.Admit(ctx, Subject{Key: "k"}, p, 5); !d.Allowed {
 		t.Errorf("got %q after refund; want allowed", d.Reason)
 	}
 
 	// A refund that arrives after its day ended does not touch the new day,
 	// but still returns the units to the (unchanged) month.
 	clk.Set(time.Date(2026, 11, 19, 0, 0, 1, 0, time.UTC))
-	d3, _ := l.Admit(ctx, "k", p, 2)
+	d3, _ := l.Admit(ctx, Subject{Key: "k"}, p, 2)
 	if !d3.Allowed {
 		t.Fatalf("got %q on a new day; want allowed (month 10+2 <= 12)", d3.Reason)
 	}
-	if err := l.Refund(ctx, "k", d1); err != nil {
+	if err := l.Refund(ctx, Subject{Key: "k"}, d1); err != nil {
 		t.Fatal(err)
 	}
 	if day, month := l.usage("k", clk.Now()); day != 2 || month != 7 {
@@ -238,12 +238,12 @@ func TestLocalMaxKeysAndSweepKeepQuotas(t *testing.T) {
 			t.Fatalf("key %s: got %v; want exactly one daily refusal", k, got)
 		}
 	}
-	keys, buckets := l.counts()
-	if keys != 4 || buckets != 2 {
-		t.Fatalf("got %d keys, %d buckets; want 4 keys (quotas kept), 2 buckets (MaxKeys)", keys, buckets)
+	accounts, buckets := l.counts()
+	if accounts != 4 || buckets != 2 {
+		t.Fatalf("got %d accounts, %d buckets; want 4 accounts (quotas kept), 2 buckets (MaxKeys)", accounts, buckets)
 	}
 	// "a" lost its bucket to LRU eviction; its quota must still be spent.
-	if d, _ := l.Admit(ctx, "a", p, 1); d.Reason != ReasonDaily {
+	if d, _ := l.Admit(ctx, Subject{Key: "a"}, p, 1); d.Reason != ReasonDaily {
 		t.Errorf("evicted key a: got %q; want daily_quota_exceeded (quota must survive eviction)", d.Reason)
 	}
 
@@ -254,13 +254,13 @@ func TestLocalMaxKeysAndSweepKeepQuotas(t *testing.T) {
 	if keys, buckets := l.counts(); keys != 4 || buckets != 0 {
 		t.Errorf("after Sweep: got %d keys, %d buckets; want 4, 0", keys, buckets)
 	}
-	if d, _ := l.Admit(ctx, "c", p, 1); d.Reason != ReasonDaily {
+	if d, _ := l.Admit(ctx, Subject{Key: "c"}, p, 1); d.Reason != ReasonDaily {
 		t.Errorf("swept key c: got %q; want daily_quota_exceeded", d.Reason)
 	}
 
 	clk.Set(time.Date(2026, 11, 19, 0, 5, 0, 0, time.UTC)) // next day, everyone idle
-	if n := l.Sweep(clk.Now()); n != 4 {
-		t.Errorf("Sweep on the next day: got %d; want 4", n)
+	if n := l.Sweep(clk.Now()); n != 5 {
+		t.Errorf("Sweep on the next day: got %d; want 5 (c's new bucket and four accounts' counters)", n)
 	}
 	if keys, buckets := l.counts(); keys != 0 || buckets != 0 {
 		t.Errorf("after the window ended: got %d keys, %d buckets; want 0, 0", keys, buckets)
@@ -275,8 +275,8 @@ func TestLocalOpportunisticSweep(t *testing.T) {
 	}
 	clk.Advance(time.Minute)
 	admitN(t, l, "other", Policy{PerSecond: 1}, 1, 1)
-	if keys, buckets := l.counts(); keys != 1 || buckets != 1 {
-		t.Errorf("got %d keys, %d buckets; want 1, 1 (idle ones swept by Admit)", keys, buckets)
+	if _, buckets := l.counts(); buckets != 1 {
+		t.Errorf("got %d buckets; want 1 (idle ones swept by Admit)", buckets)
 	}
 }
 
@@ -303,13 +303,13 @@ func TestLocalArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := l.Admit(context.Background(), tc.key, tc.p, tc.cost); err == nil {
+			if _, err := l.Admit(context.Background(), Subject{Key: tc.key}, tc.p, tc.cost); err == nil {
 				t.Errorf("got nil error; want one")
 			}
 		})
 	}
-	if keys, _ := l.counts(); keys != 0 {
-		t.Errorf("got %d keys with state after invalid calls; want 0", keys)
+	if accounts, buckets := l.counts(); accounts != 0 || buckets != 0 {
+		t.Errorf("got %d accounts, %d buckets with state after invalid calls; want 0, 0", accounts, buckets)
 	}
 }
 
@@ -321,10 +321,10 @@ func TestLocalMetrics(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := Policy{PerSecond: 1, Burst: 2, Daily: 100}
-	d, _ := l.Admit(ctx, "k", p, 1)
-	l.Admit(ctx, "k", p, 1)
-	l.Admit(ctx, "k", p, 1)
-	l.Refund(ctx, "k", d)
+	d, _ := l.Admit(ctx, Subject{Key: "k"}, p, 1)
+	l.Admit(ctx, Subject{Key: "k"}, p, 1)
+	l.Admit(ctx, Subject{Key: "k"}, p, 1)
+	l.Refund(ctx, Subject{Key: "k"}, d)
 	for _, c := range []struct {
 		name string
 		got  float64
@@ -367,7 +367,7 @@ func BenchmarkLocalAdmit(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := l.Admit(ctx, keys[i&1023], p, 1); err != nil {
+		if _, err := l.Admit(ctx, Subject{Key: keys[i&1023]}, p, 1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -386,7 +386,7 @@ func BenchmarkLocalAdmitParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		i := 0
 		for pb.Next() {
-			if _, err := l.Admit(ctx, keys[i&1023], p, 1); err != nil {
+			if _, err := l.Admit(ctx, Subject{Key: keys[i&1023]}, p, 1); err != nil {
 				b.Error(err)
 				return
 			}

@@ -129,16 +129,16 @@ func (m *Metrics) decision(d Decision) {
 	m.byResult[i].Inc()
 }
 
-// reserved records quota units reserved for key.
-func (m *Metrics) reserved(key string, d Decision) {
+// reserved records quota units reserved through s's key.
+func (m *Metrics) reserved(s Subject, d Decision) {
 	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
-		m.QuotaReserved.WithLabelValues(key).Add(float64(n))
+		m.QuotaReserved.WithLabelValues(s.Key).Add(float64(n))
 	}
 }
 
-// refunded records quota units given back for key.
-func (m *Metrics) refunded(key string, d Decision) {
+// refunded records quota units given back through s's key.
+func (m *Metrics) refunded(s Subject, d Decision) {
 	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
-		m.QuotaRefunded.WithLabelValues(key).Add(float64(n))
+		m.QuotaRefunded.WithLabelValues(s.Key).Add(float64(n))
 	}
 }

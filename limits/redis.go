@@ -102,8 +102,9 @@ func (o RedisOptions) withDefaults() (RedisOptions, error) {
 // time, µs; expires when full again), the daily and monthly counters
 // (EXPIREAT the end of their UTC window), the admission record (see below)
 // and the journal's replay markers (7 days). The key layout is documented
-// at rateKey; with a *redis.ClusterClient every key of one API key carries
-// the hash tag {<key id>}, so each script's keys share a slot.
+// at rateKey; with a *redis.ClusterClient every key of one account (its
+// counters and its keys' buckets) carries the hash tag {<account id>}, so
+// each script's keys share a slot.
 //
 // Exactly-once charging: every Admit with a quota carries an admission id
 // (instance id and a sequence number). The script records it, with the
@@ -217,8 +218,8 @@ func (r *Redis) Close() error {
 }
 
 // Admit implements Limiter.
-func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
-	if err := checkArgs(key, cost); err != nil {
+func (r *Redis) Admit(ctx context.Context, s Subject, p Policy, cost int) (Decision, error) {
+	if err := checkArgs(s, cost); err != nil {
 		return Decision{}, err
 	}
 	if err := p.Validate(); err != nil {
@@ -238,14 +239,14 @@ func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 	}
 	var d Decision
 	ran, err := r.br.Do(ctx, func() (err error) {
-		d, err = r.admitRedis(ctx, key, id, p, cost)
+		d, err = r.admitRedis(ctx, s, id, p, cost)
 		return err
 	})
 	switch {
 	case ran && err == nil:
 		r.m.decision(d)
 		if d.Allowed {
-			r.m.reserved(key, d)
+			r.m.reserved(s, d)
 		}
 		return d, nil
 	case ran && ctx.Err() != nil: // the caller gave up; not Redis's fault
@@ -253,25 +254,25 @@ func (r *Redis) Admit(ctx context.Context, key string, p Policy, cost int) (Deci
 			// The script may have run and charged a request that is not
 			// going to be served: settle that admission at nothing.
 			w := windowAt(r.clk.Now())
-			r.journalSettle(key, settlement{admission: id, day: w.day, month: w.month})
+			r.journalSettle(s.account(), settlement{admission: id, day: w.day, month: w.month})
 		}
 		return Decision{}, fmt.Errorf("limits: admit: %w", ctx.Err())
 	case ran && id != "" && !unsent(err):
 		// The script may have run in Redis (a reply that came too late):
 		// the fallback decides, and the journal later settles this very
 		// admission at what the fallback reserved, charged once either way.
-		return r.admitFallback(ctx, key, id, p, cost)
+		return r.admitFallback(ctx, s, id, p, cost)
 	}
-	return r.admitFallback(ctx, key, "", p, cost)
+	return r.admitFallback(ctx, s, "", p, cost)
 }
 
 // admitFallback decides locally at the configured share and journals the
 // reservation: as a plain counter change, or, when id is set (the admission
 // may have reached Redis), as a settlement of admission id, which Redis may
 // or may not have charged already.
-func (r *Redis) admitFallback(ctx context.Context, key, id string, p Policy, cost int) (Decision, error) {
+func (r *Redis) admitFallback(ctx context.Context, s Subject, id string, p Policy, cost int) (Decision, error) {
 	r.m.RedisFallbacks.Inc()
-	d, err := r.fallback.Admit(ctx, key, scalePolicy(p, r.opts.LocalShare), cost)
+	d, err := r.fallback.Admit(ctx, s, scalePolicy(p, r.opts.LocalShare), cost)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -281,10 +282,10 @@ func (r *Redis) admitFallback(ctx context.Context, key, id string, p Policy, cos
 		d.admission = id
 		// Settled even when the fallback refused: a script that ran must
 		// not keep a charge for a request that was not served.
-		r.journalSettle(key, settlement{admission: id, day: d.Day, month: d.Month,
+		r.journalSettle(s.account(), settlement{admission: id, day: d.Day, month: d.Month,
 			wantDay: d.DayReserved, wantMonth: d.MonthReserved})
 	case d.Allowed:
-		r.journal(key, d, 1)
+		r.journal(s.account(), d, 1)
 	}
 	return d, nil
 }
@@ -308,41 +309,42 @@ func scalePolicy(p Policy, share float64) Policy {
 // back there and journaled (it may not be in Redis yet); one made in Redis
 // is given back in Redis with DECRBY (never below 0), or journaled when
 // Redis fails.
-func (r *Redis) Refund(ctx context.Context, key string, d Decision) error {
-	if key == "" {
+func (r *Redis) Refund(ctx context.Context, s Subject, d Decision) error {
+	if s.Key == "" {
 		return ErrInvalidKey
 	}
+	account := s.account()
 	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {
 		return nil
 	}
 	if d.fallback {
-		if err := r.fallback.Refund(ctx, key, d); err != nil {
+		if err := r.fallback.Refund(ctx, s, d); err != nil {
 			return err
 		}
 		if d.admission != "" {
-			r.journalSettle(key, settlement{admission: d.admission, day: d.Day, month: d.Month})
+			r.journalSettle(account, settlement{admission: d.admission, day: d.Day, month: d.Month})
 		} else {
-			r.journal(key, d, -1)
+			r.journal(account, d, -1)
 		}
 		return nil
 	}
-	ran, err := r.br.Do(ctx, func() error { return r.refundRedis(ctx, key, d) })
+	ran, err := r.br.Do(ctx, func() error { return r.refundRedis(ctx, account, d) })
 	switch {
 	case ran && err == nil:
-		r.m.refunded(key, d)
+		r.m.refunded(s, d)
 		return nil
 	case ran && ctx.Err() != nil:
 		return fmt.Errorf("limits: refund: %w", ctx.Err())
 	}
 	r.m.RedisFallbacks.Inc()
-	r.m.refunded(key, d)
+	r.m.refunded(s, d)
 	if ran && d.admission != "" && !unsent(err) {
 		// The refund may have run: settling is idempotent, a replay of the
 		// same refund changes nothing.
-		r.journalSettle(key, settlement{admission: d.admission, day: d.Day, month: d.Month,
+		r.journalSettle(account, settlement{admission: d.admission, day: d.Day, month: d.Month,
 			assumeDay: d.DayReserved, assumeMonth: d.MonthReserved})
 	} else {
-		r.journal(key, d, -1)
+		r.journal(account, d, -1)
 	}
 	return nil
 }

@@ -130,7 +130,7 @@ func TestRedisGCRABurstIsExactAcrossInstances(t *testing.T) {
 			for _, lim := range []*Redis{a, b} {
 				for range tc.perInst {
 					wg.Go(func() {
-						d, err := lim.Admit(context.Background(), key, tc.p, tc.cost)
+						d, err := lim.Admit(context.Background(), Subject{Key: key}, tc.p, tc.cost)
 						if err != nil {
 							t.Error(err)
 							return
@@ -167,7 +167,7 @@ func TestRedisDecisionFields(t *testing.T) {
 	p := Policy{PerSecond: 0.01, Burst: 20, Daily: 100, Monthly: 1000}
 	var d Decision
 	for range 3 {
-		d, _ = r.Admit(ctx, "k", p, 5)
+		d, _ = r.Admit(ctx, Subject{Key: "k"}, p, 5)
 	}
 	if !d.Allowed || d.BurstRemaining != 5 || d.DailyRemaining != 85 || d.MonthlyRemaining != 985 {
 		t.Errorf("got allowed=%v burst %d daily %d monthly %d; want true 5 85 985",
@@ -181,7 +181,7 @@ func TestRedisDecisionFields(t *testing.T) {
 	}
 
 	// A cost above the burst is refused at once with one full refill.
-	d, _ = r.Admit(ctx, "k", p, 21)
+	d, _ = r.Admit(ctx, Subject{Key: "k"}, p, 21)
 	if d.Allowed || d.Reason != ReasonRate || d.RetryAfter != 2000*time.Second {
 		t.Errorf("cost > burst: got %v %q %v; want refused rate_limited 2000s", d.Allowed, d.Reason, d.RetryAfter)
 	}
@@ -204,7 +204,7 @@ func TestRedisQuotaAcrossInstances(t *testing.T) {
 		if i%2 == 1 {
 			lim = b
 		}
-		d, err := lim.Admit(ctx, "q", p, 1)
+		d, err := lim.Admit(ctx, Subject{Key: "q"}, p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,17 +227,17 @@ func TestRedisQuotaAcrossInstances(t *testing.T) {
 		t.Errorf("%s: got %d; want 7", dayKey, got)
 	}
 	// Refund on the other instance gives the unit back to both.
-	if err := b.Refund(ctx, "q", kept[0]); err != nil {
+	if err := b.Refund(ctx, Subject{Key: "q"}, kept[0]); err != nil {
 		t.Fatal(err)
 	}
 	if got := counter(t, c, dayKey); got != 6 {
 		t.Errorf("after refund: got %d; want 6", got)
 	}
-	if d, _ := a.Admit(ctx, "q", p, 1); !d.Allowed {
+	if d, _ := a.Admit(ctx, Subject{Key: "q"}, p, 1); !d.Allowed {
 		t.Errorf("after refund: got %q; want allowed", d.Reason)
 	}
 	// Daily is full again (7 - 1 + 1); a refused request charges neither counter.
-	if d, _ := b.Admit(ctx, "q", p, 1); d.Reason != ReasonDaily {
+	if d, _ := b.Admit(ctx, Subject{Key: "q"}, p, 1); d.Reason != ReasonDaily {
 		t.Errorf("got %q; want daily_quota_exceeded (daily 7 is full again)", d.Reason)
 	}
 	if got := counter(t, c, monthKey); got != 7 {
@@ -264,7 +264,7 @@ func TestRedisUsesRedisTime(t *testing.T) {
 	prefix := testPrefix(t, c)
 	clk := clock.NewFake(time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC))
 	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}, clk)
-	d, err := r.Admit(context.Background(), "k", Policy{Daily: 5}, 2)
+	d, err := r.Admit(context.Background(), Subject{Key: "k"}, Policy{Daily: 5}, 2)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit: %+v %v", d, err)
 	}
@@ -300,13 +300,13 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	// 1. Redis up: 10 admitted, one refunded.
 	var first []Decision
 	for range 10 {
-		d, err := r.Admit(ctx, "k", p, 1)
+		d, err := r.Admit(ctx, Subject{Key: "k"}, p, 1)
 		if err != nil || !d.Allowed || d.fallback {
 			t.Fatalf("with Redis up: got %+v %v; want allowed by Redis", d, err)
 		}
 		first = append(first, d)
 	}
-	if err := r.Refund(ctx, "k", first[0]); err != nil {
+	if err := r.Refund(ctx, Subject{Key: "k"}, first[0]); err != nil {
 		t.Fatal(err)
 	}
 	dayKey := prefix + "q:d:k:" + strconv.Itoa(first[0].Day)
@@ -320,7 +320,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	var during []Decision
 	refusedDaily := 0
 	for range 40 {
-		d, err := r.Admit(ctx, "k", p, 1)
+		d, err := r.Admit(ctx, Subject{Key: "k"}, p, 1)
 		if err != nil {
 			t.Fatalf("during outage: %v", err)
 		}
@@ -341,7 +341,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	}
 	// Two of them fail downstream and are refunded; one pre-outage refund too.
 	for _, d := range []Decision{during[0], during[1], first[1]} {
-		if err := r.Refund(ctx, "k", d); err != nil {
+		if err := r.Refund(ctx, Subject{Key: "k"}, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -367,7 +367,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	back := false
 	for range 5 {
 		clk.Advance(opts.Backoff)
-		d, err := r.Admit(ctx, "k", p, 1)
+		d, err := r.Admit(ctx, Subject{Key: "k"}, p, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -398,7 +398,7 @@ func TestRedisFallbackJournalsAndReconcilesExactlyOnce(t *testing.T) {
 	}
 
 	// Replaying an entry that was already applied is a no-op (its marker).
-	e := &journalEntry{journalKey: journalKey{key: "k", window: first[0].Day}, delta: 5, seq: 1}
+	e := &journalEntry{journalKey: journalKey{account: "k", window: first[0].Day}, delta: 5, seq: 1}
 	if err := r.replay(ctx, e); err != nil {
 		t.Fatal(err)
 	}
@@ -422,14 +422,14 @@ func TestRedisRefundNeverCreatesOrUnderflows(t *testing.T) {
 	prefix := testPrefix(t, c)
 	r, _ := newRedisLimiter(t, sharedRedis, RedisOptions{Prefix: prefix, Timeout: 10 * time.Second}, clock.Real{})
 	ctx := context.Background()
-	d, err := r.Admit(ctx, "k", Policy{Daily: 10}, 3)
+	d, err := r.Admit(ctx, Subject{Key: "k"}, Policy{Daily: 10}, 3)
 	if err != nil || !d.Allowed {
 		t.Fatalf("Admit: %+v %v", d, err)
 	}
 	dayKey := prefix + "q:d:k:" + strconv.Itoa(d.Day)
 	big := d
 	big.DayReserved = 50 // more than was ever charged
-	if err := r.Refund(ctx, "k", big); err != nil {
+	if err := r.Refund(ctx, Subject{Key: "k"}, big); err != nil {
 		t.Fatal(err)
 	}
 	if got := counter(t, c, dayKey); got != 0 {
@@ -437,7 +437,7 @@ func TestRedisRefundNeverCreatesOrUnderflows(t *testing.T) {
 	}
 	old := d
 	old.Day = 20000101 // a window whose counter is long gone
-	if err := r.Refund(ctx, "k", old); err != nil {
+	if err := r.Refund(ctx, Subject{Key: "k"}, old); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := c.Exists(ctx, prefix+"q:d:k:20000101").Result(); n != 0 {

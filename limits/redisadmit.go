@@ -15,11 +15,11 @@ import (
 // puts it in a different UTC window than ours.
 // id names the admission (see Redis.admissionKey): the script records it
 // with what it charged, so running the same admission again charges nothing.
-func (r *Redis) admitRedis(ctx context.Context, key, id string, p Policy, cost int) (Decision, error) {
+func (r *Redis) admitRedis(ctx context.Context, s Subject, id string, p Policy, cost int) (Decision, error) {
 	w := windowAt(r.clk.Now())
 	day, month := w.day, w.month
 	for range 2 {
-		res, err := r.runAdmit(ctx, key, id, p, cost, day, month)
+		res, err := r.runAdmit(ctx, s, id, p, cost, day, month)
 		if err != nil {
 			return Decision{}, err
 		}
@@ -46,14 +46,15 @@ type admitResult struct {
 	nowUs              int64
 }
 
-func (r *Redis) runAdmit(ctx context.Context, key, id string, p Policy, cost, day, month int) (admitResult, error) {
+func (r *Redis) runAdmit(ctx context.Context, s Subject, id string, p Policy, cost, day, month int) (admitResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
 	var intervalUs float64
 	if p.PerSecond > 0 {
 		intervalUs = 1e6 / p.PerSecond
 	}
-	keys := []string{r.rateKey(key), r.dayKey(key, day), r.monthKey(key, month), r.admissionKey(key, id)}
+	a := s.account()
+	keys := []string{r.rateKey(s), r.dayKey(a, day), r.monthKey(a, month), r.admissionKey(a, id)}
 	v, err := admitScript.Run(ctx, r.rdb, keys,
 		fmt.Sprintf("%08d", day), fmt.Sprintf("%06d", month), cost, p.Daily, p.Monthly,
 		dayEndOf(day).Unix(), monthEndOf(month).Unix(),
@@ -144,8 +145,8 @@ func (a admitResult) decision(p Policy, cost, day, month int) Decision {
 // admission at nothing charged. Settling is idempotent, so a refund that
 // is retried, or replayed from the journal after a timeout, is applied
 // once.
-func (r *Redis) refundRedis(ctx context.Context, key string, d Decision) error {
-	return r.settle(ctx, key, settlement{
+func (r *Redis) refundRedis(ctx context.Context, account string, d Decision) error {
+	return r.settle(ctx, account, settlement{
 		admission: d.admission, day: d.Day, month: d.Month,
 		// The admission ran in Redis; if its record has expired, assume
 		// it charged what it reserved.
@@ -161,11 +162,11 @@ type settlement struct {
 	assumeDay, assumeMonth int64 // units it charged when Redis has no record of it
 }
 
-// settle runs settleScript for s.
-func (r *Redis) settle(ctx context.Context, key string, s settlement) error {
+// settle runs settleScript for s on account's counters.
+func (r *Redis) settle(ctx context.Context, account string, s settlement) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	keys := []string{r.dayKey(key, s.day), r.monthKey(key, s.month), r.admissionKey(key, s.admission)}
+	keys := []string{r.dayKey(account, s.day), r.monthKey(account, s.month), r.admissionKey(account, s.admission)}
 	err := settleScript.Run(ctx, r.rdb, keys, s.wantDay, s.wantMonth, s.assumeDay, s.assumeMonth,
 		dayEndOf(s.day).Unix(), monthEndOf(s.month).Unix(), r.opts.AdmissionWindow.Milliseconds()).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -175,54 +176,63 @@ func (r *Redis) settle(ctx context.Context, key string, s settlement) error {
 }
 
 // The key functions below are the only places that build this limiter's
-// Redis keys, one per kind. With a cluster client every key of one API key
-// id carries the hash tag {<key id>}, so each script's keys share a slot:
+// Redis keys, one per kind. A token bucket belongs to an API key; quota
+// counters, admission records and replay markers belong to an account (a
+// key configured without an account is an account of its own: <acct> is
+// then its key id). With a cluster client every key of one account carries
+// the hash tag {<acct>}, so each script's keys share a slot:
 //
 //	single Redis                            Redis Cluster
-//	<prefix>rl:<id>                         <prefix>{<id>}:rl
-//	<prefix>q:d:<id>:<YYYYMMDD>             <prefix>{<id>}:q:d:<YYYYMMDD>
-//	<prefix>q:m:<id>:<YYYYMM>               <prefix>{<id>}:q:m:<YYYYMM>
-//	<prefix>a:<id>:<admission>              <prefix>{<id>}:a:<admission>
-//	<prefix>j:<id>:<instance>:<seq>         <prefix>{<id>}:j:<instance>:<seq>
+//	<prefix>rl:<key>                        <prefix>{<acct>}:rl  (the account's own key)
+//	                                        <prefix>{<acct>}:rl:<key>  (any other key)
+//	<prefix>q:d:<acct>:<YYYYMMDD>           <prefix>{<acct>}:q:d:<YYYYMMDD>
+//	<prefix>q:m:<acct>:<YYYYMM>             <prefix>{<acct>}:q:m:<YYYYMM>
+//	<prefix>a:<acct>:<admission>            <prefix>{<acct>}:a:<admission>
+//	<prefix>j:<acct>:<instance>:<seq>       <prefix>{<acct>}:j:<instance>:<seq>
 //
-// The single-Redis names of the rate bucket and the quota counters are the
-// ones earlier versions wrote, so a running deployment keeps its counters.
+// For a key that is an account of its own these are the names earlier
+// versions wrote, so a running deployment keeps its counters. Account ids
+// and the ids of keys without an account never coincide (config checks).
 
-func (r *Redis) rateKey(key string) string {
+func (r *Redis) rateKey(s Subject) string {
 	if r.tagged {
-		return r.opts.Prefix + "{" + key + "}:rl"
+		a := s.account()
+		if a == s.Key {
+			return r.opts.Prefix + "{" + a + "}:rl"
+		}
+		return r.opts.Prefix + "{" + a + "}:rl:" + s.Key
 	}
-	return r.opts.Prefix + "rl:" + key
+	return r.opts.Prefix + "rl:" + s.Key
 }
 
-func (r *Redis) dayKey(key string, day int) string {
+func (r *Redis) dayKey(account string, day int) string {
 	if r.tagged {
-		return fmt.Sprintf("%s{%s}:q:d:%08d", r.opts.Prefix, key, day)
+		return fmt.Sprintf("%s{%s}:q:d:%08d", r.opts.Prefix, account, day)
 	}
-	return fmt.Sprintf("%sq:d:%s:%08d", r.opts.Prefix, key, day)
+	return fmt.Sprintf("%sq:d:%s:%08d", r.opts.Prefix, account, day)
 }
 
-func (r *Redis) monthKey(key string, month int) string {
+func (r *Redis) monthKey(account string, month int) string {
 	if r.tagged {
-		return fmt.Sprintf("%s{%s}:q:m:%06d", r.opts.Prefix, key, month)
+		return fmt.Sprintf("%s{%s}:q:m:%06d", r.opts.Prefix, account, month)
 	}
-	return fmt.Sprintf("%sq:m:%s:%06d", r.opts.Prefix, key, month)
+	return fmt.Sprintf("%sq:m:%s:%06d", r.opts.Prefix, account, month)
 }
 
 // admissionKey records what admission id charged (see admitScript).
-func (r *Redis) admissionKey(key, id string) string {
+func (r *Redis) admissionKey(account, id string) string {
 	if r.tagged {
-		return r.opts.Prefix + "{" + key + "}:a:" + id
+		return r.opts.Prefix + "{" + account + "}:a:" + id
 	}
-	return r.opts.Prefix + "a:" + key + ":" + id
+	return r.opts.Prefix + "a:" + account + ":" + id
 }
 
 // markerKey is the replay marker of journal entry seq.
-func (r *Redis) markerKey(key string, seq uint64) string {
+func (r *Redis) markerKey(account string, seq uint64) string {
 	if r.tagged {
-		return r.opts.Prefix + "{" + key + "}:j:" + r.instance + ":" + strconv.FormatUint(seq, 10)
+		return r.opts.Prefix + "{" + account + "}:j:" + r.instance + ":" + strconv.FormatUint(seq, 10)
 	}
-	return r.opts.Prefix + "j:" + key + ":" + r.instance + ":" + strconv.FormatUint(seq, 10)
+	return r.opts.Prefix + "j:" + account + ":" + r.instance + ":" + strconv.FormatUint(seq, 10)
 }
 
 // admitScript checks quotas (monthly, then daily) and the GCRA bucket, and

@@ -87,7 +87,7 @@ func BenchmarkRedisLimiterAccuracy(b *testing.B) {
 						time.Sleep(time.Duration(i) * interval / 3) // phase offset of a paced load generator
 						for now := time.Now(); now.Before(stop); now = <-tk.C {
 							first.CompareAndSwap(0, now.UnixNano())
-							d, err := r.Admit(context.Background(), key, p, 1)
+							d, err := r.Admit(context.Background(), Subject{Key: key}, p, 1)
 							last.Store(time.Now().UnixNano())
 							sent.Add(1)
 							if err != nil {
@@ -142,7 +142,7 @@ func BenchmarkRedisDailyQuotaExact(b *testing.B) {
 						go func() {
 							defer wg.Done()
 							for range 2 * quota { // bounded: far more than the quota
-								d, err := r.Admit(context.Background(), key, p, 1)
+								d, err := r.Admit(context.Background(), Subject{Key: key}, p, 1)
 								if err != nil {
 									b.Error(err)
 									return

@@ -11,9 +11,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// journalKey identifies one quota counter: key id, daily or monthly, window.
+// journalKey identifies one quota counter: account id, daily or monthly,
+// window.
 type journalKey struct {
-	key     string
+	account string
 	monthly bool
 	window  int
 }
@@ -29,14 +30,14 @@ type journalEntry struct {
 	settle *settlement
 }
 
-// journalSettle queues s for key. Settlements are never merged: each names
+// journalSettle queues s for account. Settlements are never merged: each names
 // one admission, and a later one for the same admission (its refund)
 // replaces the effect of the earlier one when replayed after it.
-func (r *Redis) journalSettle(key string, s settlement) {
+func (r *Redis) journalSettle(account string, s settlement) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
-	r.settles = append(r.settles, &journalEntry{journalKey: journalKey{key: key}, seq: r.seq, settle: &s})
+	r.settles = append(r.settles, &journalEntry{journalKey: journalKey{account: account}, seq: r.seq, settle: &s})
 	r.m.JournalSize.Set(float64(r.journalLenLocked()))
 }
 
@@ -44,7 +45,7 @@ func (r *Redis) journalSettle(key string, s settlement) {
 func (r *Redis) journalLenLocked() int { return len(r.open) + len(r.settles) + len(r.pending) }
 
 // journal records sign × the reservation of d for later replay.
-func (r *Redis) journal(key string, d Decision, sign int64) {
+func (r *Redis) journal(account string, d Decision, sign int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	add := func(k journalKey, delta int64) {
@@ -59,8 +60,8 @@ func (r *Redis) journal(key string, d Decision, sign int64) {
 		}
 		e.delta += sign * delta
 	}
-	add(journalKey{key: key, window: d.Day}, d.DayReserved)
-	add(journalKey{key: key, monthly: true, window: d.Month}, d.MonthReserved)
+	add(journalKey{account: account, window: d.Day}, d.DayReserved)
+	add(journalKey{account: account, monthly: true, window: d.Month}, d.MonthReserved)
 	r.m.JournalSize.Set(float64(r.journalLenLocked()))
 }
 
@@ -118,15 +119,15 @@ var errRedisUnavailable = errors.New("limits: redis unavailable (breaker open)")
 // settling is idempotent by itself.
 func (r *Redis) replay(ctx context.Context, e *journalEntry) error {
 	if e.settle != nil {
-		return r.settle(ctx, e.key, *e.settle)
+		return r.settle(ctx, e.account, *e.settle)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
 	defer cancel()
-	counter, end := r.dayKey(e.key, e.window), dayEndOf(e.window)
+	counter, end := r.dayKey(e.account, e.window), dayEndOf(e.window)
 	if e.monthly {
-		counter, end = r.monthKey(e.key, e.window), monthEndOf(e.window)
+		counter, end = r.monthKey(e.account, e.window), monthEndOf(e.window)
 	}
-	err := replayScript.Run(ctx, r.rdb, []string{counter, r.markerKey(e.key, e.seq)}, e.delta, end.Unix(), markerTTL).Err()
+	err := replayScript.Run(ctx, r.rdb, []string{counter, r.markerKey(e.account, e.seq)}, e.delta, end.Unix(), markerTTL).Err()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("limits: redis replay: %w", err)
 	}

@@ -61,7 +61,7 @@ func TestRedisAdmissionChargedOnce(t *testing.T) {
 	p := Policy{Daily: 100, Monthly: 1000}
 	type step func(t *testing.T, r *Redis, id string)
 	admit := func(t *testing.T, r *Redis, id string) {
-		d, err := r.admitRedis(context.Background(), "k", id, p, cost)
+		d, err := r.admitRedis(context.Background(), Subject{Key: "k"}, id, p, cost)
 		if err != nil || !d.Allowed {
 			t.Fatalf("admit %s: %+v %v", id, d, err)
 		}
@@ -120,8 +120,8 @@ func TestRedisAdmissionChargedOnce(t *testing.T) {
 
 // TestRedisKeyLayout pins the key names: the single-Redis names earlier
 // versions wrote (a running deployment keeps its counters), and on a
-// cluster the {key id} hash tag first in every key of one API key, so a
-// script's keys share a slot.
+// cluster the {account id} hash tag first in every key of one account (its
+// counters and all its keys' buckets), so a script's keys share a slot.
 func TestRedisKeyLayout(t *testing.T) {
 	single := &Redis{opts: RedisOptions{Prefix: "tg:"}, instance: "i1"}
 	tagged := &Redis{opts: RedisOptions{Prefix: "tg:"}, instance: "i1", tagged: true}
@@ -130,7 +130,8 @@ func TestRedisKeyLayout(t *testing.T) {
 		key         func(r *Redis) string
 		single, tag string
 	}{
-		{"rate", func(r *Redis) string { return r.rateKey("team-a") }, "tg:rl:team-a", "tg:{team-a}:rl"},
+		{"rate", func(r *Redis) string { return r.rateKey(Subject{Key: "team-a"}) }, "tg:rl:team-a", "tg:{team-a}:rl"},
+		{"rate in an account", func(r *Redis) string { return r.rateKey(Subject{Key: "web", Account: "acme"}) }, "tg:rl:web", "tg:{acme}:rl:web"},
 		{"day", func(r *Redis) string { return r.dayKey("team-a", 20260105) }, "tg:q:d:team-a:20260105", "tg:{team-a}:q:d:20260105"},
 		{"month", func(r *Redis) string { return r.monthKey("team-a", 202601) }, "tg:q:m:team-a:202601", "tg:{team-a}:q:m:202601"},
 		{"admission", func(r *Redis) string { return r.admissionKey("team-a", "i1.7") }, "tg:a:team-a:i1.7", "tg:{team-a}:a:i1.7"},
@@ -176,7 +177,7 @@ func TestRedisClusterExactAcrossInstances(t *testing.T) {
 				key := tc.name[:1] + "-key-" + string(rune('a'+k))
 				admitted := 0
 				for i := range 12 {
-					d, err := lims[i%3].Admit(ctx, key, tc.p, 1)
+					d, err := lims[i%3].Admit(ctx, Subject{Key: key}, tc.p, 1)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -196,7 +197,7 @@ func TestRedisClusterExactAcrossInstances(t *testing.T) {
 						t.Errorf("%s: day counter %d; want %d", key, got, tc.want)
 					}
 				}
-				slot, err := lims[0].rdb.(*redis.ClusterClient).ClusterKeySlot(ctx, lims[0].rateKey(key)).Result()
+				slot, err := lims[0].rdb.(*redis.ClusterClient).ClusterKeySlot(ctx, lims[0].rateKey(Subject{Key: key})).Result()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -253,7 +254,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 		t.Helper()
 		clk.Advance(10 * time.Second) // past any open breaker's back-off: probe Redis again
 		for i := range n {
-			d, err := lims[i%3].Admit(ctx, key, p, 1)
+			d, err := lims[i%3].Admit(ctx, Subject{Key: key}, p, 1)
 			if err != nil {
 				t.Fatalf("%s: Admit: %v", stage, err)
 			}
@@ -276,7 +277,7 @@ func TestRedisClusterSlotMigration(t *testing.T) {
 		}
 		ids[a] = id
 	}
-	slot, err := cl.Client().ClusterKeySlot(ctx, lims[0].rateKey(key)).Result()
+	slot, err := cl.Client().ClusterKeySlot(ctx, lims[0].rateKey(Subject{Key: key})).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

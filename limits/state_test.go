@@ -4,30 +4,31 @@ import "time"
 
 // Test-only views of the limiters' state.
 
-// usage returns the units reserved for key in the windows containing now.
-// Tests only.
-func (l *Local) usage(key string, now time.Time) (day, month int64) {
+// usage returns the units reserved for account in the windows containing
+// now. Tests only.
+func (l *Local) usage(account string, now time.Time) (day, month int64) {
 	w := windowAt(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	st := l.keys[key]
-	if st == nil {
+	q := l.quotas[account]
+	if q == nil {
 		return 0, 0
 	}
-	if st.day == w.day {
-		day = st.dayUsed
+	if q.day == w.day {
+		day = q.dayUsed
 	}
-	if st.month == w.month {
-		month = st.monthUsed
+	if q.month == w.month {
+		month = q.monthUsed
 	}
 	return day, month
 }
 
-// counts returns the number of keys with state and of buckets held.
-func (l *Local) counts() (keys, buckets int) {
+// counts returns the number of accounts with quota counters and of
+// buckets held.
+func (l *Local) counts() (accounts, buckets int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.keys), l.lru.Len()
+	return len(l.quotas), l.lru.Len()
 }
 
 // size returns the number of IPs with state.

@@ -23,14 +23,20 @@ const (
 	SourceFallback = "local-fallback"
 )
 
-// KeyPolicy names a key and the policy it is limited by.
+// KeyPolicy names a key, its account ("" means the key is an account of
+// its own) and the policy it is limited by.
 type KeyPolicy struct {
-	Key    string
-	Policy Policy
+	Key     string
+	Account string
+	Policy  Policy
 }
 
+func (kp KeyPolicy) subject() Subject { return Subject{Key: kp.Key, Account: kp.Account} }
+
 // Usage is one key's standing in its limits, read without taking or
-// charging anything. The zero value is a key nothing is known about.
+// charging anything: its own token bucket and its account's quota counters
+// (the same for every key of the account). The zero value is a key nothing
+// is known about.
 type Usage struct {
 	// Policy is the policy the figures are read under (burst defaulted;
 	// scaled to the local share when Source is SourceFallback).
@@ -75,16 +81,16 @@ func (l *Local) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 		}
 		u := Usage{Policy: p, DayEnd: w.dayEnd, MonthEnd: w.monthEnd, Source: SourceLocal, BurstTokens: p.Burst}
 		u.DayUsed, u.MonthUsed = l.presumedLocked(w, p)
-		if st := l.keys[kp.Key]; st != nil {
-			if st.day == w.day {
-				u.DayUsed = st.dayUsed
+		if q := l.quotas[kp.subject().account()]; q != nil {
+			if q.day == w.day {
+				u.DayUsed = q.dayUsed
 			}
-			if st.month == w.month {
-				u.MonthUsed = st.monthUsed
+			if q.month == w.month {
+				u.MonthUsed = q.monthUsed
 			}
-			if p.PerSecond > 0 && st.bucket != nil {
-				u.BurstTokens = min(max(int(math.Floor(st.bucket.TokensAt(now))), 0), p.Burst)
-			}
+		}
+		if st := l.keys[kp.Key]; st != nil && p.PerSecond > 0 && st.bucket != nil {
+			u.BurstTokens = min(max(int(math.Floor(st.bucket.TokensAt(now))), 0), p.Burst)
 		}
 		out[i] = u
 	}
@@ -111,7 +117,7 @@ func (r *Redis) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 	}
 	scaled := make([]KeyPolicy, len(keys))
 	for i, kp := range keys {
-		scaled[i] = KeyPolicy{Key: kp.Key, Policy: scalePolicy(kp.Policy, r.opts.LocalShare)}
+		scaled[i] = KeyPolicy{Key: kp.Key, Account: kp.Account, Policy: scalePolicy(kp.Policy, r.opts.LocalShare)}
 	}
 	out, err = r.fallback.Usage(ctx, scaled)
 	for i := range out {
@@ -122,7 +128,7 @@ func (r *Redis) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 
 // usageRedis reads keys' usage: in one script run on a single Redis; on a
 // Redis Cluster one run per key, since one script may only touch keys of
-// one slot and each key id's keys carry their own hash tag.
+// one slot and each account's keys carry their own hash tag.
 func (r *Redis) usageRedis(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 	if !r.tagged {
 		return r.usageBatch(ctx, keys)
@@ -168,7 +174,8 @@ func (r *Redis) runUsage(ctx context.Context, keys []KeyPolicy, day, month int) 
 	defer cancel()
 	names := make([]string, 0, 3*len(keys))
 	for _, kp := range keys {
-		names = append(names, r.rateKey(kp.Key), r.dayKey(kp.Key, day), r.monthKey(kp.Key, month))
+		a := kp.subject().account()
+		names = append(names, r.rateKey(kp.subject()), r.dayKey(a, day), r.monthKey(a, month))
 	}
 	v, err := usageScript.Run(ctx, r.rdb, names, fmt.Sprintf("%08d", day), fmt.Sprintf("%06d", month)).Slice()
 	if err != nil {

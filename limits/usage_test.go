@@ -28,7 +28,7 @@ func TestLocalUsage(t *testing.T) {
 			clk := clock.NewFake(t0)
 			l := newLocal(t, clk, nil)
 			for range tc.admits {
-				if d, err := l.Admit(context.Background(), "k", p, 2); err != nil || !d.Allowed {
+				if d, err := l.Admit(context.Background(), Subject{Key: "k"}, p, 2); err != nil || !d.Allowed {
 					t.Fatalf("Admit: %+v %v", d, err)
 				}
 			}
@@ -70,7 +70,7 @@ func TestRedisUsageSameOnEveryInstance(t *testing.T) {
 			ctx := context.Background()
 			p := Policy{PerSecond: 0.001, Burst: 20, Daily: 100, Monthly: 1000}
 			for range 4 {
-				if d, err := a.Admit(ctx, "team-a", p, 3); err != nil || !d.Allowed || d.fallback {
+				if d, err := a.Admit(ctx, Subject{Key: "team-a"}, p, 3); err != nil || !d.Allowed || d.fallback {
 					t.Fatalf("Admit: %+v %v", d, err)
 				}
 			}
@@ -108,7 +108,7 @@ func TestRedisUsageFallback(t *testing.T) {
 	r, _ := newRedisLimiter(t, "127.0.0.1:1", RedisOptions{Timeout: 200 * time.Millisecond, LocalShare: 0.5, FailureThreshold: 1}, clk)
 	ctx := context.Background()
 	p := Policy{PerSecond: 2, Burst: 10, Daily: 100}
-	if d, err := r.Admit(ctx, "k", p, 1); err != nil || !d.Allowed || !d.fallback {
+	if d, err := r.Admit(ctx, Subject{Key: "k"}, p, 1); err != nil || !d.Allowed || !d.fallback {
 		t.Fatalf("Admit: %+v %v; want allowed by the fallback", d, err)
 	}
 	got, err := r.Usage(ctx, []KeyPolicy{{Key: "k", Policy: p}})

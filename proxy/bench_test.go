@@ -15,26 +15,12 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/proxy"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
-
-// discardWriter is a minimal ResponseWriter that keeps nothing, so the
-// benchmark measures the gateway, not a recorder.
-type discardWriter struct {
-	h      http.Header
-	status int
-	n      int
-}
-
-func (w *discardWriter) Header() http.Header { return w.h }
-func (w *discardWriter) WriteHeader(s int)   { w.status = s }
-func (w *discardWriter) Write(b []byte) (int, error) {
-	w.n += len(b)
-	return len(b), nil
-}
 
 // BenchmarkHit measures one cache hit through the whole handler chain
 // (request id, parse, auth, limits, cache, projection memo, headers) with
@@ -65,13 +51,13 @@ func BenchmarkHitTracing(b *testing.B) {
 }
 
 func benchmarkHit(b *testing.B, accessLog bool, tc *tracing.Config) {
-	up, err := demo.New(demo.Options{Clock: clock.NewFake(testNow)})
+	up, err := demo.New(demo.Options{Clock: clock.NewFake(gatewaytest.Now)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
-	full, limited := newKey(b), newKey(b)
+	full, limited := gatewaytest.NewKey(b), gatewaytest.NewKey(b)
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = upSrv.URL
 	// The demo's reading of window bounds, stated: a cut needs it known
@@ -93,7 +79,7 @@ func benchmarkHit(b *testing.B, accessLog bool, tc *tracing.Config) {
 	if accessLog {
 		log = zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.InfoLevel))
 	}
-	gw, err := proxy.New(cfg, proxy.Options{Clock: clock.NewFake(testNow), Logger: log})
+	gw, err := gateway.New(cfg, gateway.Options{Clock: clock.NewFake(gatewaytest.Now), Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,16 +88,16 @@ func benchmarkHit(b *testing.B, accessLog bool, tc *tracing.Config) {
 	// A forwarded window of another topic shows the gateway how the
 	// upstream reads bounds inside a bucket, so the range case can be cut.
 	teach := httptest.NewRequest(http.MethodGet, fmt.Sprintf("/api4/public/topic/ethereum/time-series/v1?start=%d&end=%d",
-		testNow.Add(-72*time.Hour).Unix(), testNow.Add(-24*time.Hour).Unix()), nil)
+		gatewaytest.Now.Add(-72*time.Hour).Unix(), gatewaytest.Now.Add(-24*time.Hour).Unix()), nil)
 	teach.Header.Set("Authorization", "Bearer "+full)
-	gw.ServeHTTP(&discardWriter{h: http.Header{}}, teach)
+	gw.ServeHTTP(&gatewaytest.DiscardWriter{Hdr: http.Header{}}, teach)
 
 	for _, bc := range []struct{ name, key, path string }{
 		{"full/list", full, "/api4/public/topics/list/v1"},
 		{"full/series", full, "/api4/public/topic/bitcoin/time-series/v1"},
 		// Cut from the week cached by full/series (Cache-Status detail=range).
 		{"full/series-range", full, fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d&end=%d",
-			testNow.Add(-72*time.Hour).Unix(), testNow.Add(-24*time.Hour).Unix())},
+			gatewaytest.Now.Add(-72*time.Hour).Unix(), gatewaytest.Now.Add(-24*time.Hour).Unix())},
 		{"limited/list", limited, "/api4/public/topics/list/v1"},
 		{"limited/series", limited, "/api4/public/topic/bitcoin/time-series/v1"},
 		{"full/series-gzip", full, "/api4/public/topic/bitcoin/time-series/v1"},
@@ -122,22 +108,22 @@ func benchmarkHit(b *testing.B, accessLog bool, tc *tracing.Config) {
 			if bc.name == "full/series-gzip" {
 				req.Header.Set("Accept-Encoding", "gzip")
 			}
-			w := &discardWriter{h: http.Header{}}
+			w := &gatewaytest.DiscardWriter{Hdr: http.Header{}}
 			gw.ServeHTTP(w, req) // warm: miss, then memoized variants
-			if w.status != http.StatusOK {
-				b.Fatalf("warm-up status %d", w.status)
+			if w.Status != http.StatusOK {
+				b.Fatalf("warm-up status %d", w.Status)
 			}
-			if strings.HasSuffix(bc.name, "-range") && w.h.Get("Cache-Status") != "trendgate; hit; detail=range" {
-				b.Fatalf("warm-up Cache-Status %q; want a range fill", w.h.Get("Cache-Status"))
+			if strings.HasSuffix(bc.name, "-range") && w.Hdr.Get("Cache-Status") != "trendgate; hit; detail=range" {
+				b.Fatalf("warm-up Cache-Status %q; want a range fill", w.Hdr.Get("Cache-Status"))
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				clear(w.h)
-				w.status, w.n = 0, 0
+				clear(w.Hdr)
+				w.Status, w.Bytes = 0, 0
 				gw.ServeHTTP(w, req)
-				if w.status != http.StatusOK {
-					b.Fatalf("status %d", w.status)
+				if w.Status != http.StatusOK {
+					b.Fatalf("status %d", w.Status)
 				}
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"trendgate/auth"
+	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
@@ -58,11 +59,7 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 		{ID: "full", SHA256: auth.Digest(full), Plan: config.PlanFull},
 		{ID: "limited", SHA256: auth.Digest(limited), Plan: config.PlanLimited},
 	}
-	g, err := New(cfg, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newTestChain(t, cfg, clk)
 	get := func(target, key string, gzip bool) {
 		t.Helper()
 		r := httptest.NewRequest(http.MethodGet, target, nil)
@@ -92,7 +89,7 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 	get(fmt.Sprintf("/api4/public/topic/%s/time-series/v1?start=%d&end=%d", esc(1), now-7*24*3600, now), limited, true)                      // widened
 	get(fmt.Sprintf("/api4/public/topic/%s/time-series/v1?bucket=day&start=%d&end=%d", esc(2), now-40*24*3600, now-30*24*3600), full, false) // forwarded
 
-	check := func(g *Gateway, when string, memo bool) (entries int) {
+	check := func(g *testChain, when string, memo bool) (entries int) {
 		t.Helper()
 		ctx := context.Background()
 		derived := false
@@ -134,16 +131,18 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 	if held < 6 {
 		t.Fatalf("%d entries held; want the 7 requests' answers (the cuts, the week and the widened week)", held)
 	}
-	if err := g.cache.Close(context.Background()); err != nil {
+	if err := g.store.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	g.saveSnapshot()
+	opts := cache.SnapshotOptions{MaxBytes: cfg.Cache.PersistBound(), MaxStale: cfg.Cache.MaxStale, Now: clk.Now()}
+	if _, err := g.local.SaveSnapshot(cfg.Cache.PersistPath, opts); err != nil {
+		t.Fatal(err)
+	}
 
-	g2, err := New(cfg, Options{Clock: clk})
-	if err != nil {
+	g2 := newTestChain(t, cfg, clk)
+	if _, err := g2.local.LoadSnapshot(cfg.Cache.PersistPath, opts); err != nil {
 		t.Fatal(err)
 	}
-	defer g2.Close()
 	if loaded := check(g2, "loaded from the snapshot", false); loaded != held {
 		t.Errorf("%d entries loaded from the snapshot; want the %d saved", loaded, held)
 	}

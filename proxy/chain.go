@@ -1,17 +1,147 @@
 package proxy
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
+	"trendgate/activity"
+	"trendgate/cache"
+	"trendgate/internal/breaker"
+	"trendgate/internal/clock"
+	"trendgate/internal/inflight"
+	"trendgate/limits"
+	"trendgate/series"
+	"trendgate/upstream"
+)
+
+// Upstream is what the chain needs from the upstream client.
+type Upstream interface {
+	Do(ctx context.Context, req upstream.Request) (*upstream.Response, error)
+	State() breaker.State
+	// Withdraw takes an account its own limits refuse out of the fair
+	// share until it claims again.
+	Withdraw(ctx context.Context, tenant string)
+}
+
+// Cache is what the chain needs from the response cache.
+type Cache interface {
+	Get(ctx context.Context, key string, fetch cache.Fetcher) (cache.Result, error)
+	GetWithin(ctx context.Context, key string, stale time.Duration, fetch cache.Fetcher) (cache.Result, error)
+	Peek(ctx context.Context, key string) (*cache.Entry, bool)
+	Put(ctx context.Context, e *cache.Entry) error
+}
+
+var (
+	_ Upstream       = (*upstream.Client)(nil)
+	_ Cache          = (*cache.Cache)(nil)
+	_ limits.Limiter = (*limits.Local)(nil)
+	_ http.Handler   = (*Chain)(nil)
+)
+
+// Deps are the chain's collaborators, built by the process around it
+// (package gateway). Every field is required unless it says otherwise.
+type Deps struct {
+	Clock clock.Clock
+	// Logger receives errors; the access log is its "access" child.
+	Logger *zap.Logger
+	// Registry receives the chain's metrics.
+	Registry prometheus.Registerer
+	Upstream Upstream
+	Cache    Cache
+	// Local is the in-process cache tier, told of answers served but not
+	// kept; nil means none.
+	Local        *cache.Local
+	Limiter      limits.Limiter
+	AuthFailures *limits.AuthFailures
+	// Inflight bounds the bytes of variants being derived (the upstream
+	// client shares it).
+	Inflight *inflight.Bound
+	// Activity receives every finished request, for the dashboard.
+	Activity *activity.Recorder
+	// Tracer makes the chain's spans; nil means tracing off.
+	Tracer trace.Tracer
+	// StatedReading is upstream.window_reading; ReadingsRedis, when not
+	// nil, shares what the upstream's answers taught with the cluster,
+	// under ReadingsPrefix (see readings).
+	StatedReading  series.Reading
+	ReadingsRedis  redis.UniversalClient
+	ReadingsPrefix string
+}
+
+// Chain is the public API handler: observe, route, authenticate, check the
+// plan, limit, then serveAPI (cache, upstream, projection, write). Build it
+// with New.
+type Chain struct {
+	clk      clock.Clock
+	log      *zap.Logger
+	access   *zap.Logger // the access log; zap.NewNop() when log.access is off
+	metrics  *metrics
+	up       Upstream
+	cache    Cache
+	local    *cache.Local
+	limiter  limits.Limiter
+	authFail *limits.AuthFailures
+	act      *activity.Recorder
+	keyStats activity.Keys // per-key 24 h counters, kept across reloads
+	// inflight bounds the bytes that freshly derived variants hold
+	// outside the cache.
+	inflight *inflight.Bound
+	// statedReading is upstream.window_reading (at start); readings is
+	// what the upstream's answers taught (see ranges.go).
+	statedReading series.Reading
+	readings      *readings
+	// widenPausedUntil is when widening may resume (unix nanoseconds),
+	// after a widened answer did not cover its window.
+	widenPausedUntil atomic.Int64
+	// upstreamSkew is how far the upstream's clock ran ahead of ours (in
+	// seconds, negative when behind) by the generated time of its latest
+	// list or series answer (see observeClock).
+	upstreamSkew atomic.Int64
+	settings     atomic.Pointer[Settings] // the reloadable configuration snapshot
+	// servedFromCache is set once any response was served from the cache;
+	// readiness then survives an open upstream breaker.
+	servedFromCache atomic.Bool
+	handler         http.Handler
+	// tracer makes spans; nil with tracing off, which is all the hot path
+	// checks (see trace.go).
+	tracer trace.Tracer
+}
+
+// New builds the chain serving set (see Compile) on deps.
+func New(set *Settings, deps Deps) *Chain {
+	c := &Chain{
+		clk: deps.Clock, log: deps.Logger, access: zap.NewNop(), metrics: newMetrics(deps.Registry),
+		up: deps.Upstream, cache: deps.Cache, local: deps.Local, limiter: deps.Limiter,
+		authFail: deps.AuthFailures, act: deps.Activity, inflight: deps.Inflight,
+		statedReading: deps.StatedReading, tracer: deps.Tracer,
+		readings: newReadings(deps.Logger.Named("series"), deps.ReadingsRedis, deps.ReadingsPrefix),
+	}
+	if a := set.cfg.Log.Access; a == nil || *a {
+		c.access = c.log.Named("access")
+	}
+	c.readings.register(deps.Registry, c.statedReading)
+	c.Swap(set)
+	c.handler = c.chain()
+	return c
+}
 
 // chain builds the public handler. Read it top to bottom: the first
 // middleware listed is the outermost.
-func (g *Gateway) chain() http.Handler {
-	return compose(http.HandlerFunc(g.serveAPI),
-		g.observe,      // 1. request id, panic recovery, access log, metrics
-		g.cors,         // 1b. CORS headers; preflights answered here, spending nothing
-		g.route,        // 2. strict parse into a canonical Request; 400/404/405
-		g.authenticate, // 3. Bearer key → Principal; 401
-		g.checkPlan,    // 3b. endpoint and metric in the key's plan; 403, costs nothing
-		g.limit,        // 4. per-key token bucket and quotas; 429
+func (c *Chain) chain() http.Handler {
+	return compose(http.HandlerFunc(c.serveAPI),
+		c.observe,      // 1. request id, panic recovery, access log, metrics
+		c.cors,         // 1b. CORS headers; preflights answered here, spending nothing
+		c.route,        // 2. strict parse into a canonical Request; 400/404/405
+		c.authenticate, // 3. Bearer key → Principal; 401
+		c.checkPlan,    // 3b. endpoint and metric in the key's plan; 403, costs nothing
+		c.limit,        // 4. per-key token bucket and quotas; 429
 	) // 5-8. serveAPI: cache, upstream, projection, write
 }
 
@@ -22,3 +152,19 @@ func compose(h http.Handler, mws ...func(http.Handler) http.Handler) http.Handle
 	}
 	return h
 }
+
+// ServeHTTP serves the public API.
+func (c *Chain) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// Swap makes set the configuration of every request that starts from now
+// on and returns the one it replaces. Each key keeps its 24 h counters
+// across the swap.
+func (c *Chain) Swap(set *Settings) (old *Settings) {
+	return c.settings.Swap(c.withUsage(set))
+}
+
+// Settings returns the configuration snapshot in force.
+func (c *Chain) Settings() *Settings { return c.settings.Load() }
+
+// ServedFromCache reports whether any response was served from the cache.
+func (c *Chain) ServedFromCache() bool { return c.servedFromCache.Load() }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestCORS drives the whole gateway: off by default (a preflight meets the
@@ -20,24 +21,24 @@ func TestCORS(t *testing.T) {
 	preflight := []string{"Origin", origin, "Access-Control-Request-Method", "GET", "Access-Control-Request-Headers", "authorization"}
 
 	t.Run("off", func(t *testing.T) {
-		h := newHarness(t, nil)
-		resp, _ := h.do("OPTIONS", target, "", preflight...)
+		h := gatewaytest.New(t, nil)
+		resp, _ := h.Do("OPTIONS", target, "", preflight...)
 		if resp.StatusCode != 405 || resp.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("preflight with CORS off: %d, Allow-Origin %q; want 405 and none", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 		}
-		resp, _ = h.get(target, h.full, "Origin", origin)
+		resp, _ = h.Get(target, h.Full, "Origin", origin)
 		if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "" || strings.Contains(strings.Join(resp.Header.Values("Vary"), ","), "Origin") {
 			t.Errorf("GET with CORS off: %d, Allow-Origin %q, Vary %v", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"), resp.Header.Values("Vary"))
 		}
 	})
 
 	t.Run("on", func(t *testing.T) {
-		h := newHarness(t, func(c *config.Config) {
+		h := gatewaytest.New(t, func(c *config.Config) {
 			c.Server.CORS.AllowedOrigins = []string{origin}
 			c.Plans["limited"] = func(p config.Plan) config.Plan { p.Burst, p.PerSecond = 5, 0.001; return p }(c.Plans["limited"])
 		})
 		for range 5 {
-			resp, body := h.do("OPTIONS", target, "", preflight...)
+			resp, body := h.Do("OPTIONS", target, "", preflight...)
 			if resp.StatusCode != 204 || len(body) != 0 {
 				t.Fatalf("preflight: %d %s; want 204 and no body", resp.StatusCode, body)
 			}
@@ -49,12 +50,12 @@ func TestCORS(t *testing.T) {
 					resp.Header.Get("RateLimit"), resp.Header.Get("X-Request-ID"))
 			}
 		}
-		if n := h.up.Count(); n != 0 {
+		if n := h.Up.Count(); n != 0 {
 			t.Errorf("upstream requests after preflights: %d; want 0", n)
 		}
 		// The limited key's burst of 5 is intact after five preflights.
 		for i, want := range []int{200, 200, 200, 200, 200, 429} {
-			resp, body := h.get(target, h.limited, "Origin", origin, "Accept-Encoding", "gzip")
+			resp, body := h.Get(target, h.Limited, "Origin", origin, "Accept-Encoding", "gzip")
 			if resp.StatusCode != want {
 				t.Fatalf("GET %d: %d %s; want %d", i, resp.StatusCode, body, want)
 			}
@@ -70,17 +71,17 @@ func TestCORS(t *testing.T) {
 			}
 		}
 		// An origin not listed gets no CORS header, and its preflight the 405.
-		resp, _ := h.get(target, h.full, "Origin", "https://evil.example")
+		resp, _ := h.Get(target, h.Full, "Origin", "https://evil.example")
 		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != "" {
 			t.Errorf("other origin: Allow-Origin %q; want none", got)
 		}
-		resp, _ = h.do("OPTIONS", target, "", "Origin", "https://evil.example", "Access-Control-Request-Method", "GET")
+		resp, _ = h.Do("OPTIONS", target, "", "Origin", "https://evil.example", "Access-Control-Request-Method", "GET")
 		if resp.StatusCode != 405 {
 			t.Errorf("preflight from another origin: %d; want 405", resp.StatusCode)
 		}
 		// A 401 for the allowed origin carries the header too, so the page
 		// can read the error.
-		resp, _ = h.get(target, "", "Origin", origin)
+		resp, _ = h.Get(target, "", "Origin", origin)
 		if resp.StatusCode != 401 || resp.Header.Get("Access-Control-Allow-Origin") != origin {
 			t.Errorf("401: %d, Allow-Origin %q", resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 		}

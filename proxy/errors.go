@@ -63,6 +63,8 @@ func toHTTP(err error) *httperr.Error {
 	switch {
 	case errors.Is(err, upstream.ErrBudgetExhausted):
 		return withRetry(api.ErrUpstreamBudget)
+	case errors.Is(err, upstream.ErrCapReached):
+		return withRetry(api.ErrUpstreamCap)
 	case errors.Is(err, upstream.ErrShareExhausted):
 		return withRetry(api.ErrUpstreamShare)
 	case errors.Is(err, upstream.ErrRateLimited):
@@ -83,12 +85,12 @@ func toHTTP(err error) *httperr.Error {
 
 // fail writes err as the JSON error response and logs what the client is
 // not told.
-func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (c *Chain) fail(w http.ResponseWriter, r *http.Request, err error) {
 	in := infoFrom(r.Context())
 	he := toHTTP(err)
 	in.code = he.Code
 	if he.Status >= 500 && he.Status != http.StatusServiceUnavailable || he == api.ErrInternal {
-		g.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
+		c.log.Error("request failed", zap.String("request_id", in.id), zap.Int("status", he.Status), zap.Error(err))
 	}
 	if he.Status == api.ErrClientGone.Status {
 		// Nobody is listening: write nothing, but record 499 so the access
@@ -98,7 +100,7 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		return
 	}
-	g.act.Refusal(in.start, he.Code)
+	c.act.Refusal(in.start, he.Code)
 	if he.Status == http.StatusUnauthorized {
 		w.Header()["Www-Authenticate"] = bearerChallenge
 	}

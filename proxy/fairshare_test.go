@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestFairShareFloodSparesOtherKeys is issue 20's reproduction: with a
@@ -28,11 +29,11 @@ func TestFairShareFloodSparesOtherKeys(t *testing.T) {
 		{"B asked just before the flood", true, 8, 17},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			h := newProtectHarness(t, func(cfg *config.Config) {
-				roomyFullPlan(cfg)
+			h := gatewaytest.NewProtectHarness(t, func(cfg *config.Config) {
+				gatewaytest.RoomyFullPlan(cfg)
 				cfg.Upstream.Budget.PerMinute = 20
 			})
-			topics := h.up.Topics()
+			topics := h.Up.Topics()
 			seg := func(i int) string { return strings.ReplaceAll(strings.ReplaceAll(topics[i], " ", "%20"), "#", "%23") }
 			bTargets := []string{
 				"/api4/public/topic/" + seg(1) + "/whatsup/v1",
@@ -40,49 +41,49 @@ func TestFairShareFloodSparesOtherKeys(t *testing.T) {
 				"/api4/public/topic/" + seg(2) + "/time-series/v1",
 			}
 			if c.bFirst {
-				if r := h.send("/topic/"+seg(3)+"/time-series/sentiment.tsv", h.limited); r.status != http.StatusOK {
-					t.Fatalf("B's first request: %d %s", r.status, r.text())
+				if r := h.Send("/topic/"+seg(3)+"/time-series/sentiment.tsv", h.Limited); r.Status != http.StatusOK {
+					t.Fatalf("B's first request: %d %s", r.Status, r.Text())
 				}
 			}
 
 			var okA, shareA int
 			for i := range 25 {
 				target := fmt.Sprintf("/api4/public/topic/%s/time-series/v1", seg(10+i))
-				r := h.send(target, h.full)
+				r := h.Send(target, h.Full)
 				switch {
-				case r.status == http.StatusOK:
+				case r.Status == http.StatusOK:
 					okA++
-				case r.status == http.StatusTooManyRequests && r.code() == "upstream_share_exhausted":
+				case r.Status == http.StatusTooManyRequests && r.Code() == "upstream_share_exhausted":
 					shareA++
 					if ra := retryAfter(r); ra < 1 || ra > 60 {
 						t.Errorf("share refusal Retry-After %d; want the rest of the minute (1-60)", ra)
 					}
 				default:
-					t.Errorf("A's flood %s: %d %s", target, r.status, r.text())
+					t.Errorf("A's flood %s: %d %s", target, r.Status, r.Text())
 				}
 			}
 			if okA != c.wantAOK || shareA != c.wantShare {
 				t.Errorf("A's flood: %d answered, %d refused for its share; want %d and %d", okA, shareA, c.wantAOK, c.wantShare)
 			}
 			for _, target := range bTargets {
-				if r := h.send(target, h.limited); r.status != http.StatusOK || r.header.Get("Cache-Status") != csMiss {
-					t.Errorf("B's cold %s after A's flood: %d %q %s; want 200 %q", target, r.status, r.header.Get("Cache-Status"), r.text(), csMiss)
+				if r := h.Send(target, h.Limited); r.Status != http.StatusOK || r.Header.Get("Cache-Status") != csMiss {
+					t.Errorf("B's cold %s after A's flood: %d %q %s; want 200 %q", target, r.Status, r.Header.Get("Cache-Status"), r.Text(), csMiss)
 				}
 			}
-			if got := h.metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "sent"); int(got) != c.wantAOK {
+			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "sent"); int(got) != c.wantAOK {
 				t.Errorf("upstream calls caused by A: %v; want %d", got, c.wantAOK)
 			}
-			if got := h.metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "share_refused"); int(got) != c.wantShare {
+			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "share_refused"); int(got) != c.wantShare {
 				t.Errorf("share refusals of A: %v; want %d", got, c.wantShare)
 			}
 			wantB := 3
 			if c.bFirst {
 				wantB = 4
 			}
-			if got := h.metric("trendgate_upstream_calls_by_key_total", "key_id", "team-limited", "result", "sent"); int(got) != wantB {
+			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-limited", "result", "sent"); int(got) != wantB {
 				t.Errorf("upstream calls caused by B: %v; want %d", got, wantB)
 			}
-			if got, want := h.up.Count(), c.wantAOK+wantB; got != want {
+			if got, want := h.Up.Count(), c.wantAOK+wantB; got != want {
 				t.Errorf("upstream requests: %d; want %d (one per answered cold miss)", got, want)
 			}
 		})

@@ -20,15 +20,11 @@ import (
 func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = "http://127.0.0.1:1" // never called here
-	g, err := New(cfg, Options{Clock: clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newTestChain(t, cfg, clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC)))
 	policy := limits.Policy{PerSecond: 1000, Burst: 1000, Daily: 1}
 
 	serve := func(next http.HandlerFunc) (status int, panicked bool) {
-		in := &info{id: "test", rt: g.rt.Load(), keyID: "k", policy: policy, req: api.Request{Endpoint: api.EndpointList}, routed: true}
+		in := &info{id: "test", set: g.settings.Load(), keyID: "k", policy: policy, req: api.Request{Endpoint: api.EndpointList}, routed: true}
 		rec := httptest.NewRecorder()
 		in.sw.ResponseWriter = rec
 		r := httptest.NewRequest("GET", "/api4/public/topics/list/v1", nil)
@@ -76,11 +72,7 @@ func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
 func TestUnservableCostIsNotRetryable(t *testing.T) {
 	cfg := config.Default()
 	cfg.Upstream.BaseURL = "http://127.0.0.1:1" // never called here
-	g, err := New(cfg, Options{Clock: clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newTestChain(t, cfg, clock.NewFake(time.Date(2026, 11, 19, 10, 0, 0, 0, time.UTC)))
 	tests := []struct {
 		name   string
 		policy limits.Policy
@@ -94,7 +86,7 @@ func TestUnservableCostIsNotRetryable(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := 0; i < 2; i++ {
-				in := &info{id: "test", rt: g.rt.Load(), keyID: "k-" + tc.name, policy: tc.policy, req: api.Request{Endpoint: api.EndpointWhatsup}, routed: true}
+				in := &info{id: "test", set: g.settings.Load(), keyID: "k-" + tc.name, policy: tc.policy, req: api.Request{Endpoint: api.EndpointWhatsup}, routed: true}
 				rec := httptest.NewRecorder()
 				in.sw.ResponseWriter = rec
 				r := httptest.NewRequest("GET", "/api4/public/topic/bitcoin/whatsup/v1", nil)
@@ -117,37 +109,5 @@ func TestUnservableCostIsNotRetryable(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestNeedsRestart pins which settings a reload applies.
-func TestNeedsRestart(t *testing.T) {
-	tests := []struct {
-		path string
-		want bool
-	}{
-		{"keys", false},
-		{"plans", false},
-		{"limits.costs.whatsup", false},
-		{"server.trusted_proxies", false},
-		{"admin.token", false},
-		{"cache.ttl.list", false},
-		{"cache.max_stale", false},
-		{"cache.max_bytes", true},
-		{"cache.ttl_extra", true}, // not under cache.ttl
-		{"server.listen", true},
-		{"admin.listen", true},
-		{"upstream.api_key", true},
-		{"upstream.budget.per_minute", true},
-		{"redis.url", true},
-		{"tls.mode", true},
-		{"log.level", true},
-		{"limits.auth_failures.burst", true},
-		{"limits.max_keys", true},
-	}
-	for _, tc := range tests {
-		if got := needsRestart(tc.path); got != tc.want {
-			t.Errorf("needsRestart(%q) = %v; want %v", tc.path, got, tc.want)
-		}
 	}
 }

@@ -5,56 +5,29 @@ import (
 	"strconv"
 	"time"
 
-	"trendgate/internal/buildinfo"
-	"trendgate/internal/inflight"
 	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the gateway's own collectors; the cache, upstream and limits
-// packages register theirs on the same registry.
+// metrics are the chain's own collectors; the process (package gateway),
+// the cache, upstream and limits packages register theirs on the same
+// registry.
 type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	authFailures *prometheus.CounterVec
 	limited      *prometheus.CounterVec
 	quotaCharged *prometheus.CounterVec
-	reloads      *prometheus.CounterVec
-	certReloads  *prometheus.CounterVec
-	restart      prometheus.Gauge
-	ready        prometheus.Gauge
 	upByKey      *prometheus.CounterVec
 	rangeFills   prometheus.Counter
 	rangeWidened prometheus.Counter
 	// rangeWidenMisses counts widened answers that did not cover the
 	// window they were fetched for.
 	rangeWidenMisses prometheus.Counter
-	// h2ResetGoaways counts connections of Go's HTTP/2 server told to go
-	// away past their reset budget (resetbudget.go).
-	h2ResetGoaways prometheus.Counter
 	// upAbandoned counts upstream calls whose requesting client had left
 	// before the answer came, by key id.
 	upAbandoned *prometheus.CounterVec
-}
-
-// watchInflight registers the gauges of the in-flight byte bound b.
-func (m *metrics) watchInflight(reg prometheus.Registerer, b *inflight.Bound) {
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "trendgate_inflight_bytes",
-			Help: "Bytes taken from the in-flight bound: upstream bodies being read and checked, variants (projections, gzip copies) being derived, and derived values served but not stored.",
-		}, func() float64 { return float64(b.Held()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "trendgate_inflight_limit_bytes",
-			Help: "The in-flight bound: cache.max_bytes/4, at least upstream.max_body_bytes.",
-		}, func() float64 { return float64(b.Capacity()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "trendgate_inflight_waits_total",
-			Help: "Upstream body reads and variant derivations that waited for in-flight bytes.",
-		}, func() float64 { return float64(b.Waits()) }),
-	)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -80,18 +53,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_quota_charged_units_total",
 			Help: "Quota units charged for delivered responses, by key id.",
 		}, []string{"key_id"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trendgate_config_reloads_total",
-			Help: "Configuration reloads by result (ok, refused).",
-		}, []string{"result"}),
-		certReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trendgate_tls_certificate_reloads_total",
-			Help: "Loads of changed or re-read TLS certificate files (tls.mode files) by result (ok, refused: the previous pair keeps serving).",
-		}, []string{"result"}),
-		restart: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trendgate_config_restart_pending",
-			Help: "1 while the loaded configuration changes a setting that takes effect only after a restart (server.*, tls.*, upstream.*, redis.*, admin.listen, ...).",
-		}),
 		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_key_total",
 			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
@@ -108,23 +69,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_series_widen_uncovered_total",
 			Help: "Widened one-week answers whose rows did not cover the window they were fetched for (the upstream's clock or lag differs from the gateway's); the window was then fetched itself and widening paused for 10 minutes.",
 		}),
-		h2ResetGoaways: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trendgate_http2_reset_budget_goaways_total",
-			Help: "HTTP/2 connections served by Go's HTTP/2 server (server.fast_http2: false) sent GOAWAY because more of their streams ended before their response (reset by either side) than the budget allows (200, refilled at 50 a second).",
-		}),
 		upAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_abandoned_by_key_total",
 			Help: "Upstream calls made for a request whose client had gone (499) before the answer came, by the key that caused them: quota is refunded for such requests, the upstream call is not.",
 		}, []string{"key_id"}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trendgate_ready",
-			Help: "1 while the gateway reports ready.",
-		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged, m.reloads, m.certReloads, m.restart, m.ready,
-			m.upByKey, m.upAbandoned, m.h2ResetGoaways, m.rangeFills, m.rangeWidened, m.rangeWidenMisses, buildinfo.Read().Collector(),
-			collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged,
+			m.upByKey, m.upAbandoned, m.rangeFills, m.rangeWidened, m.rangeWidenMisses)
 	}
 	return m
 }

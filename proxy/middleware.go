@@ -20,9 +20,9 @@ import (
 // cors adds the CORS headers of the snapshot's policy (server.cors) and
 // answers an allowed preflight before routing, authentication and limits,
 // so it spends nothing. With CORS off it only passes the request on.
-func (g *Gateway) cors(next http.Handler) http.Handler {
+func (c *Chain) cors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if infoFrom(r.Context()).rt.cors.Serve(w, r) {
+		if infoFrom(r.Context()).set.cors.Serve(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -32,12 +32,12 @@ func (g *Gateway) cors(next http.Handler) http.Handler {
 // route parses the request into its canonical form. Unknown paths under the
 // API prefixes answer 401 to callers without a valid key, so routes cannot
 // be enumerated anonymously.
-func (g *Gateway) route(next http.Handler) http.Handler {
+func (c *Chain) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		// now only decides which starts without end are near the
 		// upstream's own now (kept to the second): its clock, as last seen.
-		req, err := in.rt.routes.Parse(r, in.start.Add(time.Duration(g.upstreamSkew.Load())*time.Second))
+		req, err := in.set.routes.Parse(r, in.start.Add(time.Duration(c.upstreamSkew.Load())*time.Second))
 		if err != nil {
 			if r.ProtoMajor == 1 && (r.ContentLength != 0 || len(r.TransferEncoding) > 0) {
 				// A body we refuse is not read: close after answering, so
@@ -47,15 +47,15 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 				w.Header().Set("Connection", "close")
 			}
 			if errors.Is(err, api.ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
-				if _, aerr := g.principal(r); aerr != nil {
+				if _, aerr := c.principal(r); aerr != nil {
 					err = aerr
 				}
 			}
-			g.policyForValidKey(w, r)
+			c.policyForValidKey(w, r)
 			if he := (*httperr.Error)(nil); errors.As(err, &he) && he.Status == http.StatusMethodNotAllowed {
 				w.Header().Set("Allow", api.AllowedMethods)
 			}
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		in.req, in.routed = req, true
@@ -70,7 +70,7 @@ func (g *Gateway) route(next http.Handler) http.Handler {
 // there is no RateLimit state to give), and a key that is not valid is
 // neither counted as a failed attempt here nor answered differently: this
 // only reads the keyring.
-func (g *Gateway) policyForValidKey(w http.ResponseWriter, r *http.Request) {
+func (c *Chain) policyForValidKey(w http.ResponseWriter, r *http.Request) {
 	if len(r.Header["Authorization"]) == 0 {
 		return
 	}
@@ -79,11 +79,11 @@ func (g *Gateway) policyForValidKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	p, err := in.rt.keyring.Authenticate(token, in.start)
+	p, err := in.set.keyring.Authenticate(token, in.start)
 	if err != nil {
 		return
 	}
-	limits.SetPolicyHeader(w.Header(), in.rt.policies[p.KeyID], in.start)
+	limits.SetPolicyHeader(w.Header(), in.set.policies[p.KeyID], in.start)
 }
 
 // isAPIPath reports whether p is under one of the API's path prefixes.
@@ -93,23 +93,23 @@ func isAPIPath(p string) bool {
 
 // authenticate resolves the Bearer key to a Principal and its plan. Failed
 // attempts are limited per client IP; no state is kept per invalid key.
-func (g *Gateway) authenticate(next http.Handler) http.Handler {
+func (c *Chain) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		_, sp := g.startSpan(r.Context(), in, "auth")
-		p, err := g.principal(r)
+		_, sp := c.startSpan(r.Context(), in, "auth")
+		p, err := c.principal(r)
 		if in.traced {
 			traceAuth(sp, p, err)
 		}
 		sp.End()
 		if err != nil {
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
-		in.keyID, in.plan, in.policy = p.KeyID, in.rt.plans[p.Plan], in.rt.policies[p.KeyID]
-		in.usage = in.rt.usage[p.KeyID]
+		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies[p.KeyID]
+		in.usage = in.set.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})
 }
@@ -120,13 +120,13 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 // counts as a failure, and only such requests are refused while their
 // address is blocked; a missing key is a plain 401. Its errors are
 // client-facing.
-func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
+func (c *Chain) principal(r *http.Request) (auth.Principal, error) {
 	in := infoFrom(r.Context())
-	rt := in.rt
+	set := in.set
 	token, err := auth.ParseAuthorization(r.Header)
 	var known auth.Principal // a refused key the keyring knows (disabled, expired)
 	if err == nil {
-		if known, err = rt.keyring.Authenticate(token, in.start); err == nil {
+		if known, err = set.keyring.Authenticate(token, in.start); err == nil {
 			return known, nil
 		}
 	}
@@ -134,25 +134,25 @@ func (g *Gateway) principal(r *http.Request) (auth.Principal, error) {
 	case errors.Is(err, auth.ErrDuplicateHeader):
 		return auth.Principal{}, api.ErrDuplicateAuth
 	case errors.Is(err, auth.ErrMissingKey):
-		g.metrics.authFailures.WithLabelValues("missing").Inc()
+		c.metrics.authFailures.WithLabelValues("missing").Inc()
 		return auth.Principal{}, api.ErrMissingKey
 	}
-	ip := clientIP(r, rt.trusted)
-	if blocked, retry := g.authFail.Blocked(ip); blocked {
-		g.metrics.authFailures.WithLabelValues("blocked").Inc()
+	ip := clientIP(r, set.trusted)
+	if blocked, retry := c.authFail.Blocked(ip); blocked {
+		c.metrics.authFailures.WithLabelValues("blocked").Inc()
 		e := *api.ErrAuthBlocked
 		e.RetryAfter = retry
 		return auth.Principal{}, &e
 	}
-	g.authFail.Record(ip)
+	c.authFail.Record(ip)
 	reason := string(auth.ReasonOf(err))
-	g.metrics.authFailures.WithLabelValues(reason).Inc()
+	c.metrics.authFailures.WithLabelValues(reason).Inc()
 	if known.KeyID != "" {
 		// An issued key refused by configuration: the operator wants to
 		// know whose, and why (the client only sees invalid_api_key).
-		g.log.Info("key refused", zap.String("request_id", in.id), zap.String("key_id", known.KeyID),
+		c.log.Info("key refused", zap.String("request_id", in.id), zap.String("key_id", known.KeyID),
 			zap.String("reason", reason), zap.String("ip", ip))
-	} else if ce := g.log.Check(zap.DebugLevel, "key refused"); ce != nil {
+	} else if ce := c.log.Check(zap.DebugLevel, "key refused"); ce != nil {
 		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
 	}
 	if errors.Is(err, auth.ErrNotBearer) {
@@ -203,7 +203,7 @@ func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 // include, and a route without a limited form for a limited plan. Such a response
 // carries the key's RateLimit-Policy but no RateLimit: the limiter was not
 // consulted.
-func (g *Gateway) checkPlan(next http.Handler) http.Handler {
+func (c *Chain) checkPlan(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		req := in.req
@@ -218,7 +218,7 @@ func (g *Gateway) checkPlan(next http.Handler) http.Handler {
 		}
 		if err != nil {
 			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -240,36 +240,40 @@ func routeAllowed(p *plan, rt *api.Route) error {
 // limit admits the request against the key's token bucket and quotas and
 // sets the RateLimit headers on every response. A quota reservation is
 // given back unless the response is delivered as 2xx or 304.
-func (g *Gateway) limit(next http.Handler) http.Handler {
+func (c *Chain) limit(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
-		in.cost = cost(in.req, in.rt.costs)
+		in.cost = cost(in.req, in.set.costs)
 		if limit, most := in.policy.Unservable(in.cost); limit != "" {
 			// Possible only when costs changed under a plan: config check
 			// refuses such plans. Waiting would never help, so no 429.
 			limits.SetPolicyHeader(w.Header(), in.policy, in.start)
-			g.fail(w, r, costError(in.req.Label(), in.cost, limit, most))
+			c.fail(w, r, costError(in.req.Label(), in.cost, limit, most))
 			return
 		}
-		actx, sp := g.startSpan(r.Context(), in, "limits admit")
-		d, err := g.limiter.Admit(actx, in.keyID, in.policy, in.cost)
+		actx, sp := c.startSpan(r.Context(), in, "limits admit")
+		subject := limits.Subject{Key: in.keyID, Account: in.account}
+		d, err := c.limiter.Admit(actx, subject, in.policy, in.cost)
 		if in.traced {
 			traceAdmit(sp, d, err)
 		}
 		sp.End()
 		if err != nil {
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		d.SetHeaders(w.Header())
 		if !d.Allowed {
-			g.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
-			g.fail(w, r, limitError(d))
+			// The account cannot be served for now: it must not hold a
+			// reservation of the upstream budget others could use.
+			c.up.Withdraw(context.WithoutCancel(r.Context()), in.account)
+			c.metrics.limited.WithLabelValues(string(d.Reason)).Inc()
+			c.fail(w, r, limitError(d))
 			return
 		}
 		refund := func() {
-			if err := g.limiter.Refund(context.WithoutCancel(r.Context()), in.keyID, d); err != nil {
-				g.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
+			if err := c.limiter.Refund(context.WithoutCancel(r.Context()), subject, d); err != nil {
+				c.log.Warn("quota refund failed", zap.String("request_id", in.id), zap.String("key_id", in.keyID), zap.Error(err))
 			}
 		}
 		defer func() { // a panic below is answered with a 500 by observe: refund it
@@ -280,7 +284,7 @@ func (g *Gateway) limit(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 		if sw, _ := w.(*statusWriter); sw != nil && delivered(sw.status) {
-			g.metrics.quotaCharged.WithLabelValues(in.keyID).Add(float64(in.cost))
+			c.metrics.quotaCharged.WithLabelValues(in.keyID).Add(float64(in.cost))
 			return
 		}
 		refund()

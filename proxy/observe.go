@@ -28,23 +28,26 @@ import (
 type info struct {
 	id    string
 	start time.Time
-	// rt is the configuration snapshot the request entered with; every
-	// stage reads keys, plans, costs and TTLs from it, never g.rt again.
-	rt     *runtime
+	// set is the configuration snapshot the request entered with; every
+	// stage reads keys, plans, costs and TTLs from it, never c.settings again.
+	set    *Settings
 	req    api.Request // zero until route succeeds
 	routed bool
 	keyID  string
-	plan   *plan
-	policy limits.Policy
-	usage  *activity.Key // the key's 24 h counters; nil until authenticated
-	cost   int
-	cache  string // Cache-Status summary for the log: hit, miss, stale, ...
-	code   string // the error code the client received; "" for none
+	// account is keyID's account (keyID itself for a key configured
+	// without one): its quotas and its fair share of the upstream budget.
+	account string
+	plan    *plan
+	policy  limits.Policy
+	usage   *activity.Key // the key's 24 h counters; nil until authenticated
+	cost    int
+	cache   string // Cache-Status summary for the log: hit, miss, stale, ...
+	code    string // the error code the client received; "" for none
 	// clientID is the client's X-Request-ID, sanitized, when it was not
 	// adopted as id.
 	clientID string
 	// upstreamNanos is how long this request's own upstream call took
-	// (g.up.Do, refusals included). The fetch may outlive the request (it
+	// (c.up.Do, refusals included). The fetch may outlive the request (it
 	// is detached), hence an atomic; a waiter on another's fetch has 0.
 	upstreamNanos atomic.Int64
 	// upstreamReason is why this request's own fetch called the upstream
@@ -123,6 +126,10 @@ func (ids *requestIDs) next() string {
 
 var ids = newRequestIDs()
 
+// NewRequestID returns a fresh request id from the generator the chain
+// uses, for the process's own answers (admin routes, plain HTTP).
+func NewRequestID() string { return ids.next() }
+
 // maxClientRequestID bounds an incoming X-Request-ID kept for the log.
 const maxClientRequestID = 128
 
@@ -185,10 +192,10 @@ func fromTrusted(r *http.Request, trusted []netip.Prefix) bool {
 
 // observe is the outermost middleware: it assigns the request id, recovers
 // panics into a JSON 500, and writes the access log line and metrics.
-func (g *Gateway) observe(next http.Handler) http.Handler {
+func (c *Chain) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in := &info{start: g.clk.Now(), rt: g.rt.Load()}
-		in.id, in.clientID = requestID(r, in.rt.trusted)
+		in := &info{start: c.clk.Now(), set: c.settings.Load()}
+		in.id, in.clientID = requestID(r, in.set.trusted)
 		in.idHdr[0] = in.id
 		w.Header()["X-Request-Id"] = in.idHdr[:]
 		in.sw.ResponseWriter = w
@@ -198,29 +205,29 @@ func (g *Gateway) observe(next http.Handler) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				g.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
+				c.log.Error("panic serving request", zap.String("request_id", in.id), zap.Any("panic", p), zap.Stack("stack"))
 				if sw.status == 0 {
 					in.code = api.ErrInternal.Code
 					httperr.Write(sw, in.id, api.ErrInternal)
 				}
 			}
-			g.finish(r, sw, in)
+			c.finish(r, sw, in)
 		}()
 		ctx := contextWithInfo(r.Context(), in)
-		if g.tracer != nil {
-			ctx = g.startRequestSpan(ctx, r, in)
+		if c.tracer != nil {
+			ctx = c.startRequestSpan(ctx, r, in)
 		}
 		next.ServeHTTP(sw, r.WithContext(ctx))
 	})
 }
 
 // finish records metrics and the access log line for one request.
-func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
+func (c *Chain) finish(r *http.Request, sw *statusWriter, in *info) {
 	status := sw.status
 	if status == 0 {
 		status = http.StatusOK
 	}
-	elapsed := g.clk.Now().Sub(in.start)
+	elapsed := c.clk.Now().Sub(in.start)
 	route := "unknown"
 	if in.routed {
 		route = in.req.Label() // a built-in's name or a configured route's: bounded
@@ -234,10 +241,10 @@ func (g *Gateway) finish(r *http.Request, sw *statusWriter, in *info) {
 		traceID, spanID = traceIDs(in)
 		endRequestSpan(in, r.Method, route, planName, status)
 	}
-	g.metrics.observe(route, status, planName, elapsed, traceID)
-	g.record(in, status, elapsed)
+	c.metrics.observe(route, status, planName, elapsed, traceID)
+	c.record(in, status, elapsed)
 
-	if ce := g.access.Check(zapcore.InfoLevel, "request"); ce != nil {
+	if ce := c.access.Check(zapcore.InfoLevel, "request"); ce != nil {
 		var buf [20]zap.Field // the most one line has (series with start/end, code, client id, trace)
 		f := append(buf[:0],
 			zap.String("request_id", in.id),

@@ -21,6 +21,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // contract validates real gateway responses against api/openapi.yaml with
@@ -88,13 +89,13 @@ type exchange struct {
 }
 
 // run sends ex through h and validates the answer; it returns the response.
-func (c *contract) run(h *harness, ex exchange) *http.Response {
+func (c *contract) run(h *gatewaytest.Harness, ex exchange) *http.Response {
 	c.t.Helper()
 	method := ex.method
 	if method == "" {
 		method = http.MethodGet
 	}
-	resp, body := h.do(method, ex.target, ex.key, ex.header...)
+	resp, body := h.Do(method, ex.target, ex.key, ex.header...)
 	c.validate(ex, method, resp, body)
 	return resp
 }
@@ -278,8 +279,8 @@ func (c *contract) checkPlan(ex exchange, resp *http.Response, body []byte) {
 // and validates each response (status, headers, body) and each request
 // against api/openapi.yaml.
 func TestOpenAPIContract(t *testing.T) {
-	narrow, quota := newKey(t), newKey(t)
-	h := newHarness(t, func(c *config.Config) {
+	narrow, quota := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	h := gatewaytest.New(t, func(c *config.Config) {
 		// narrow: the limited plan (burst 10) without whatsup and with one
 		// TSV metric; the limited plan itself gets room for every route.
 		p := c.Plans["limited"]
@@ -299,11 +300,11 @@ func TestOpenAPIContract(t *testing.T) {
 			config.Key{ID: "team-narrow", SHA256: auth.Digest(narrow), Plan: "narrow"},
 			config.Key{ID: "team-quota", SHA256: auth.Digest(quota), Plan: "listonly", Daily: &one})
 	}, func(o *demo.Options) { o.UnknownTopic404 = true })
-	c := newContract(t, h.base)
+	c := newContract(t, h.Base)
 
 	// Every route with both keys, a few parameter forms.
-	start := testNow.Add(-48 * time.Hour).Unix()
-	end := testNow.Add(-24 * time.Hour).Unix()
+	start := gatewaytest.Now.Add(-48 * time.Hour).Unix()
+	end := gatewaytest.Now.Add(-24 * time.Hour).Unix()
 	var routes = []string{
 		"/api4/public/topics/list/v1",
 		"/api4/public/topic/bitcoin/whatsup/v1",
@@ -317,9 +318,9 @@ func TestOpenAPIContract(t *testing.T) {
 	}
 	etags := map[string]string{}
 	for _, plan := range []string{"full", "limited"} {
-		key := h.full
+		key := h.Full
 		if plan == "limited" {
-			key = h.limited
+			key = h.Limited
 		}
 		for _, target := range routes {
 			resp := c.run(h, exchange{name: plan + " " + target, target: target, key: key, status: 200, plan: plan})
@@ -327,11 +328,11 @@ func TestOpenAPIContract(t *testing.T) {
 		}
 	}
 	for _, target := range routes {
-		c.run(h, exchange{name: "HEAD " + target, method: http.MethodHead, target: target, key: h.full, status: 200})
+		c.run(h, exchange{name: "HEAD " + target, method: http.MethodHead, target: target, key: h.Full, status: 200})
 	}
-	c.run(h, exchange{name: "HEAD unknown topic", method: http.MethodHead, target: "/api4/public/topic/nosuchtopicxyz/time-series/v1", key: h.full, status: 404})
-	c.run(h, exchange{name: "304 full", target: routes[1], key: h.full, header: []string{"If-None-Match", etags["full"+routes[1]]}, status: 304})
-	c.run(h, exchange{name: "304 limited", target: routes[2], key: h.limited, header: []string{"If-None-Match", etags["limited"+routes[2]]}, status: 304})
+	c.run(h, exchange{name: "HEAD unknown topic", method: http.MethodHead, target: "/api4/public/topic/nosuchtopicxyz/time-series/v1", key: h.Full, status: 404})
+	c.run(h, exchange{name: "304 full", target: routes[1], key: h.Full, header: []string{"If-None-Match", etags["full"+routes[1]]}, status: 304})
+	c.run(h, exchange{name: "304 limited", target: routes[2], key: h.Limited, header: []string{"If-None-Match", etags["limited"+routes[2]]}, status: 304})
 
 	errorCases := []exchange{
 		{name: "bad bucket", target: "/api4/public/topic/bitcoin/time-series/v1?bucket=week", status: 400, code: "invalid_bucket", docRejects: true},
@@ -343,27 +344,27 @@ func TestOpenAPIContract(t *testing.T) {
 		{name: "duplicate parameter", target: "/api4/public/topic/bitcoin/time-series/v1?bucket=day&bucket=day", status: 400, code: "duplicate_parameter"},
 		{name: "key in query", target: "/api4/public/topics/list/v1?key=abc", status: 400, code: "key_in_query"},
 		{name: "bad metric", target: "/topic/bitcoin/time-series/volume.tsv", status: 400, code: "invalid_metric", docRejects: true},
-		{name: "two authorization headers", target: routes[0], key: h.full, header: []string{"Authorization", "Bearer " + h.limited}, status: 400, code: "duplicate_authorization"},
+		{name: "two authorization headers", target: routes[0], key: h.Full, header: []string{"Authorization", "Bearer " + h.Limited}, status: 400, code: "duplicate_authorization"},
 		{name: "missing key", target: routes[0], status: 401, code: "missing_api_key"},
 		{name: "invalid key", target: routes[0], key: "tg_not-a-key", status: 401, code: "invalid_api_key"},
 		{name: "endpoint not in plan", target: routes[1], key: narrow, status: 403, code: "endpoint_not_in_plan"},
 		{name: "metric not in plan", target: routes[7], key: narrow, status: 403, code: "metric_not_in_plan"},
-		{name: "unknown route", target: "/api4/public/coins/list/v1", key: h.full, status: 404, code: "not_found"},
-		{name: "unknown topic", target: "/api4/public/topic/nosuchtopicxyz/whatsup/v1", key: h.full, status: 404, code: "unknown_topic"},
-		{name: "POST", method: http.MethodPost, target: routes[0], key: h.full, status: 405, code: "method_not_allowed"},
+		{name: "unknown route", target: "/api4/public/coins/list/v1", key: h.Full, status: 404, code: "not_found"},
+		{name: "unknown topic", target: "/api4/public/topic/nosuchtopicxyz/whatsup/v1", key: h.Full, status: 404, code: "unknown_topic"},
+		{name: "POST", method: http.MethodPost, target: routes[0], key: h.Full, status: 405, code: "method_not_allowed"},
 		{name: "quota: first call", target: routes[0], key: quota, status: 200, plan: "listonly"},
 		{name: "quota: spent", target: routes[0], key: quota, status: 429, code: "daily_quota_exceeded"},
 	}
 	for _, ex := range errorCases {
 		if ex.key == "" && ex.code != "missing_api_key" && ex.status == 400 {
-			ex.key = h.full
+			ex.key = h.Full
 		}
 		c.run(h, ex)
 	}
 	// The narrow plan's burst is 10: the key is refused within a bounded
 	// number of requests, and the fake clock never refills it.
 	for i := range 50 {
-		resp, body := h.get(routes[0], narrow)
+		resp, body := h.Get(routes[0], narrow)
 		if resp.StatusCode == http.StatusTooManyRequests {
 			c.validate(exchange{name: "rate limited", target: routes[0], key: narrow, status: 429, code: "rate_limited"}, http.MethodGet, resp, body)
 			break
@@ -376,7 +377,7 @@ func TestOpenAPIContract(t *testing.T) {
 	// Invalid keys from one address are limited (limits.auth_failures:
 	// burst 20): within a bounded number the address gets 429.
 	for i := range 60 {
-		resp, body := h.get(routes[0], "tg_not-a-key")
+		resp, body := h.Get(routes[0], "tg_not-a-key")
 		if resp.StatusCode == http.StatusTooManyRequests {
 			c.validate(exchange{name: "auth failures", target: routes[0], key: "tg_not-a-key", status: 429, code: "too_many_auth_failures"}, http.MethodGet, resp, body)
 			break
@@ -388,35 +389,35 @@ func TestOpenAPIContract(t *testing.T) {
 
 	// Upstream failures, on a gateway of their own: each cold topic meets
 	// one fault.
-	f := newHarness(t, func(c *config.Config) {
+	f := gatewaytest.New(t, func(c *config.Config) {
 		c.Upstream.Timeout = 300 * time.Millisecond
 		c.Upstream.Retries = 0
 	})
-	fc := newContract(t, f.base)
-	topics := f.up.Topics()
+	fc := newContract(t, f.Base)
+	topics := f.Up.Topics()
 	series := func(i int) string { return "/api4/public/topic/" + api.EncodeTopic(topics[i]) + "/time-series/v1" }
-	f.up.SetFault(demo.FaultRateLimit)
-	fc.run(f, exchange{name: "upstream 429", target: series(0), key: f.full, status: 503, code: "upstream_rate_limited"})
-	f.clk.Advance(time.Minute) // past the upstream's reset
-	f.up.SetFault(demo.FaultGarbage)
-	fc.run(f, exchange{name: "upstream garbage", target: series(1), key: f.full, status: 502, code: "bad_upstream_response"})
-	f.up.SetFault(demo.FaultReset)
-	fc.run(f, exchange{name: "upstream reset", target: series(2), key: f.full, status: 502, code: "upstream_unavailable"})
-	f.up.SetFault(demo.FaultHang)
-	fc.run(f, exchange{name: "upstream hangs", target: series(3), key: f.limited, status: 504, code: "upstream_timeout"})
+	f.Up.SetFault(demo.FaultRateLimit)
+	fc.run(f, exchange{name: "upstream 429", target: series(0), key: f.Full, status: 503, code: "upstream_rate_limited"})
+	f.Clock.Advance(time.Minute) // past the upstream's reset
+	f.Up.SetFault(demo.FaultGarbage)
+	fc.run(f, exchange{name: "upstream garbage", target: series(1), key: f.Full, status: 502, code: "bad_upstream_response"})
+	f.Up.SetFault(demo.FaultReset)
+	fc.run(f, exchange{name: "upstream reset", target: series(2), key: f.Full, status: 502, code: "upstream_unavailable"})
+	f.Up.SetFault(demo.FaultHang)
+	fc.run(f, exchange{name: "upstream hangs", target: series(3), key: f.Limited, status: 504, code: "upstream_timeout"})
 	// More failures open the breaker: then a cold topic gets 503 at once.
-	f.up.SetFault(demo.FaultServerError)
+	f.Up.SetFault(demo.FaultServerError)
 	opened := false
-	for i := 4; i < 4+f.cfg.Upstream.Breaker.Failures+1 && !opened; i++ {
-		resp, body := f.get(series(i), f.full)
-		ex := exchange{name: "upstream 500", target: series(i), key: f.full, status: resp.StatusCode, code: "bad_upstream_response"}
+	for i := 4; i < 4+f.Config.Upstream.Breaker.Failures+1 && !opened; i++ {
+		resp, body := f.Get(series(i), f.Full)
+		ex := exchange{name: "upstream 500", target: series(i), key: f.Full, status: resp.StatusCode, code: "bad_upstream_response"}
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			ex.name, ex.code, opened = "breaker open", "upstream_unavailable", true
 		}
 		fc.validate(ex, http.MethodGet, resp, body)
 	}
 	if !opened {
-		t.Errorf("the breaker never opened after %d upstream failures", f.cfg.Upstream.Breaker.Failures+4)
+		t.Errorf("the breaker never opened after %d upstream failures", f.Config.Upstream.Breaker.Failures+4)
 	}
 
 	for k := range fc.seen {

@@ -19,6 +19,7 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/internal/clock"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/projection"
 	"trendgate/upstream"
@@ -187,9 +188,9 @@ type oracleRun struct {
 	clk    *clock.Fake
 	start  time.Time // the clock's start
 	up     *demo.Server
-	tap    *countingTap
-	ref    *upstreamRef
-	nodes  []*oracleNode
+	tap    *gatewaytest.CountingTap
+	ref    *gatewaytest.UpstreamRef
+	nodes  []*gatewaytest.OracleNode
 	full   string
 	lim    string
 	proj   *projection.Projection // the limited plan's projection
@@ -205,9 +206,9 @@ type oracleRun struct {
 	own      []map[string]bool // per node: canonical keys it fetched or cut since it started
 	restored []map[string]bool // per node: keys its snapshot may have brought back
 
-	paths    countTable // every path an answer took
-	refusals countTable // non-200 answers, by status, code and whether they failed
-	failures countTable // failed checks by request kind, path and plan
+	paths    gatewaytest.CountTable // every path an answer took
+	refusals gatewaytest.CountTable // non-200 answers, by status, code and whether they failed
+	failures gatewaytest.CountTable // failed checks by request kind, path and plan
 	nfail    int
 }
 
@@ -219,14 +220,14 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 	r := &oracleRun{
 		t: t, v: v, seed: seed,
 		rnd:      rand.New(rand.NewPCG(seed, 0x5eed0f0aac1e)),
-		paths:    countTable{},
-		refusals: countTable{},
-		failures: countTable{},
+		paths:    gatewaytest.CountTable{},
+		refusals: gatewaytest.CountTable{},
+		failures: gatewaytest.CountTable{},
 	}
 	// A start in another hour and minute per seed; whole seconds only.
-	start := testNow.Add(time.Duration(r.rnd.Int64N(7*24*3600)) * time.Second)
+	start := gatewaytest.Now.Add(time.Duration(r.rnd.Int64N(7*24*3600)) * time.Second)
 	r.clk, r.start = clock.NewFake(start), start
-	dopts := demo.Options{Clock: r.clk, APIKey: upstreamKey, Seed: int64(seed)}
+	dopts := demo.Options{Clock: r.clk, APIKey: gatewaytest.UpstreamKey, Seed: int64(seed)}
 	if v.demo != nil {
 		v.demo(&dopts)
 	}
@@ -235,25 +236,25 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 		t.Fatal(err)
 	}
 	r.up = up
-	r.tap = &countingTap{next: up}
+	r.tap = &gatewaytest.CountingTap{Next: up}
 	upSrv := httptest.NewServer(r.tap)
 	t.Cleanup(func() { up.Close(); upSrv.Close() })
-	r.ref = &upstreamRef{up: up}
+	r.ref = &gatewaytest.UpstreamRef{Up: up}
 	r.pickTopics()
 
-	r.full, r.lim = newKey(t), newKey(t)
+	r.full, r.lim = gatewaytest.NewKey(t), gatewaytest.NewKey(t)
 	n := 1
 	var prefix, redisURL string
 	if v.cluster {
 		n = 2
-		c0 := redistest.Client(t, sharedRedis) // skips without Redis, fails with CI=true
-		c1 := newRedisDB(t, sharedRedis, 1)
+		c0 := redistest.Client(t, gatewaytest.SharedRedis) // skips without Redis, fails with CI=true
+		c1 := gatewaytest.NewRedisDB(t, gatewaytest.SharedRedis, 1)
 		prefix = redistest.Prefix(t, c0, c1)
-		redisURL = "redis://" + sharedRedis + "/0" // cache tier: DB 1
+		redisURL = "redis://" + gatewaytest.SharedRedis + "/0" // cache tier: DB 1
 	}
 	dir := t.TempDir()
 	for i := range n {
-		cfg := baseConfig(upSrv.URL, r.full, r.lim)
+		cfg := gatewaytest.BaseConfig(upSrv.URL, r.full, r.lim)
 		oracleConfig(cfg)
 		if v.restart {
 			cfg.Cache.PersistPath = filepath.Join(dir, fmt.Sprintf("node%d.snap", i))
@@ -270,7 +271,7 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 				t.Fatal(err)
 			}
 		}
-		r.nodes = append(r.nodes, startOracleNode(t, r.clk, cfg))
+		r.nodes = append(r.nodes, gatewaytest.StartOracleNode(t, r.clk, cfg))
 		r.own = append(r.own, map[string]bool{})
 		r.restored = append(r.restored, map[string]bool{})
 	}
@@ -301,8 +302,8 @@ func (r *oracleRun) pickTopics() {
 				break
 			}
 			week := "/api4/public/topic/" + api.EncodeTopic(tp) + "/time-series/v1?interval=1w"
-			status, body := r.ref.answerAt(week, r.clk.Now())
-			var sb seriesBody
+			status, body := r.ref.AnswerAt(week, r.clk.Now())
+			var sb gatewaytest.SeriesBody
 			if status != http.StatusOK || json.Unmarshal(body, &sb) != nil {
 				r.t.Fatalf("%s: %d %s", week, status, body)
 			}
@@ -384,9 +385,9 @@ func (r *oracleRun) restartNode(i int) {
 	}
 	r.own[i] = map[string]bool{}
 	nd := r.nodes[i]
-	nd.stop()
-	r.retired += nd.upstreamRequests() // read after the drain; the new gateway counts from 0
-	nd.start()
+	nd.Stop()
+	r.retired += nd.UpstreamRequests() // read after the drain; the new gateway counts from 0
+	nd.Start()
 	r.paths["event: restart"]++
 	// Clients come back with what they asked before: answers the snapshot
 	// should hold (restored entries keep their original fetch time).
@@ -396,7 +397,7 @@ func (r *oracleRun) restartNode(i int) {
 		if q.limited {
 			key = r.lim
 		}
-		r.check(q, i, "GET after restart", r.nodes[i].send(http.MethodGet, q.target, key))
+		r.check(q, i, "GET after restart", r.nodes[i].Send(http.MethodGet, q.target, key))
 	}
 }
 
@@ -414,8 +415,8 @@ func (r *oracleRun) restartNode(i int) {
 // balance while one call is still between the upstream and the gateway).
 func (r *oracleRun) quiesce() {
 	held := 0
-	ok := pollUntil(func() bool {
-		if r.tap.inflight.Load() == 0 && float64(r.tap.arrived.Load()) == r.retired+r.finishedCalls() {
+	ok := gatewaytest.PollUntil(func() bool {
+		if r.tap.Inflight.Load() == 0 && float64(r.tap.Arrived.Load()) == r.retired+r.finishedCalls() {
 			held++
 		} else {
 			held = 0
@@ -424,7 +425,7 @@ func (r *oracleRun) quiesce() {
 	})
 	if !ok {
 		r.t.Fatalf("upstream calls did not settle within 10 s: %d arrived, %v read by the gateways",
-			r.tap.arrived.Load(), r.retired+r.finishedCalls())
+			r.tap.Arrived.Load(), r.retired+r.finishedCalls())
 	}
 }
 
@@ -432,7 +433,7 @@ func (r *oracleRun) quiesce() {
 func (r *oracleRun) finishedCalls() float64 {
 	var n float64
 	for _, nd := range r.nodes {
-		n += nd.upstreamRequests()
+		n += nd.UpstreamRequests()
 	}
 	return n
 }
@@ -575,10 +576,10 @@ func (r *oracleRun) nextRequest() oracleReq {
 	var params []string
 	params = append(params, bucketParam)
 	if q.hasStart {
-		params = append(params, "start="+unix(q.start))
+		params = append(params, "start="+gatewaytest.Unix(q.start))
 	}
 	if q.hasEnd {
-		params = append(params, "end="+unix(q.end))
+		params = append(params, "end="+gatewaytest.Unix(q.end))
 	}
 	q.target = base + r.query(params...)
 	return q
@@ -610,13 +611,13 @@ func (r *oracleRun) once() {
 	case p < 12: // identical requests at once: coalesced followers
 		k := 2 + r.rnd.IntN(3)
 		r.up.SetLatency(30 * time.Millisecond) // so the requests overlap the fetch
-		reps := make([]reply, k)
+		reps := make([]gatewaytest.Reply, k)
 		var wg sync.WaitGroup
 		for j := range k {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				reps[j] = r.nodes[(n+j)%len(r.nodes)].send(http.MethodGet, q.target, key)
+				reps[j] = r.nodes[(n+j)%len(r.nodes)].Send(http.MethodGet, q.target, key)
 			}()
 		}
 		wg.Wait()
@@ -626,11 +627,11 @@ func (r *oracleRun) once() {
 			r.check(q, (n+j)%len(r.nodes), "GET (burst)", rep)
 		}
 	case p < 24:
-		rep := nd.send(http.MethodHead, q.target, key)
+		rep := nd.Send(http.MethodHead, q.target, key)
 		r.checkHead(q, n, rep, key)
 	case p < 38:
-		rep := nd.send(http.MethodGet, q.target, key, "Accept-Encoding", "gzip")
-		if rep.header.Get("Content-Encoding") == "gzip" {
+		rep := nd.Send(http.MethodGet, q.target, key, "Accept-Encoding", "gzip")
+		if rep.Header.Get("Content-Encoding") == "gzip" {
 			r.paths["via: gzip"]++
 		}
 		r.check(q, n, "GET gzip", rep)
@@ -642,14 +643,14 @@ func (r *oracleRun) once() {
 		} else {
 			key = r.full
 		}
-		rep := nd.send(http.MethodGet, q.target, key, "If-None-Match", etag)
-		if rep.err != nil || rep.status != http.StatusNotModified {
+		rep := nd.Send(http.MethodGet, q.target, key, "If-None-Match", etag)
+		if rep.Err != nil || rep.Status != http.StatusNotModified {
 			r.check(q, n, "GET If-None-Match", rep)
 			return
 		}
 		r.checkNotModified(q, n, rep, key, etag)
 	default:
-		r.check(q, n, "GET", nd.send(http.MethodGet, q.target, key))
+		r.check(q, n, "GET", nd.Send(http.MethodGet, q.target, key))
 	}
 }
 
@@ -660,15 +661,15 @@ type checked struct {
 }
 
 // check holds one gateway answer to the upstream's and records its path.
-func (r *oracleRun) check(q oracleReq, n int, how string, rep reply) checked {
-	if rep.err != nil {
-		r.fail(q, "transport", fmt.Sprintf("%s %s on node %d: %v", how, q.target, n, rep.err))
+func (r *oracleRun) check(q oracleReq, n int, how string, rep gatewaytest.Reply) checked {
+	if rep.Err != nil {
+		r.fail(q, "transport", fmt.Sprintf("%s %s on node %d: %v", how, q.target, n, rep.Err))
 		return checked{}
 	}
 	now := r.clk.Now()
-	cs := rep.header.Get("Cache-Status")
-	path := pathOf(cs)
-	if rep.status != http.StatusOK {
+	cs := rep.Header.Get("Cache-Status")
+	path := gatewaytest.PathOf(cs)
+	if rep.Status != http.StatusOK {
 		r.refusal(q, n, how, rep, now)
 		return checked{}
 	}
@@ -676,34 +677,34 @@ func (r *oracleRun) check(q oracleReq, n int, how string, rep reply) checked {
 	r.paths["plan: "+q.plan()]++
 	r.paths["route: "+q.ep.String()]++
 	r.attribute(q, n, path, now)
-	age, err := strconv.ParseInt(rep.header.Get("Age"), 10, 64)
+	age, err := strconv.ParseInt(rep.Header.Get("Age"), 10, 64)
 	if err != nil || age < 0 {
-		r.fail(q, path, fmt.Sprintf("%s %s: 200 with Age %q (Cache-Status %q)", how, q.target, rep.header.Get("Age"), cs))
+		r.fail(q, path, fmt.Sprintf("%s %s: 200 with Age %q (Cache-Status %q)", how, q.target, rep.Header.Get("Age"), cs))
 		return checked{}
 	}
 	tau := now.Add(-time.Duration(age) * time.Second)
-	body, err := gunzip(rep.header.Get("Content-Encoding"), rep.body)
+	body, err := gatewaytest.Gunzip(rep.Header.Get("Content-Encoding"), rep.Body)
 	if err != nil {
 		r.fail(q, path, fmt.Sprintf("%s %s: gzip body: %v", how, q.target, err))
 		return checked{}
 	}
-	upTarget := upstreamTarget(q.target)
-	upStatus, upBody := r.ref.answerAt(upTarget, tau)
+	upTarget := gatewaytest.UpstreamTarget(q.target)
+	upStatus, upBody := r.ref.AnswerAt(upTarget, tau)
 	var proj *projection.Projection
 	if q.limited {
 		proj = r.proj
 	}
-	var v verdict
+	var v gatewaytest.Verdict
 	if upStatus != http.StatusOK {
-		v.detail = fmt.Sprintf("the upstream answered %d at τ: %s", upStatus, upBody)
-		var g seriesBody
+		v.Detail = fmt.Sprintf("the upstream answered %d at τ: %s", upStatus, upBody)
+		var g gatewaytest.SeriesBody
 		if json.Unmarshal(body, &g) == nil {
-			v.gotRows = len(g.Data)
+			v.GotRows = len(g.Data)
 		}
 	} else {
-		v = compareBodies(q.ep, proj, body, upBody)
+		v = gatewaytest.CompareBodies(q.ep, proj, body, upBody)
 	}
-	if !v.ok {
+	if !v.OK {
 		r.fail(q, path, fmt.Sprintf(
 			"%s %s (plan %s, node %d start %d)\n"+
 				"  path: Cache-Status %q, Age %d → τ %s (gateway now %s; upstream clock at τ %s)\n"+
@@ -711,12 +712,12 @@ func (r *oracleRun) check(q oracleReq, n int, how string, rep reply) checked {
 				"  rows/items: gateway %d, upstream %d: %s\n"+
 				"  gateway body:  %s\n"+
 				"  upstream body: %s",
-			how, q.target, q.plan(), n, r.nodes[n].gen,
+			how, q.target, q.plan(), n, r.nodes[n].Gen,
 			cs, age, stamp(tau), stamp(now), stamp(tau.Add(r.v.offset)),
-			upTarget, v.gotRows, v.upRows, v.detail, clip(body, 1500), clip(upBody, 1500)))
+			upTarget, v.GotRows, v.UpRows, v.Detail, gatewaytest.Clip(body, 1500), gatewaytest.Clip(upBody, 1500)))
 		return checked{tau: tau}
 	}
-	if etag := rep.header.Get("ETag"); etag != "" {
+	if etag := rep.Header.Get("ETag"); etag != "" {
 		r.seen = append(r.seen, seenReq{q: q, etag: etag})
 		if len(r.seen) > 24 {
 			r.seen = r.seen[1:]
@@ -754,30 +755,30 @@ func (r *oracleRun) attribute(q oracleReq, n int, path string, now time.Time) {
 
 // refusal records a non-200 answer and fails it when the upstream would
 // have answered (a 5xx while it is healthy, a 400).
-func (r *oracleRun) refusal(q oracleReq, n int, how string, rep reply, now time.Time) {
+func (r *oracleRun) refusal(q oracleReq, n int, how string, rep gatewaytest.Reply, now time.Time) {
 	var e struct {
 		Code string `json:"code"`
 	}
-	_ = json.Unmarshal(rep.body, &e)
-	upStatus, _ := r.ref.answerAt(upstreamTarget(q.target), now)
-	label := fmt.Sprintf("%d %s (upstream %d)", rep.status, e.Code, upStatus)
+	_ = json.Unmarshal(rep.Body, &e)
+	upStatus, _ := r.ref.AnswerAt(gatewaytest.UpstreamTarget(q.target), now)
+	label := fmt.Sprintf("%d %s (upstream %d)", rep.Status, e.Code, upStatus)
 	failing := false
 	switch {
 	case upStatus != http.StatusOK:
-	case rep.status >= 500 && r.healthy():
+	case rep.Status >= 500 && r.healthy():
 		failing = true
-	case rep.status == http.StatusBadRequest:
+	case rep.Status == http.StatusBadRequest:
 		// The gateway documents no 400 for a window the upstream answers
 		// (bounds in the future are forwarded).
 		failing = true
 	}
-	if rep.status == http.StatusBadRequest {
+	if rep.Status == http.StatusBadRequest {
 		label += " " + q.kind
 	}
 	if failing {
 		r.refusals["FAIL "+label]++
 		r.fail(q, "refused", fmt.Sprintf("%s %s (plan %s, node %d): gateway %d %s while the upstream answers 200 (healthy %v, gateway now %s)\n  body: %s",
-			how, q.target, q.plan(), n, rep.status, e.Code, r.healthy(), stamp(now), clip(rep.body, 400)))
+			how, q.target, q.plan(), n, rep.Status, e.Code, r.healthy(), stamp(now), gatewaytest.Clip(rep.Body, 400)))
 		return
 	}
 	r.refusals[label]++
@@ -785,28 +786,28 @@ func (r *oracleRun) refusal(q oracleReq, n int, how string, rep reply, now time.
 
 // checkHead checks a HEAD: no body, and the headers of a GET made at the
 // same instant (compared when both come from the same fetch).
-func (r *oracleRun) checkHead(q oracleReq, n int, rep reply, key string) {
-	if rep.err != nil || rep.status != http.StatusOK {
+func (r *oracleRun) checkHead(q oracleReq, n int, rep gatewaytest.Reply, key string) {
+	if rep.Err != nil || rep.Status != http.StatusOK {
 		r.check(q, n, "HEAD", rep)
 		return
 	}
 	r.paths["via: HEAD"]++
-	if len(rep.body) != 0 {
-		r.fail(q, pathOf(rep.header.Get("Cache-Status")), fmt.Sprintf("HEAD %s: %d body bytes; want none", q.target, len(rep.body)))
+	if len(rep.Body) != 0 {
+		r.fail(q, gatewaytest.PathOf(rep.Header.Get("Cache-Status")), fmt.Sprintf("HEAD %s: %d body bytes; want none", q.target, len(rep.Body)))
 	}
 	r.quiesce()
-	get := r.nodes[n].send(http.MethodGet, q.target, key)
+	get := r.nodes[n].Send(http.MethodGet, q.target, key)
 	gc := r.check(q, n, "GET after HEAD", get)
 	if !gc.ok {
 		return
 	}
-	hAge, _ := strconv.ParseInt(rep.header.Get("Age"), 10, 64)
+	hAge, _ := strconv.ParseInt(rep.Header.Get("Age"), 10, 64)
 	if r.clk.Now().Add(-time.Duration(hAge)*time.Second) != gc.tau {
 		r.paths["HEAD: refreshed before its GET (not compared)"]++
 		return
 	}
 	for _, h := range []string{"ETag", "Content-Type", "Content-Length", "X-Data-Mode"} {
-		if a, b := rep.header.Get(h), get.header.Get(h); a != b {
+		if a, b := rep.Header.Get(h), get.Header.Get(h); a != b {
 			r.fail(q, "HEAD", fmt.Sprintf("HEAD %s (plan %s): %s %q; the GET's %q", q.target, q.plan(), h, a, b))
 		}
 	}
@@ -814,29 +815,29 @@ func (r *oracleRun) checkHead(q oracleReq, n int, rep reply, key string) {
 
 // checkNotModified checks a 304: it must carry the ETag sent and the ETag
 // of a passing 200 for the same request and key at that moment.
-func (r *oracleRun) checkNotModified(q oracleReq, n int, rep reply, key, sent string) {
-	path := pathOf(rep.header.Get("Cache-Status"))
+func (r *oracleRun) checkNotModified(q oracleReq, n int, rep gatewaytest.Reply, key, sent string) {
+	path := gatewaytest.PathOf(rep.Header.Get("Cache-Status"))
 	r.paths["via: 304"]++
 	r.paths["304 after "+path]++
-	got := rep.header.Get("ETag")
-	if len(rep.body) != 0 {
-		r.fail(q, path, fmt.Sprintf("304 for %s with %d body bytes", q.target, len(rep.body)))
+	got := rep.Header.Get("ETag")
+	if len(rep.Body) != 0 {
+		r.fail(q, path, fmt.Sprintf("304 for %s with %d body bytes", q.target, len(rep.Body)))
 	}
 	if got != sent {
 		r.fail(q, path, fmt.Sprintf("304 for %s (plan %s): ETag %q; If-None-Match was %q", q.target, q.plan(), got, sent))
 	}
 	r.quiesce()
-	get := r.nodes[n].send(http.MethodGet, q.target, key)
+	get := r.nodes[n].Send(http.MethodGet, q.target, key)
 	gc := r.check(q, n, "GET after 304", get)
 	if !gc.ok {
 		return
 	}
-	age, _ := strconv.ParseInt(rep.header.Get("Age"), 10, 64)
+	age, _ := strconv.ParseInt(rep.Header.Get("Age"), 10, 64)
 	if r.clk.Now().Add(-time.Duration(age)*time.Second) != gc.tau {
 		r.paths["304: refreshed before its GET (not compared)"]++
 		return
 	}
-	if g := get.header.Get("ETag"); g != got {
+	if g := get.Header.Get("ETag"); g != got {
 		r.fail(q, path, fmt.Sprintf("304 for %s (plan %s) carried ETag %q; the passing 200 at that moment has %q", q.target, q.plan(), got, g))
 	}
 }
@@ -854,7 +855,7 @@ func (r *oracleRun) fail(q oracleReq, path, msg string) {
 func (r *oracleRun) report() {
 	t := r.t
 	t.Logf("oracle %s seed %d: %d steps, %d upstream calls, clock %s → %s\npaths:\n%srefusals (non-200; FAIL marks failing ones):\n%s",
-		r.v.name, r.seed, r.step, r.tap.arrived.Load(), stamp(r.start), stamp(r.clk.Now()), r.paths, r.refusals)
+		r.v.name, r.seed, r.step, r.tap.Arrived.Load(), stamp(r.start), stamp(r.clk.Now()), r.paths, r.refusals)
 	if r.nfail > 0 {
 		t.Errorf("oracle %s seed %d: %d failed checks (first %d above), by request kind | path | plan:\n%s",
 			r.v.name, r.seed, r.nfail, min(r.nfail, maxDetailed), r.failures)

@@ -14,6 +14,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // fullOnly lists, per path, fields the limited plan must never see and the
@@ -45,24 +46,24 @@ func checkPlanBody(t *testing.T, path string, limited bool, body []byte) {
 func TestCrossPlanOrder(t *testing.T) {
 	for _, order := range []string{"limited-first", "full-first"} {
 		t.Run(order, func(t *testing.T) {
-			h := newHarness(t, nil)
-			keys := []string{h.limited, h.full}
+			h := gatewaytest.New(t, nil)
+			keys := []string{h.Limited, h.Full}
 			if order == "full-first" {
-				keys = []string{h.full, h.limited}
+				keys = []string{h.Full, h.Limited}
 			}
 			for path := range fullOnly {
 				for _, k := range keys {
-					resp, body := h.get(path, k)
+					resp, body := h.Get(path, k)
 					if resp.StatusCode != 200 {
 						t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
 					}
-					checkPlanBody(t, path, k == h.limited, body)
-					if got := resp.Header.Get("X-Data-Mode"); (got == "limited") != (k == h.limited) {
+					checkPlanBody(t, path, k == h.Limited, body)
+					if got := resp.Header.Get("X-Data-Mode"); (got == "limited") != (k == h.Limited) {
 						t.Errorf("%s: X-Data-Mode %q", path, got)
 					}
 				}
 			}
-			if got := h.up.Count(); got != len(fullOnly) {
+			if got := h.Up.Count(); got != len(fullOnly) {
 				t.Errorf("upstream requests: got %d; want %d (one per path)", got, len(fullOnly))
 			}
 		})
@@ -72,7 +73,7 @@ func TestCrossPlanOrder(t *testing.T) {
 // TestConcurrentMixedPlansColdKey: 200 concurrent mixed-plan requests on a
 // cold key make one upstream call and never cross plans.
 func TestConcurrentMixedPlansColdKey(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		for name, p := range c.Plans {
 			p.PerSecond, p.Burst = 1000, 1000
 			c.Plans[name] = p
@@ -85,13 +86,13 @@ func TestConcurrentMixedPlansColdKey(t *testing.T) {
 		wg.Add(1)
 		go func(limited bool) {
 			defer wg.Done()
-			key := h.full
+			key := h.Full
 			if limited {
-				key = h.limited
+				key = h.Limited
 			}
-			req, _ := http.NewRequest("GET", h.base+path, nil)
+			req, _ := http.NewRequest("GET", h.Base+path, nil)
 			req.Header.Set("Authorization", "Bearer "+key)
-			resp, err := h.client.Do(req)
+			resp, err := h.Client.Do(req)
 			if err != nil {
 				bad.Add(1)
 				return
@@ -109,7 +110,7 @@ func TestConcurrentMixedPlansColdKey(t *testing.T) {
 	if bad.Load() != 0 {
 		t.Fatalf("%d requests failed", bad.Load())
 	}
-	if got := h.up.Count(); got != 1 {
+	if got := h.Up.Count(); got != 1 {
 		t.Errorf("upstream requests: got %d; want 1", got)
 	}
 }
@@ -117,17 +118,17 @@ func TestConcurrentMixedPlansColdKey(t *testing.T) {
 // TestRateLimitBurstThroughGateway: a burst over the plan's burst gets
 // exactly the excess as 429s, with headers, and never reaches the upstream.
 func TestRateLimitBurstThroughGateway(t *testing.T) {
-	h := newHarness(t, nil) // limited plan: burst 10
-	burst := h.cfg.Plans["limited"].Burst
+	h := gatewaytest.New(t, nil) // limited plan: burst 10
+	burst := h.Config.Plans["limited"].Burst
 	var ok, limited int
 	for i := 0; i < burst+7; i++ {
-		resp, body := h.get("/api4/public/topics/list/v1", h.limited)
+		resp, body := h.Get("/api4/public/topics/list/v1", h.Limited)
 		switch resp.StatusCode {
 		case 200:
 			ok++
 		case 429:
 			limited++
-			if e := decodeError(t, body); e.Code != "rate_limited" {
+			if e := gatewaytest.DecodeError(t, body); e.Code != "rate_limited" {
 				t.Errorf("429 code %q", e.Code)
 			}
 			if resp.Header.Get("Retry-After") == "" || resp.Header.Get("RateLimit") == "" {
@@ -141,12 +142,12 @@ func TestRateLimitBurstThroughGateway(t *testing.T) {
 		t.Errorf("got %d ok and %d limited; want %d and 7", ok, limited, burst)
 	}
 	// The full key's bucket is untouched by the limited key's burst.
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 		t.Errorf("full key after limited burst: %d", resp.StatusCode)
 	}
 	// Tokens come back with time.
-	h.clk.Advance(2 * time.Second)
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.limited); resp.StatusCode != 200 {
+	h.Clock.Advance(2 * time.Second)
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Limited); resp.StatusCode != 200 {
 		t.Errorf("after refill: %d", resp.StatusCode)
 	}
 }
@@ -154,42 +155,42 @@ func TestRateLimitBurstThroughGateway(t *testing.T) {
 // TestQuotaChargesOnlyDelivered: upstream failures are not charged; the
 // daily quota holds and rolls over at UTC midnight; whatsup costs 5.
 func TestQuotaChargesOnlyDelivered(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["full"]
 		p.Daily = 7
 		c.Plans["full"] = p
 		c.Upstream.Breaker.Failures = 100 // keep the breaker out of this test
 	})
-	h.up.SetFault(demo.FaultServerError)
+	h.Up.SetFault(demo.FaultServerError)
 	for i := 0; i < 5; i++ {
-		if resp, _ := h.get("/api4/public/topic/ethereum/time-series/v1", h.full); resp.StatusCode != 502 {
+		if resp, _ := h.Get("/api4/public/topic/ethereum/time-series/v1", h.Full); resp.StatusCode != 502 {
 			t.Fatalf("upstream 500: got %d; want 502", resp.StatusCode)
 		}
 	}
-	h.up.SetFault(demo.FaultNone)
+	h.Up.SetFault(demo.FaultNone)
 	// 7 units: whatsup (5) + 2 list calls; the next list call is refused.
-	if resp, b := h.get("/api4/public/topic/ethereum/whatsup/v1", h.full); resp.StatusCode != 200 {
+	if resp, b := h.Get("/api4/public/topic/ethereum/whatsup/v1", h.Full); resp.StatusCode != 200 {
 		t.Fatalf("whatsup: %d %s", resp.StatusCode, b)
 	}
 	for i := 0; i < 2; i++ {
-		if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+		if resp, _ := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 			t.Fatalf("list %d: %d", i, resp.StatusCode)
 		}
 	}
-	resp, body := h.get("/api4/public/topics/list/v1", h.full)
-	if resp.StatusCode != 429 || decodeError(t, body).Code != "daily_quota_exceeded" {
+	resp, body := h.Get("/api4/public/topics/list/v1", h.Full)
+	if resp.StatusCode != 429 || gatewaytest.DecodeError(t, body).Code != "daily_quota_exceeded" {
 		t.Fatalf("over quota: %d %s", resp.StatusCode, body)
 	}
 	// 304s count as delivered; 4xx do not. Next UTC day: quota is back.
-	h.clk.Set(time.Date(testNow.Year(), testNow.Month(), testNow.Day()+1, 0, 0, 1, 0, time.UTC))
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+	h.Clock.Set(time.Date(gatewaytest.Now.Year(), gatewaytest.Now.Month(), gatewaytest.Now.Day()+1, 0, 0, 1, 0, time.UTC))
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 		t.Errorf("after midnight: %d", resp.StatusCode)
 	}
 }
 
 // TestPlanGating: endpoints and TSV metrics outside a plan are 403.
 func TestPlanGating(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["limited"]
 		p.Endpoints = []string{"list", "series", "tsv"}
 		p.Fields.TSV = []string{"sentiment"}
@@ -202,34 +203,34 @@ func TestPlanGating(t *testing.T) {
 		{"/topic/bitcoin/time-series/interactions.tsv", "metric_not_in_plan"},
 	}
 	for _, tc := range tests {
-		resp, body := h.get(tc.target, h.limited)
-		if resp.StatusCode != 403 || decodeError(t, body).Code != tc.code {
+		resp, body := h.Get(tc.target, h.Limited)
+		if resp.StatusCode != 403 || gatewaytest.DecodeError(t, body).Code != tc.code {
 			t.Errorf("%s: %d %s; want 403 %s", tc.target, resp.StatusCode, body, tc.code)
 		}
 		if resp.Header.Get("RateLimit-Policy") == "" {
 			t.Errorf("%s: 403 for a valid key lacks rate-limit headers", tc.target)
 		}
 	}
-	if resp, _ := h.get("/topic/bitcoin/time-series/sentiment.tsv", h.limited); resp.StatusCode != 200 {
+	if resp, _ := h.Get("/topic/bitcoin/time-series/sentiment.tsv", h.Limited); resp.StatusCode != 200 {
 		t.Errorf("allowed metric: %d", resp.StatusCode)
 	}
-	if n := h.up.Count(); n != 1 {
+	if n := h.Up.Count(); n != 1 {
 		t.Errorf("upstream requests: got %d; want 1 (only the allowed metric)", n)
 	}
 }
 
 // TestExpiredAndDisabledKeys: both get the uniform invalid_api_key 401.
 func TestExpiredAndDisabledKeys(t *testing.T) {
-	expiredKey, disabledKey := newKey(t), newKey(t)
-	h := newHarness(t, func(c *config.Config) {
-		past := testNow.Add(-time.Hour)
+	expiredKey, disabledKey := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	h := gatewaytest.New(t, func(c *config.Config) {
+		past := gatewaytest.Now.Add(-time.Hour)
 		c.Keys = append(c.Keys,
 			config.Key{ID: "old", SHA256: auth.Digest(expiredKey), Plan: "full", Expires: &past},
 			config.Key{ID: "off", SHA256: auth.Digest(disabledKey), Plan: "full", Disabled: true})
 	})
 	for _, k := range []string{expiredKey, disabledKey} {
-		resp, body := h.get("/api4/public/topics/list/v1", k)
-		if resp.StatusCode != 401 || decodeError(t, body).Code != "invalid_api_key" {
+		resp, body := h.Get("/api4/public/topics/list/v1", k)
+		if resp.StatusCode != 401 || gatewaytest.DecodeError(t, body).Code != "invalid_api_key" {
 			t.Errorf("got %d %s; want 401 invalid_api_key", resp.StatusCode, body)
 		}
 	}
@@ -239,7 +240,7 @@ func TestExpiredAndDisabledKeys(t *testing.T) {
 // keep calling: no request fails, the new limits show, a removed key stops at
 // once, and a broken config is refused while the old one keeps serving.
 func TestReloadUnderLoad(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		for name, p := range c.Plans {
 			p.PerSecond, p.Burst = 1e6, 1e6
 			c.Plans[name] = p
@@ -258,9 +259,9 @@ func TestReloadUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				req, _ := http.NewRequest("GET", h.base+"/api4/public/topics/list/v1", nil)
-				req.Header.Set("Authorization", "Bearer "+h.full)
-				resp, err := h.client.Do(req)
+				req, _ := http.NewRequest("GET", h.Base+"/api4/public/topics/list/v1", nil)
+				req.Header.Set("Authorization", "Bearer "+h.Full)
+				resp, err := h.Client.Do(req)
 				sent.Add(1)
 				if err != nil || resp.StatusCode != 200 {
 					failed.Add(1)
@@ -272,21 +273,21 @@ func TestReloadUnderLoad(t *testing.T) {
 		}()
 	}
 	for i := 1; i <= 5; i++ {
-		next := *h.cfg
+		next := *h.Config
 		next.Plans = map[string]config.Plan{}
-		for name, p := range h.cfg.Plans {
+		for name, p := range h.Config.Plans {
 			next.Plans[name] = p
 		}
 		p := next.Plans["full"]
 		p.Burst = 1e6 + i
 		next.Plans["full"] = p
-		if err := h.gw.Reload(&next); err != nil {
+		if err := h.Gateway.Reload(&next); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
 		// A broken config in between is refused.
 		broken := next
 		broken.Keys = append([]config.Key{{ID: "x", SHA256: "not-hex", Plan: "gold"}}, next.Keys...)
-		if err := h.gw.Reload(&broken); err == nil {
+		if err := h.Gateway.Reload(&broken); err == nil {
 			t.Fatal("a broken config was accepted")
 		}
 	}
@@ -295,20 +296,20 @@ func TestReloadUnderLoad(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d of %d requests failed during reloads", failed.Load(), sent.Load())
 	}
-	resp, _ := h.get("/api4/public/topics/list/v1", h.full)
+	resp, _ := h.Get("/api4/public/topics/list/v1", h.Full)
 	if pol := resp.Header.Get("RateLimit-Policy"); !strings.Contains(pol, "q=1000005") {
 		t.Errorf("new burst not visible: RateLimit-Policy %q", pol)
 	}
 	// Remove the limited key: it stops working with the next request.
-	next := *h.cfg
-	next.Keys = []config.Key{h.cfg.Keys[0]}
-	if err := h.gw.Reload(&next); err != nil {
+	next := *h.Config
+	next.Keys = []config.Key{h.Config.Keys[0]}
+	if err := h.Gateway.Reload(&next); err != nil {
 		t.Fatal(err)
 	}
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.limited); resp.StatusCode != 401 {
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Limited); resp.StatusCode != 401 {
 		t.Errorf("removed key: got %d; want 401", resp.StatusCode)
 	}
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 		t.Errorf("kept key: got %d; want 200", resp.StatusCode)
 	}
 }
@@ -316,13 +317,13 @@ func TestReloadUnderLoad(t *testing.T) {
 // TestKeyNeverLogged: keys sent in the header or (wrongly) in the query
 // never reach the logs.
 func TestKeyNeverLogged(t *testing.T) {
-	h := newHarness(t, nil)
-	h.get("/api4/public/topics/list/v1", h.full)
-	h.get("/api4/public/topics/list/v1?key="+h.limited, "")
-	h.get("/api4/public/topics/list/v1", h.full+"x")
-	h.get("/api4/nowhere", h.limited)
-	logs := h.logs.String()
-	for _, k := range []string{h.full, h.limited, h.full[3:30], h.limited[3:30]} {
+	h := gatewaytest.New(t, nil)
+	h.Get("/api4/public/topics/list/v1", h.Full)
+	h.Get("/api4/public/topics/list/v1?key="+h.Limited, "")
+	h.Get("/api4/public/topics/list/v1", h.Full+"x")
+	h.Get("/api4/nowhere", h.Limited)
+	logs := h.Logs.String()
+	for _, k := range []string{h.Full, h.Limited, h.Full[3:30], h.Limited[3:30]} {
 		if strings.Contains(logs, k) {
 			t.Fatalf("a key (or a part of it) appears in the logs")
 		}
@@ -342,7 +343,7 @@ func TestKeyNeverLogged(t *testing.T) {
 // Regression: a client that went away before its answer was charged, because
 // nothing was written and an unwritten status counted as delivered.
 func TestClientGoneIsNotCharged(t *testing.T) {
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		p := c.Plans["full"]
 		p.Daily = 2
 		p.Endpoints = []string{"list", "series"} // whatsup (cost 5) could never fit a daily 2
@@ -350,26 +351,26 @@ func TestClientGoneIsNotCharged(t *testing.T) {
 	}, func(o *demo.Options) { o.Latency = 300 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.base+"/api4/public/topic/solana/time-series/v1", nil)
-	req.Header.Set("Authorization", "Bearer "+h.full)
-	if resp, err := h.client.Do(req); err == nil {
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.Base+"/api4/public/topic/solana/time-series/v1", nil)
+	req.Header.Set("Authorization", "Bearer "+h.Full)
+	if resp, err := h.Client.Do(req); err == nil {
 		resp.Body.Close()
 		t.Fatal("the request was answered before the client gave up")
 	}
 	// Wait (bounded) until the gateway has finished the abandoned request.
 	deadline := time.Now().Add(5 * time.Second)
-	for metric(t, h.gw.Registry(), "trendgate_requests_total", "status", "499") < 1 {
+	for gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_requests_total", "status", "499") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway never recorded the abandoned request as 499")
 		}
 		time.Sleep(5 * time.Millisecond) // waiting for the server goroutine, not for time
 	}
 	for i := 0; i < 2; i++ { // the whole daily quota is still there
-		if resp, body := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 200 {
+		if resp, body := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 200 {
 			t.Fatalf("request %d after the abandoned one: %d %s", i, resp.StatusCode, body)
 		}
 	}
-	if resp, _ := h.get("/api4/public/topics/list/v1", h.full); resp.StatusCode != 429 {
+	if resp, _ := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != 429 {
 		t.Errorf("third request: got %d; want 429 (quota of 2 used by delivered responses only)", resp.StatusCode)
 	}
 }

@@ -67,8 +67,8 @@ func sourceTooOld(wide *cache.Entry, req api.Request) bool {
 }
 
 // reading returns the reading of the upstream's bounds to cut req with.
-func (g *Gateway) reading(ctx context.Context, req api.Request, rt *runtime) series.Reading {
-	return g.readings.get(ctx, g.statedReading, func(r series.Reading) bool { return r.Needs(req) }, g.clk.Now())
+func (c *Chain) reading(ctx context.Context, req api.Request, set *Settings) series.Reading {
+	return c.readings.get(ctx, c.statedReading, func(r series.Reading) bool { return r.Needs(req) }, c.clk.Now())
 }
 
 // fromWider answers req, an absolute-window series request, from a wider
@@ -79,26 +79,26 @@ func (g *Gateway) reading(ctx context.Context, req api.Request, rt *runtime) ser
 // then current bucket, has gone stale. With stale, a stale cut will do too:
 // the caller could not get the upstream's answer, and a stale answer beats
 // none (stale-if-error, for windows never asked before).
-func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, stale bool) (e *cache.Entry) {
+func (c *Chain) fromWider(ctx context.Context, req api.Request, set *Settings, stale bool) (e *cache.Entry) {
 	if !series.Derivable(req) {
 		return nil
 	}
-	if g.tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
+	if c.tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
 		var sp trace.Span
-		ctx, sp = g.tracer.Start(ctx, "range cut", trace.WithAttributes(attribute.Bool("trendgate.stale_allowed", stale)))
+		ctx, sp = c.tracer.Start(ctx, "range cut", trace.WithAttributes(attribute.Bool("trendgate.stale_allowed", stale)))
 		defer func() {
 			sp.SetAttributes(attribute.Bool("trendgate.cut", e != nil))
 			sp.End()
 		}()
 	}
-	now := g.clk.Now()
-	reading := g.reading(ctx, req, rt)
+	now := c.clk.Now()
+	reading := c.reading(ctx, req, set)
 	for _, src := range series.Sources(req, now) {
-		wide, ok := g.cache.Peek(ctx, src.Key())
+		wide, ok := c.cache.Peek(ctx, src.Key())
 		if !ok || wide.Status != http.StatusOK {
 			continue
 		}
-		if e := g.cut(wide, req, reading, rt, now, stale); e != nil {
+		if e := c.cut(wide, req, reading, set, now, stale); e != nil {
 			return e
 		}
 	}
@@ -108,7 +108,7 @@ func (g *Gateway) fromWider(ctx context.Context, req api.Request, rt *runtime, s
 // cut makes req's entry from the wide entry, or returns nil when wide does
 // not cover req's window, the rows depend on an unknown reading, or (unless
 // stale) the cut would not be fresh at now.
-func (g *Gateway) cut(wide *cache.Entry, req api.Request, reading series.Reading, rt *runtime, now time.Time, stale bool) *cache.Entry {
+func (c *Chain) cut(wide *cache.Entry, req api.Request, reading series.Reading, set *Settings, now time.Time, stale bool) *cache.Entry {
 	if sourceTooOld(wide, req) {
 		return nil
 	}
@@ -117,11 +117,11 @@ func (g *Gateway) cut(wide *cache.Entry, req api.Request, reading series.Reading
 		return nil
 	}
 	class := cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: rows == 0}
-	fresh := rt.ttl.FreshUntil(class, wide.Fetched)
+	fresh := set.ttl.FreshUntil(class, wide.Fetched)
 	if !stale && !now.Before(fresh) {
 		return nil
 	}
-	g.metrics.rangeFills.Inc()
+	c.metrics.rangeFills.Inc()
 	return &cache.Entry{
 		Key:         req.Key(),
 		Topic:       req.Topic,
@@ -140,8 +140,8 @@ func (g *Gateway) cut(wide *cache.Entry, req api.Request, reading series.Reading
 // upstream would return at now and reaches the current hour (both by the
 // gateway's clock, a hint that the week will cover it), the reading the
 // cut needs is known, and widening is not paused.
-func (g *Gateway) widened(ctx context.Context, req api.Request, rt *runtime, now time.Time) (api.Request, bool) {
-	if !series.Derivable(req) || req.Bucket != "hour" || now.UnixNano() < g.widenPausedUntil.Load() {
+func (c *Chain) widened(ctx context.Context, req api.Request, set *Settings, now time.Time) (api.Request, bool) {
+	if !series.Derivable(req) || req.Bucket != "hour" || now.UnixNano() < c.widenPausedUntil.Load() {
 		return api.Request{}, false
 	}
 	const day, hour = 24 * 3600, 3600
@@ -150,7 +150,7 @@ func (g *Gateway) widened(ctx context.Context, req api.Request, rt *runtime, now
 	if req.End != 0 && req.End/hour*hour != unix/hour*hour || req.Start < weekStart {
 		return api.Request{}, false
 	}
-	if g.reading(ctx, req, rt).Needs(req) {
+	if c.reading(ctx, req, set).Needs(req) {
 		return api.Request{}, false // the cut would be refused: fetch the window itself
 	}
 	w := req
@@ -164,42 +164,42 @@ func (g *Gateway) widened(ctx context.Context, req api.Request, rt *runtime, now
 // needed the upstream, so it is not Derived. It returns nil, nil when the
 // week's rows do not cover req (the caller then fetches req itself) and
 // pauses widening.
-func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up upstream.Request, rt *runtime) (*cache.Entry, error) {
+func (c *Chain) fetchWidened(ctx context.Context, req, wide api.Request, up upstream.Request, set *Settings) (*cache.Entry, error) {
 	up.Path, up.RawQuery, up.Reason = wide.UpstreamPath(), wide.UpstreamQuery(), "widen"
-	resp, err := g.up.Do(ctx, up)
+	resp, err := c.up.Do(ctx, up)
 	if err != nil {
 		return nil, err
 	}
-	now := g.received(resp)
-	g.observeClock(wide, resp, now)
-	e := entryOf(wide, resp, now, rt)
-	_ = g.cache.Put(context.WithoutCancel(ctx), e)
-	g.metrics.rangeWidened.Inc()
+	now := c.received(resp)
+	c.observeClock(wide, resp, now)
+	e := entryOf(wide, resp, now, set)
+	_ = c.cache.Put(context.WithoutCancel(ctx), e)
+	c.metrics.rangeWidened.Inc()
 	if resp.Status == http.StatusNotFound {
 		// The topic is unknown to the upstream, in every window.
-		return entryOf(req, resp, now, rt), nil
+		return entryOf(req, resp, now, set), nil
 	}
 	if resp.Status != http.StatusOK {
 		return nil, nil
 	}
-	body, rows, err := series.Cut(e.Body, req, g.reading(ctx, req, rt))
+	body, rows, err := series.Cut(e.Body, req, c.reading(ctx, req, set))
 	if err == nil && sourceTooOld(e, req) {
 		err = series.ErrNotCovered
 	}
 	if err != nil {
-		g.metrics.rangeWidenMisses.Inc()
+		c.metrics.rangeWidenMisses.Inc()
 		if !resp.Empty {
 			// Rows that stop short of the window, or old data: the
 			// upstream's clock, lag or edge cache is not ours. (No rows at
 			// all is a topic without data, which says nothing of clocks.)
-			g.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
+			c.widenPausedUntil.Store(now.Add(widenPause).UnixNano())
 		}
 		return nil, nil
 	}
-	n := entryOf(req, resp, now, rt)
+	n := entryOf(req, resp, now, set)
 	n.Body = body
 	if rows == 0 {
-		n.FreshUntil = rt.ttl.FreshUntil(cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: true}, now)
+		n.FreshUntil = set.ttl.FreshUntil(cache.Class{Endpoint: req.Endpoint, Bucket: req.Bucket, End: req.WindowEnd(), Negative: true}, now)
 	}
 	return n, nil
 }
@@ -208,27 +208,27 @@ func (g *Gateway) fetchWidened(ctx context.Context, req, wide api.Request, up up
 // generated time of resp, its answer to q received at now. Only the list
 // and series are regenerated within a minute; whatsup summaries lag by
 // hours and say nothing of the clock.
-func (g *Gateway) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
+func (c *Chain) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
 	if resp.Generated > 0 && (q.Endpoint == api.EndpointSeries || q.Endpoint == api.EndpointList) {
-		g.upstreamSkew.Store(resp.Generated - now.Unix())
+		c.upstreamSkew.Store(resp.Generated - now.Unix())
 	}
 }
 
 // learnReading teaches the gateway how the upstream reads bounds from
 // resp, its answer to req as forwarded, beside an interval answer of the
 // same topic and bucket the cache holds (series.Learn).
-func (g *Gateway) learnReading(ctx context.Context, req api.Request, resp *upstream.Response, rt *runtime) {
+func (c *Chain) learnReading(ctx context.Context, req api.Request, resp *upstream.Response, set *Settings) {
 	if !series.Derivable(req) || resp.Status != http.StatusOK {
 		return
 	}
 	var ref []byte
-	for _, src := range series.Sources(req, g.clk.Now()) {
-		if w, ok := g.cache.Peek(ctx, src.Key()); ok && w.Status == http.StatusOK {
+	for _, src := range series.Sources(req, c.clk.Now()) {
+		if w, ok := c.cache.Peek(ctx, src.Key()); ok && w.Status == http.StatusOK {
 			ref = w.Body
 			break
 		}
 	}
 	if seen, absent := series.Learn(req, resp.Body, ref); seen != (series.Reading{}) || absent != (series.Reading{}) {
-		g.readings.learn(ctx, seen, absent, g.statedReading)
+		c.readings.learn(ctx, seen, absent, c.statedReading)
 	}
 }

@@ -3,6 +3,8 @@ package proxy_test
 import (
 	"strings"
 	"testing"
+
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestRoutingErrorsCarryPolicy: a request refused by routing (400, 404,
@@ -11,7 +13,7 @@ import (
 // no RateLimit field and nothing is spent. Without a key, or with one that
 // is not valid, the response carries no rate-limit header.
 func TestRoutingErrorsCarryPolicy(t *testing.T) {
-	h := newHarness(t, nil)
+	h := gatewaytest.New(t, nil)
 	tests := []struct {
 		name, method, target string
 		status               int
@@ -24,7 +26,7 @@ func TestRoutingErrorsCarryPolicy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body := h.do(tc.method, tc.target, h.full)
+			resp, body := h.Do(tc.method, tc.target, h.Full)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("valid key: got %d %s; want %d", resp.StatusCode, body, tc.status)
 			}
@@ -34,8 +36,8 @@ func TestRoutingErrorsCarryPolicy(t *testing.T) {
 			if got := resp.Header.Get("RateLimit"); got != "" {
 				t.Errorf("valid key: RateLimit %q; want none (the limiter was not consulted)", got)
 			}
-			for _, key := range []string{"", newKey(t)} {
-				resp, _ := h.do(tc.method, tc.target, key)
+			for _, key := range []string{"", gatewaytest.NewKey(t)} {
+				resp, _ := h.Do(tc.method, tc.target, key)
 				if got := resp.Header.Get("RateLimit-Policy"); got != "" {
 					t.Errorf("key %q: RateLimit-Policy %q; want none", key, got)
 				}
@@ -43,7 +45,7 @@ func TestRoutingErrorsCarryPolicy(t *testing.T) {
 		})
 	}
 	// Nothing was spent: the key's whole burst is still there.
-	resp, _ := h.get("/api4/public/topics/list/v1", h.full)
+	resp, _ := h.Get("/api4/public/topics/list/v1", h.Full)
 	if resp.StatusCode != 200 || resp.Header.Get("RateLimit") == "" {
 		t.Fatalf("GET: %d, RateLimit %q", resp.StatusCode, resp.Header.Get("RateLimit"))
 	}

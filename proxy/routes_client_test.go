@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestRoutesPublicGoClient drives the example routes with the exact
@@ -21,7 +23,7 @@ import (
 // CreatorsService.List sends GET /public/creators/list/v1. It sends
 // Authorization: Bearer <key> and Accept: application/json.
 func TestRoutesPublicGoClient(t *testing.T) {
-	h := newHarness(t, withRoutes)
+	h := gatewaytest.New(t, gatewaytest.WithRoutes)
 	base := "/api4" // the client's base URL path
 
 	// clientGet builds the request as the client does: base + path, and
@@ -31,7 +33,7 @@ func TestRoutesPublicGoClient(t *testing.T) {
 		if len(q) > 0 {
 			target += "?" + q.Encode()
 		}
-		return h.get(target, h.full, "Accept", "application/json")
+		return h.Get(target, h.Full, "Accept", "application/json")
 	}
 	coinsQuery := func(sort string, desc bool, limit, page int, filter string) url.Values {
 		q := url.Values{}
@@ -73,7 +75,7 @@ func TestRoutesPublicGoClient(t *testing.T) {
 			}
 		})
 	}
-	if n := h.up.Count(); n != 7 {
+	if n := h.Up.Count(); n != 7 {
 		t.Errorf("upstream calls = %d; want 7, one per distinct call", n)
 	}
 }

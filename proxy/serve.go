@@ -9,7 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	goruntime "runtime"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,20 +27,20 @@ import (
 
 // serveAPI is the end of the chain: cache lookup (with one coalesced
 // upstream fetch on a miss), projection and writing.
-func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
+func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	in := infoFrom(ctx)
 	req := in.req
 
 	// One clock read per request serves the whole hit path; a miss took
 	// upstream time, so it reads the clock again.
-	cctx, sp := g.startSpan(ctx, in, "cache lookup")
+	cctx, sp := c.startSpan(ctx, in, "cache lookup")
 	var res cache.Result
 	var err error
 	if req.Route != nil {
-		res, err = g.cache.GetWithin(cctx, req.Key(), req.Route.Stale, g.fetcher(in, in.rt))
+		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in, in.set))
 	} else {
-		res, err = g.cache.Get(cctx, req.Key(), g.fetcher(in, in.rt))
+		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in, in.set))
 	}
 	if in.traced {
 		traceLookup(sp, res, err)
@@ -48,11 +48,11 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	sp.End()
 	now := in.start
 	if res.Outcome == cache.Miss {
-		now = g.clk.Now()
+		now = c.clk.Now()
 	}
 	if err != nil {
 		in.cache = "error"
-		g.fail(w, r, err)
+		c.fail(w, r, err)
 		return
 	}
 	in.cache = res.Outcome.String()
@@ -61,8 +61,8 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	// free its memory: the cache keeps counting it (cache.Entry.Pin).
 	e.Pin()
 	defer e.Unpin()
-	if res.Outcome == cache.Miss && g.local != nil {
-		g.local.CountPinned(e) // an answer the cache did not keep is alive as long
+	if res.Outcome == cache.Miss && c.local != nil {
+		c.local.CountPinned(e) // an answer the cache did not keep is alive as long
 	}
 	if e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) && now.Before(e.FreshUntil) {
 		in.cache = "range" // cut from a wider answer: served without the upstream
@@ -74,7 +74,7 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 		h["Cache-Status"] = statusWidened
 	}
 	if e.Status == http.StatusNotFound {
-		g.fail(w, r, api.ErrUnknownTopic)
+		c.fail(w, r, api.ErrUnknownTopic)
 		return
 	}
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
@@ -82,17 +82,17 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if need := deriveBytes(e, v, in.plan, gz); need > 0 {
 		// Deriving allocates bytes the cache does not count yet: take them
 		// from the in-flight bound first (no other bytes are held here).
-		wait, cancel := context.WithTimeout(ctx, in.rt.ttl.FetchTimeout)
-		grant, err := g.inflight.Acquire(wait, need)
+		wait, cancel := context.WithTimeout(ctx, in.set.ttl.FetchTimeout)
+		grant, err := c.inflight.Acquire(wait, need)
 		cancel()
 		if err != nil {
-			g.fail(w, r, err)
+			c.fail(w, r, err)
 			return
 		}
 		if v == nil {
 			if v, err = variantOf(e, in.plan, req); err != nil {
 				grant.Release()
-				g.fail(w, r, projectionError(err))
+				c.fail(w, r, projectionError(err))
 				return
 			}
 		}
@@ -109,9 +109,9 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 			defer grant.Release() // not kept, or counted nowhere: alive until written
 		}
 	}
-	g.write(w, r, e, v, now, gz)
-	if res.Outcome != cache.Miss && !g.servedFromCache.Load() {
-		g.servedFromCache.Store(true)
+	c.write(w, r, e, v, now, gz)
+	if res.Outcome != cache.Miss && !c.servedFromCache.Load() {
+		c.servedFromCache.Store(true)
 	}
 }
 
@@ -127,39 +127,39 @@ func (g *Gateway) serveAPI(w http.ResponseWriter, r *http.Request) {
 // after stale_if_error_wait), the upstream calls it made were paid for all
 // the same. They are counted for in's key, whose request started the fill
 // (trendgate_upstream_calls_abandoned_by_key_total and the key's usage);
-// the key's fair share counted them already, since a call is claimed for
-// the key before it is sent.
-func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
-	req, keyID, p, usage := in.req, in.keyID, in.plan, in.usage
+// the account's fair share counted them already, since a call is claimed
+// for the account before it is sent.
+func (c *Chain) fetcher(in *info, set *Settings) cache.Fetcher {
+	req, keyID, account, p, usage := in.req, in.keyID, in.account, in.plan, in.usage
 	return func(ctx context.Context, background bool) (e *cache.Entry, err error) {
 		reason := cache.ReasonFrom(ctx).String()
-		if background && g.tracer != nil {
+		if background && c.tracer != nil {
 			var sp trace.Span
-			ctx, sp = g.startFetchSpan(ctx, true, reason)
+			ctx, sp = c.startFetchSpan(ctx, true, reason)
 			defer func() { err = endFetchSpan(sp, e, err) }()
 		}
-		if e := g.fromWider(ctx, req, rt, false); e != nil {
+		if e := c.fromWider(ctx, req, set, false); e != nil {
 			return e, nil
 		}
-		start := g.clk.Now()
+		start := c.clk.Now()
 		fctx, sp := ctx, noSpan
-		if !background && g.tracer != nil {
-			fctx, sp = g.startFetchSpan(ctx, false, reason)
+		if !background && c.tracer != nil {
+			fctx, sp = c.startFetchSpan(ctx, false, reason)
 		}
 		var sent int // calls made; Sent runs on this goroutine
-		e, err = g.fetch(fctx, in, req, rt, start, upstream.Request{
+		e, err = c.fetch(fctx, in, req, set, start, upstream.Request{
 			Endpoint:   req.Endpoint,
 			Path:       req.UpstreamPath(),
 			RawQuery:   req.UpstreamQuery(),
 			Background: background,
 			Reason:     reason,
-			Tenant:     keyID,
+			Tenant:     account,
 			Weight:     p.upWeight,
 			PerMinute:  p.upPerMin,
 			Sent: func() {
 				sent++
-				now := g.clk.Now()
-				g.act.UpstreamCall(now, req.Topic)
+				now := c.clk.Now()
+				c.act.UpstreamCall(now, req.Topic)
 				if !background && usage != nil {
 					usage.UpstreamCall(now)
 				}
@@ -167,18 +167,18 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 		})
 		err = endFetchSpan(sp, e, err)
 		if !background {
-			in.upstreamNanos.Store(int64(g.clk.Now().Sub(start)))
-			g.metrics.countUpstreamByKey(keyID, err)
+			in.upstreamNanos.Store(int64(c.clk.Now().Sub(start)))
+			c.metrics.countUpstreamByKey(keyID, err)
 			if sent > 0 && cache.Abandoned(ctx) {
-				g.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
+				c.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
 				if usage != nil {
-					usage.UpstreamAbandoned(g.clk.Now(), sent)
+					usage.UpstreamAbandoned(c.clk.Now(), sent)
 				}
 			}
 		}
 		if err != nil && ctx.Err() == nil {
 			// Every failure a stale entry answers, a stale cut answers.
-			if stale := g.fromWider(ctx, req, rt, true); stale != nil {
+			if stale := c.fromWider(ctx, req, set, true); stale != nil {
 				return stale, nil
 			}
 		}
@@ -190,31 +190,31 @@ func (g *Gateway) fetcher(in *info, rt *runtime) cache.Fetcher {
 // that applies and covers req) and turns the answer into an entry with our
 // freshness. in (when the fetch is not a background refresh) records why
 // the upstream was called, for the access log.
-func (g *Gateway) fetch(ctx context.Context, in *info, req api.Request, rt *runtime, start time.Time, ur upstream.Request) (*cache.Entry, error) {
+func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Settings, start time.Time, ur upstream.Request) (*cache.Entry, error) {
 	if !ur.Background {
-		if wide, ok := g.widened(ctx, req, rt, start); ok {
+		if wide, ok := c.widened(ctx, req, set, start); ok {
 			in.upstreamReason.Store(&reasonWiden)
-			if e, err := g.fetchWidened(ctx, req, wide, ur, rt); e != nil || err != nil {
+			if e, err := c.fetchWidened(ctx, req, wide, ur, set); e != nil || err != nil {
 				return e, err
 			}
 		}
 		in.upstreamReason.Store(reasonPtr(ur.Reason))
 	}
-	resp, err := g.up.Do(ctx, ur)
+	resp, err := c.up.Do(ctx, ur)
 	if err != nil {
 		return nil, err
 	}
-	g.learnReading(ctx, req, resp, rt)
-	now := g.received(resp)
-	g.observeClock(req, resp, now)
-	return entryOf(req, resp, now, rt), nil
+	c.learnReading(ctx, req, resp, set)
+	now := c.received(resp)
+	c.observeClock(req, resp, now)
+	return entryOf(req, resp, now, set), nil
 }
 
 // received is when resp arrived: the instant its entry's age counts from
 // (not when the gateway got round to storing it, which may be later).
-func (g *Gateway) received(resp *upstream.Response) time.Time {
+func (c *Chain) received(resp *upstream.Response) time.Time {
 	if resp.Received.IsZero() {
-		return g.clk.Now()
+		return c.clk.Now()
 	}
 	return resp.Received
 }
@@ -237,7 +237,7 @@ func reasonPtr(r string) *string {
 
 // entryOf is the cache entry of resp, the upstream's answer to q received
 // at now, fresh by q's class.
-func entryOf(q api.Request, resp *upstream.Response, now time.Time, rt *runtime) *cache.Entry {
+func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Settings) *cache.Entry {
 	class := freshnessClass(q, resp.Status == http.StatusNotFound || resp.Empty)
 	return &cache.Entry{
 		Key:         q.Key(),
@@ -247,7 +247,7 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, rt *runtime)
 		Body:        resp.Body,
 		Generated:   resp.Generated,
 		Fetched:     now,
-		FreshUntil:  rt.ttl.FreshUntil(class, now),
+		FreshUntil:  set.ttl.FreshUntil(class, now),
 	}
 }
 
@@ -392,7 +392,7 @@ const variantOverhead = 384
 // 800 KB per gzip writer) alive together: 32 concurrent cold requests for
 // 1.4 MB series held about 100 MB that way, beyond the cache's bound. Hits
 // on memoized variants never take a slot.
-var deriveSlots = make(chan struct{}, max(goruntime.GOMAXPROCS(0), 1))
+var deriveSlots = make(chan struct{}, max(runtime.GOMAXPROCS(0), 1))
 
 // variantKey returns the memo key of plan name's variant: fullVariant{} for
 // a full-data plan, else planVariant(name). compile stores it in the plan,
@@ -534,7 +534,7 @@ var (
 // write sends the variant with the caching headers, honouring
 // If-None-Match (304), Accept-Encoding (gzip) and HEAD.
 // gz says the request accepts gzip.
-func (g *Gateway) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool) {
+func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool) {
 	in := infoFrom(r.Context())
 	h := w.Header()
 	h["Etag"] = v.etag

@@ -37,16 +37,14 @@ func TestOneSnapshotPerRequest(t *testing.T) {
 	after.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: config.PlanLimited}}
 	after.Limits.Costs.List = 7
 
-	g, err := New(before, Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newTestChain(t, before, clk)
 	reloadBetween := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := g.Reload(&after); err != nil {
-				t.Errorf("Reload: %v", err)
+			set, err := Compile(&after)
+			if err != nil {
+				t.Errorf("Compile: %v", err)
 			}
+			g.Swap(set)
 			next.ServeHTTP(w, r)
 		})
 	}
@@ -62,10 +60,10 @@ func TestOneSnapshotPerRequest(t *testing.T) {
 	if mode := w.Header().Get("X-Data-Mode"); mode != "" {
 		t.Errorf("X-Data-Mode %q: the request was authenticated on the full plan", mode)
 	}
-	if got, _ := promtest.Sum(t, g.Registry(), "trendgate_quota_charged_units_total", "key_id", "team"); got != 1 {
+	if got, _ := promtest.Sum(t, g.reg, "trendgate_quota_charged_units_total", "key_id", "team"); got != 1 {
 		t.Errorf("charged %v units; want 1, the list cost of the snapshot the request entered with", got)
 	}
-	if g.Config() != &after {
+	if g.Settings().Config() != &after {
 		t.Error("the reload did not take effect for later requests")
 	}
 }

@@ -28,7 +28,7 @@ import (
 // refresh is a trace of its own whose root links to the request that
 // started it.
 //
-// Off (exporter none), g.tracer is nil and in.traced false: the hot path
+// Off (exporter none), c.tracer is nil and in.traced false: the hot path
 // checks one of them and does no tracing work at all. A request whose
 // trace is not sampled has its SERVER span only (not recording, so its
 // traceparent still reaches the upstream with the sampled flag off), and
@@ -43,11 +43,11 @@ const fetchSpanMemoBytes = 96
 
 // startRequestSpan starts r's SERVER span under the client's trace
 // context, if any, and returns the context carrying it.
-func (g *Gateway) startRequestSpan(ctx context.Context, r *http.Request, in *info) context.Context {
+func (c *Chain) startRequestSpan(ctx context.Context, r *http.Request, in *info) context.Context {
 	if _, ok := r.Header["Traceparent"]; ok { // (Header.Get would allocate the canonical name)
 		ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	ctx, in.span = g.tracer.Start(ctx, r.Method, serverSpan...)
+	ctx, in.span = c.tracer.Start(ctx, r.Method, serverSpan...)
 	if in.traced = in.span.IsRecording(); in.traced {
 		// Only now: a request not sampled pays for no attributes.
 		in.span.SetAttributes(
@@ -95,11 +95,11 @@ func endRequestSpan(in *info, method, route, planName string, status int) {
 
 // startSpan starts a child of ctx's span named name when the request is
 // traced (in.traced); otherwise it returns ctx and a no-op span.
-func (g *Gateway) startSpan(ctx context.Context, in *info, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+func (c *Chain) startSpan(ctx context.Context, in *info, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if !in.traced {
 		return ctx, noSpan
 	}
-	return g.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
+	return c.tracer.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
 // noSpan is the span of work that is not traced.
@@ -136,8 +136,8 @@ func traceLookup(sp trace.Span, res cache.Result, err error) {
 // fetch span, child of the request's cache lookup, or for a background
 // refresh the root of a new trace linked to the request that started it.
 // It returns ctx unchanged and a no-op span when the fetch is not traced.
-func (g *Gateway) startFetchSpan(ctx context.Context, background bool, reason string) (context.Context, trace.Span) {
-	if g.tracer == nil {
+func (c *Chain) startFetchSpan(ctx context.Context, background bool, reason string) (context.Context, trace.Span) {
+	if c.tracer == nil {
 		return ctx, noSpan
 	}
 	attrs := trace.WithAttributes(attribute.String("trendgate.upstream_reason", reason), attribute.Bool("trendgate.background", background))
@@ -148,12 +148,12 @@ func (g *Gateway) startFetchSpan(ctx context.Context, background bool, reason st
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: from,
 				Attributes: []attribute.KeyValue{attribute.String("trendgate.link", "triggered_by")}}))
 		}
-		return g.tracer.Start(ctx, "background refresh", opts...)
+		return c.tracer.Start(ctx, "background refresh", opts...)
 	}
 	if !trace.SpanFromContext(ctx).IsRecording() {
 		return ctx, noSpan
 	}
-	return g.tracer.Start(ctx, "fetch", attrs)
+	return c.tracer.Start(ctx, "fetch", attrs)
 }
 
 // endFetchSpan ends a fetch span and returns err: coalesced followers

@@ -26,8 +26,9 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/proxy"
+	"trendgate/internal/testing/gatewaytest"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
@@ -138,7 +139,7 @@ func (rcv *otlpReceiver) all() []span {
 // tracingHarness is the gateway exporting to an in-process OTLP/HTTP
 // receiver, in front of a gate that can hold upstream answers.
 type tracingHarness struct {
-	*harness
+	*gatewaytest.Harness
 	rcv  *otlpReceiver
 	gate *upGate
 }
@@ -189,7 +190,7 @@ func newTracingHarness(t *testing.T, mutate func(*config.Config)) *tracingHarnes
 	gate := &upGate{}
 	gateSrv := httptest.NewServer(gate)
 	t.Cleanup(gateSrv.Close)
-	h := newHarness(t, func(c *config.Config) {
+	h := gatewaytest.New(t, func(c *config.Config) {
 		statedReading(c)
 		c.Upstream.BaseURL = gateSrv.URL
 		c.Tracing = tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: rcv.srv.URL, Ratio: 1}
@@ -197,27 +198,27 @@ func newTracingHarness(t *testing.T, mutate func(*config.Config)) *tracingHarnes
 			mutate(c)
 		}
 	})
-	gate.next = h.up
+	gate.next = h.Up
 	t.Cleanup(func() { gate.held.Store(false) })
-	return &tracingHarness{harness: h, rcv: rcv, gate: gate}
+	return &tracingHarness{Harness: h, rcv: rcv, gate: gate}
 }
 
 // request returns the SERVER span of the request with id reqID and the
 // spans of its trace, waiting (flushing the gateway's spans) until the
 // SERVER span arrived: it ends after the response is written.
 func (h *tracingHarness) request(reqID string) (root span, trace []span) {
-	h.t.Helper()
+	h.T.Helper()
 	var ok bool
-	if !waitFor(func() bool {
-		if err := h.gw.FlushTraces(context.Background()); err != nil {
-			h.t.Logf("flush: %v", err)
+	if !gatewaytest.WaitFor(func() bool {
+		if err := h.Gateway.FlushTraces(context.Background()); err != nil {
+			h.T.Logf("flush: %v", err)
 		}
 		root, ok = findSpan(h.rcv.all(), func(s span) bool {
 			return s.kind == tracepb.Span_SPAN_KIND_SERVER && s.attrs["trendgate.request_id"] == reqID
 		})
 		return ok
 	}) {
-		h.t.Fatalf("no SERVER span for request %s; got %d spans", reqID, len(h.rcv.all()))
+		h.T.Fatalf("no SERVER span for request %s; got %d spans", reqID, len(h.rcv.all()))
 	}
 	for _, s := range h.rcv.all() {
 		if s.traceID == root.traceID {
@@ -273,10 +274,10 @@ func child(t *testing.T, trace []span, name string) span {
 
 // accessLine returns the access log line of the request with id reqID.
 func (h *tracingHarness) accessLine(reqID string) map[string]any {
-	h.t.Helper()
+	h.T.Helper()
 	var line map[string]any
-	if !waitFor(func() bool {
-		sc := bufio.NewScanner(strings.NewReader(h.logs.String()))
+	if !gatewaytest.WaitFor(func() bool {
+		sc := bufio.NewScanner(strings.NewReader(h.Logs.String()))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			var m map[string]any
@@ -287,7 +288,7 @@ func (h *tracingHarness) accessLine(reqID string) map[string]any {
 		}
 		return false
 	}) {
-		h.t.Fatalf("no access log line for %s", reqID)
+		h.T.Fatalf("no access log line for %s", reqID)
 	}
 	return line
 }
@@ -297,12 +298,12 @@ func (h *tracingHarness) accessLine(reqID string) map[string]any {
 // access log's trace_id and span_id, and the duration exemplars.
 func TestTracingSpanTrees(t *testing.T) {
 	h := newTracingHarness(t, nil)
-	topic := h.up.Topics()[0]
+	topic := h.Up.Topics()[0]
 	week := "/api4/public/topic/" + url.PathEscape(topic) + "/time-series/v1"
 
 	// A cold miss: SERVER > cache lookup > fetch > upstream budget and
 	// the CLIENT span, whose id the upstream received as parent.
-	resp, _ := h.get(week, h.full)
+	resp, _ := h.Get(week, h.Full)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Status") != csMiss {
 		t.Fatalf("cold miss: %d %q", resp.StatusCode, resp.Header.Get("Cache-Status"))
 	}
@@ -320,7 +321,7 @@ func TestTracingSpanTrees(t *testing.T) {
 		}
 	}
 	for k, v := range root.attrs {
-		if strings.Contains(v, "tg_") || strings.Contains(v, h.full) {
+		if strings.Contains(v, "tg_") || strings.Contains(v, h.Full) {
 			t.Errorf("SERVER attribute %s carries a key: %q", k, v)
 		}
 	}
@@ -332,7 +333,7 @@ func TestTracingSpanTrees(t *testing.T) {
 	if client.kind != tracepb.Span_SPAN_KIND_CLIENT {
 		t.Errorf("upstream span kind %v; want CLIENT", client.kind)
 	}
-	reqs := h.up.Requests()
+	reqs := h.Up.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("the upstream got %d requests; want 1", len(reqs))
 	}
@@ -345,7 +346,7 @@ func TestTracingSpanTrees(t *testing.T) {
 	}
 
 	// A hit: no fetch, no upstream call.
-	resp, _ = h.get(week, h.full)
+	resp, _ = h.Get(week, h.Full)
 	if resp.Header.Get("Cache-Status") != csHit {
 		t.Fatalf("hit: %q", resp.Header.Get("Cache-Status"))
 	}
@@ -361,13 +362,13 @@ func TestTracingSpanTrees(t *testing.T) {
 	// First a forwarded window of another topic shows how the upstream
 	// reads an end on an hour boundary (a stated reading is used once an
 	// answer agrees).
-	now := h.clk.Now().Unix()
+	now := h.Clock.Now().Unix()
 	cur := now / 3600 * 3600
-	if resp, _ := h.get(fmt.Sprintf("/api4/public/topic/ethereum/time-series/v1?start=%d&end=%d", cur-10*3600, cur-3*3600), h.full); resp.StatusCode != http.StatusOK {
+	if resp, _ := h.Get(fmt.Sprintf("/api4/public/topic/ethereum/time-series/v1?start=%d&end=%d", cur-10*3600, cur-3*3600), h.Full); resp.StatusCode != http.StatusOK {
 		t.Fatalf("teaching the reading: %d", resp.StatusCode)
 	}
-	calls := len(h.up.Requests())
-	resp, _ = h.get(fmt.Sprintf("%s?start=%d&end=%d", week, cur-3*24*3600, cur-3600), h.full)
+	calls := len(h.Up.Requests())
+	resp, _ = h.Get(fmt.Sprintf("%s?start=%d&end=%d", week, cur-3*24*3600, cur-3600), h.Full)
 	if resp.Header.Get("Cache-Status") != csRange {
 		t.Fatalf("range: %q", resp.Header.Get("Cache-Status"))
 	}
@@ -378,12 +379,12 @@ func TestTracingSpanTrees(t *testing.T) {
 	if cut := child(t, trace, "range cut"); cut.attrs["trendgate.cut"] != "true" {
 		t.Errorf("range cut span %v; want trendgate.cut true", cut.attrs)
 	}
-	if len(h.up.Requests()) != calls {
+	if len(h.Up.Requests()) != calls {
 		t.Errorf("the range cut called the upstream")
 	}
 
 	// A 401: the auth span says why; nothing after it.
-	resp, _ = h.get(week, "tg_not-a-key")
+	resp, _ = h.Get(week, "tg_not-a-key")
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("bad key: %d", resp.StatusCode)
 	}
@@ -400,9 +401,9 @@ func TestTracingSpanTrees(t *testing.T) {
 
 	// Exemplars: the OpenMetrics exposition carries the sampled requests'
 	// trace ids on the duration histogram.
-	req, _ := http.NewRequest(http.MethodGet, h.admin+"/metrics", nil)
+	req, _ := http.NewRequest(http.MethodGet, h.Admin+"/metrics", nil)
 	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
-	mresp, err := h.client.Do(req)
+	mresp, err := h.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,8 +431,8 @@ func TestTracingCoalescedFollower(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newTracingHarness(t, func(c *config.Config) { c.Upstream.Breaker.Failures = 100 })
-			h.up.SetFault(tc.fault)
-			for attempt, topic := range h.up.Topics()[:5] {
+			h.Up.SetFault(tc.fault)
+			for attempt, topic := range h.Up.Topics()[:5] {
 				if coalesced(t, h, "/api4/public/topic/"+url.PathEscape(topic)+"/whatsup/v1", tc.status) {
 					return
 				}
@@ -454,18 +455,20 @@ func coalesced(t *testing.T, h *tracingHarness, path string, status int) bool {
 	}
 	answers := make(chan answer, 3)
 	send := func() {
-		resp, _ := h.get(path, h.full)
+		resp, _ := h.Get(path, h.Full)
 		answers <- answer{resp.StatusCode, resp.Header.Get("Cache-Status"), resp.Header.Get("X-Request-Id")}
 	}
 	go send()
-	if !waitFor(func() bool { return h.gate.arrived.Load() == 1 }) {
+	if !gatewaytest.WaitFor(func() bool { return h.gate.arrived.Load() == 1 }) {
 		t.Fatal("the leader's fetch did not reach the upstream")
 	}
-	decisions := metric(t, h.gw.Registry(), "trendgate_limits_decisions_total")
+	decisions := gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_limits_decisions_total")
 	go send()
 	go send()
 	// Both followers admitted: they are on their way into the cache.
-	waitFor(func() bool { return metric(t, h.gw.Registry(), "trendgate_limits_decisions_total") >= decisions+2 })
+	gatewaytest.WaitFor(func() bool {
+		return gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_limits_decisions_total") >= decisions+2
+	})
 	h.gate.open()
 	var fetches []span
 	var waiters []answer
@@ -511,11 +514,11 @@ func TestTracingBudgetRefusal(t *testing.T) {
 	h := newTracingHarness(t, func(c *config.Config) {
 		c.Upstream.Budget = upstream.BudgetConfig{PerMinute: 1, PerDay: 100, RefreshReserve: 0.25}
 	})
-	topics := h.up.Topics()
-	if resp, _ := h.get("/api4/public/topic/"+url.PathEscape(topics[0])+"/whatsup/v1", h.full); resp.StatusCode != http.StatusOK {
+	topics := h.Up.Topics()
+	if resp, _ := h.Get("/api4/public/topic/"+url.PathEscape(topics[0])+"/whatsup/v1", h.Full); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first call: %d", resp.StatusCode)
 	}
-	resp, body := h.get("/api4/public/topic/"+url.PathEscape(topics[1])+"/whatsup/v1", h.full)
+	resp, body := h.Get("/api4/public/topic/"+url.PathEscape(topics[1])+"/whatsup/v1", h.Full)
 	if resp.StatusCode != http.StatusServiceUnavailable && resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("second call: %d %s; want a budget refusal", resp.StatusCode, body)
 	}
@@ -541,25 +544,25 @@ func TestTracingBudgetRefusal(t *testing.T) {
 // reload to ratio 0 stops unparented traces.
 func TestTracingPropagation(t *testing.T) {
 	h := newTracingHarness(t, nil)
-	topics := h.up.Topics()
+	topics := h.Up.Topics()
 	path := func(i int) string { return "/api4/public/topic/" + url.PathEscape(topics[i]) + "/whatsup/v1" }
 	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
-	resp, _ := h.get(path(0), h.full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-01", "Tracestate", "vendor=abc")
+	resp, _ := h.Get(path(0), h.Full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-01", "Tracestate", "vendor=abc")
 	root, trace := h.request(resp.Header.Get("X-Request-Id"))
 	if root.traceID != clientTrace || root.parentID != clientSpan {
 		t.Errorf("SERVER span %s parent %s; want trace %s parent %s", root.traceID, root.parentID, clientTrace, clientSpan)
 	}
 	client := child(t, trace, "GET upstream")
-	if got, want := h.up.Requests()[0].Header.Get("Traceparent"), "00-"+clientTrace+"-"+client.spanID+"-01"; got != want {
+	if got, want := h.Up.Requests()[0].Header.Get("Traceparent"), "00-"+clientTrace+"-"+client.spanID+"-01"; got != want {
 		t.Errorf("upstream traceparent %q; want %q", got, want)
 	}
 
 	// Unsampled: honoured, and said so to the upstream; nothing exported.
 	before := len(h.rcv.all())
-	resp, _ = h.get(path(1), h.full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-00")
+	resp, _ = h.Get(path(1), h.Full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-00")
 	unsampledID := resp.Header.Get("X-Request-Id")
-	reqs := h.up.Requests()
+	reqs := h.Up.Requests()
 	tp := reqs[len(reqs)-1].Header.Get("Traceparent")
 	if !strings.HasPrefix(tp, "00-"+clientTrace+"-") || !strings.HasSuffix(tp, "-00") {
 		t.Errorf("upstream traceparent %q; want trace %s not sampled", tp, clientTrace)
@@ -570,7 +573,7 @@ func TestTracingPropagation(t *testing.T) {
 
 	// Malformed: ignored, a trace of the gateway's own, never an error.
 	for i, bad := range []string{"garbage", "00-" + clientTrace + "-0000000000000000-01", "ff-" + clientTrace + "-" + clientSpan + "-01", "00-" + strings.ToUpper(clientTrace) + "-" + clientSpan + "-01"} {
-		resp, _ = h.get(path(2+i), h.full, "Traceparent", bad)
+		resp, _ = h.Get(path(2+i), h.Full, "Traceparent", bad)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("traceparent %q: status %d", bad, resp.StatusCode)
 		}
@@ -579,7 +582,7 @@ func TestTracingPropagation(t *testing.T) {
 			t.Errorf("traceparent %q was trusted: trace %s parent %q", bad, root.traceID, root.parentID)
 		}
 	}
-	h.gw.FlushTraces(context.Background())
+	h.Gateway.FlushTraces(context.Background())
 	for _, s := range h.rcv.all()[before:] {
 		if s.attrs["trendgate.request_id"] == unsampledID {
 			t.Errorf("the unsampled request was exported")
@@ -587,17 +590,17 @@ func TestTracingPropagation(t *testing.T) {
 	}
 
 	// Reload to ratio 0: requests without a traceparent are not sampled.
-	cfg := *h.cfg
+	cfg := *h.Config
 	cfg.Tracing.Ratio = 0
-	if err := h.gw.Reload(&cfg); err != nil {
+	if err := h.Gateway.Reload(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	resp, _ = h.get(path(0), h.full)
+	resp, _ = h.Get(path(0), h.Full)
 	if line := h.accessLine(resp.Header.Get("X-Request-Id")); line["trace_id"] != nil {
 		t.Errorf("after reload to ratio 0, a request was sampled: %v", line["trace_id"])
 	}
 	// A sampled parent is still followed.
-	resp, _ = h.get(path(0), h.full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-01")
+	resp, _ = h.Get(path(0), h.Full, "Traceparent", "00-"+clientTrace+"-"+clientSpan+"-01")
 	if line := h.accessLine(resp.Header.Get("X-Request-Id")); line["trace_id"] != clientTrace {
 		t.Errorf("after reload, the sampled parent's request logged trace_id %v", line["trace_id"])
 	}
@@ -608,19 +611,19 @@ func TestTracingPropagation(t *testing.T) {
 func TestTracingBackgroundRefresh(t *testing.T) {
 	h := newTracingHarness(t, nil)
 	list := "/api4/public/topics/list/v1"
-	if resp, _ := h.get(list, h.full); resp.StatusCode != http.StatusOK {
+	if resp, _ := h.Get(list, h.Full); resp.StatusCode != http.StatusOK {
 		t.Fatalf("list: %d", resp.StatusCode)
 	}
-	h.clk.Advance(h.cfg.Cache.TTL.List + time.Second)
-	resp, _ := h.get(list, h.full)
+	h.Clock.Advance(h.Config.Cache.TTL.List + time.Second)
+	resp, _ := h.Get(list, h.Full)
 	if resp.Header.Get("Cache-Status") != csStale {
 		t.Fatalf("Cache-Status %q; want stale", resp.Header.Get("Cache-Status"))
 	}
 	root, trace := h.request(resp.Header.Get("X-Request-Id"))
 	lookup := child(t, trace, "cache lookup")
 	var refresh span
-	if !waitFor(func() bool {
-		_ = h.gw.FlushTraces(context.Background())
+	if !gatewaytest.WaitFor(func() bool {
+		_ = h.Gateway.FlushTraces(context.Background())
 		var ok bool
 		refresh, ok = findSpan(h.rcv.all(), func(s span) bool { return s.name == "background refresh" })
 		return ok
@@ -643,17 +646,17 @@ func TestTracingBackgroundRefresh(t *testing.T) {
 // processor's next export.
 func TestTracingDrainFlushes(t *testing.T) {
 	rcv := newOTLPReceiver(t)
-	clk := clock.NewFake(testNow)
-	up, err := demo.New(demo.Options{Clock: clk, APIKey: upstreamKey})
+	clk := clock.NewFake(gatewaytest.Now)
+	up, err := demo.New(demo.Options{Clock: clk, APIKey: gatewaytest.UpstreamKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	upSrv := httptest.NewServer(up)
 	defer func() { up.Close(); upSrv.Close() }()
-	full := newKey(t)
-	cfg := baseConfig(upSrv.URL, full, "")
+	full := gatewaytest.NewKey(t)
+	cfg := gatewaytest.BaseConfig(upSrv.URL, full, "")
 	cfg.Tracing = tracing.Config{Exporter: tracing.ExporterOTLPHTTP, Endpoint: rcv.srv.URL, Ratio: 1}
-	gw, _ := buildGateway(t, clk, cfg)
+	gw, _ := gatewaytest.Build(t, clk, cfg)
 	defer gw.Close()
 	pub, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -661,7 +664,7 @@ func TestTracingDrainFlushes(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, proxy.Listeners{Public: pub}) }()
+	go func() { done <- gw.Serve(ctx, gateway.Listeners{Public: pub}) }()
 	req, _ := http.NewRequest(http.MethodGet, "http://"+pub.Addr().String()+"/api4/public/topics/list/v1", nil)
 	req.Header.Set("Authorization", "Bearer "+full)
 	client := &http.Client{Transport: &http.Transport{}}

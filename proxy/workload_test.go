@@ -14,6 +14,7 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // The mixed workload of issues 13 and 20, made deterministic: simulated
@@ -132,14 +133,14 @@ func (r mixReport) String() string {
 // runMix sends perSecond requests every simulated second for the given
 // number of seconds, spread over keys in turn, then advances h's clock by
 // a second. Requests within a second go one after another.
-func runMix(t *testing.T, h *protectHarness, keys []string, seed uint64, seconds, perSecond int) mixReport {
-	w := newWorkload(seed, h.up.Topics())
+func runMix(t *testing.T, h *gatewaytest.ProtectHarness, keys []string, seed uint64, seconds, perSecond int) mixReport {
+	w := newWorkload(seed, h.Up.Topics())
 	r := mixReport{byKind: map[string]int{}, status: map[string]map[string]int{}, upstream: map[string]int{}}
 	seen := map[string]bool{}
-	before := len(h.up.Requests())
-	start := h.clk.Now()
+	before := len(h.Up.Requests())
+	start := h.Clock.Now()
 	for s := range seconds {
-		now := h.clk.Now()
+		now := h.Clock.Now()
 		minute := int(now.Sub(start) / time.Minute)
 		if minute == len(r.perMinute) {
 			r.perMinute = append(r.perMinute, minuteTally{})
@@ -155,16 +156,16 @@ func runMix(t *testing.T, h *protectHarness, keys []string, seed uint64, seconds
 				t.Fatalf("the workload made an invalid request %s: %v", target, err)
 			}
 			seen[canon.Key()] = true
-			reply := h.send(target, keys[(s*perSecond+i)%len(keys)])
-			if reply.err != nil {
-				t.Fatalf("%s: %v", target, reply.err)
+			reply := h.Send(target, keys[(s*perSecond+i)%len(keys)])
+			if reply.Err != nil {
+				t.Fatalf("%s: %v", target, reply.Err)
 			}
-			answer := strconv.Itoa(reply.status)
-			if reply.status != http.StatusOK {
-				answer = reply.code()
+			answer := strconv.Itoa(reply.Status)
+			if reply.Status != http.StatusOK {
+				answer = reply.Code()
 			} else {
 				r.perMinute[minute].ok++
-				if strings.Contains(reply.header.Get("Cache-Status"), "detail=range") {
+				if strings.Contains(reply.Header.Get("Cache-Status"), "detail=range") {
 					r.cuts++
 				}
 				if canon.Endpoint == api.EndpointSeries {
@@ -179,11 +180,11 @@ func runMix(t *testing.T, h *protectHarness, keys []string, seed uint64, seconds
 			r.byKind[kind]++
 			r.clients++
 		}
-		h.clk.Advance(time.Second)
+		h.Clock.Advance(time.Second)
 	}
-	h.quiesce()
+	h.Quiesce()
 	r.distinct = len(seen)
-	for _, rec := range h.up.Requests()[before:] {
+	for _, rec := range h.Up.Requests()[before:] {
 		r.upstream[upstreamKind(rec)]++
 	}
 	return r
@@ -192,18 +193,18 @@ func runMix(t *testing.T, h *protectHarness, keys []string, seed uint64, seconds
 // checkRows holds a series answer to the upstream's own: its rows must be
 // the rows the upstream answers for the same request at the moment the
 // gateway fetched what it served (now less Age).
-func (r *mixReport) checkRows(t *testing.T, h *protectHarness, q api.Request, reply clientReply) {
+func (r *mixReport) checkRows(t *testing.T, h *gatewaytest.ProtectHarness, q api.Request, reply gatewaytest.ClientReply) {
 	t.Helper()
-	at := h.clk.Now().Add(-time.Duration(ageOf(t, reply)) * time.Second)
-	_, want := h.up.AnswerAt(upstreamRequest(q.UpstreamPath(), q.UpstreamQuery()), at)
-	got, wantRows := rowTimes(t, reply.body), rowTimes(t, want)
+	at := h.Clock.Now().Add(-time.Duration(ageOf(t, reply)) * time.Second)
+	_, want := h.Up.AnswerAt(upstreamRequest(q.UpstreamPath(), q.UpstreamQuery()), at)
+	got, wantRows := rowTimes(t, reply.Body), rowTimes(t, want)
 	if slices.Equal(got, wantRows) {
 		return
 	}
 	r.differN++
 	if len(r.differ) < 5 {
-		r.differ = append(r.differ, fmt.Sprintf("%s (%s): %d rows, the upstream's %d", reply.target,
-			reply.header.Get("Cache-Status"), len(got), len(wantRows)))
+		r.differ = append(r.differ, fmt.Sprintf("%s (%s): %d rows, the upstream's %d", reply.Target,
+			reply.Header.Get("Cache-Status"), len(got), len(wantRows)))
 	}
 }
 
@@ -225,15 +226,15 @@ func upstreamKind(rec demo.Recorded) string {
 // mixHarness is a gateway whose plans never limit the workload, with ten
 // client keys (two on the limited plan); budget is
 // upstream.budget.per_minute (0: none).
-func mixHarness(t *testing.T, budget int, opts ...func(*demo.Options)) (*protectHarness, []string) {
+func mixHarness(t *testing.T, budget int, opts ...func(*demo.Options)) (*gatewaytest.ProtectHarness, []string) {
 	var keys []string
-	h := newProtectHarness(t, func(c *config.Config) {
+	h := gatewaytest.NewProtectHarness(t, func(c *config.Config) {
 		for name, p := range c.Plans {
 			p.PerSecond, p.Burst, p.Daily, p.Monthly = 100000, 100000, 0, 0
 			c.Plans[name] = p
 		}
 		c.Upstream.Budget.PerMinute = budget
-		keys = addClientKeys(t, c, 10)
+		keys = gatewaytest.AddClientKeys(t, c, 10)
 	}, opts...)
 	return h, keys
 }
@@ -291,7 +292,7 @@ func TestMixedWorkloadUpstreamEconomy(t *testing.T) {
 				if n, all := r.upstream["series_sliding"], r.byKind["series_sliding"]; n*10 > all {
 					t.Errorf("the upstream got %d of %d sliding-window requests; want most cut from the week", n, all)
 				}
-				if h.metric("trendgate_series_range_fills_total") == 0 {
+				if h.Metric("trendgate_series_range_fills_total") == 0 {
 					t.Error("no range fills counted")
 				}
 			}
@@ -329,7 +330,7 @@ func TestMixedWorkloadUnderBudget(t *testing.T) {
 		}
 	}
 	perMinute := map[int64]int{}
-	for _, rec := range h.up.Requests() {
+	for _, rec := range h.Up.Requests() {
 		perMinute[rec.At.Unix()/60]++
 	}
 	for m, n := range perMinute {

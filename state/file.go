@@ -48,7 +48,7 @@ var ErrDamaged = errors.New("state: damaged state file")
 type Snapshot struct {
 	// Written is when the file was written.
 	Written time.Time
-	// Counters are the limiter's quota counters, one per subject.
+	// Counters are the limiter's quota counters, one per account.
 	Counters []limits.Counter
 	// Usage holds each key's 24-hour usage and last-seen time, by key id.
 	Usage map[string]activity.KeyRecord

@@ -139,7 +139,7 @@ func TestStoreSyncAndClose(t *testing.T) {
 	s.Start()
 	p := limits.Policy{Daily: 20000, Monthly: 400000}
 	for range 212 {
-		if d, err := lim.Admit(context.Background(), "acme-prod", p, 1); err != nil || !d.Allowed {
+		if d, err := lim.Admit(context.Background(), limits.Subject{Key: "acme-prod"}, p, 1); err != nil || !d.Allowed {
 			t.Fatalf("Admit: %v %v", d.Allowed, err)
 		}
 		key.Record(clk.Now(), api.EndpointSeries, 200, 1)

@@ -25,6 +25,10 @@ type Budget interface {
 	// to the upstream's remaining count when that is lower, and after a 429
 	// (or a remaining count of 0) every Take fails until the reset.
 	Observe(ctx context.Context, h http.Header, status int)
+	// Withdraw makes tenant inactive in the fair share until its next
+	// claim, so it holds no reservation while it cannot be served anyway
+	// (its own quota or rate refuses it). What it used stays counted.
+	Withdraw(ctx context.Context, tenant string)
 }
 
 // tokenReporter is implemented by budgets that can tell their tokens left
@@ -298,8 +302,8 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	if c.Tenant != "" && !c.Background {
 		tenant = b.fair.claim(c, now, ms, ds)
 		if wait == 0 {
-			if share := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
-				return Verdict{RetryAfter: share, Share: true}, nil
+			if share, capped := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
+				return Verdict{RetryAfter: share, Share: true, Cap: capped}, nil
 			}
 		}
 	}
@@ -316,19 +320,26 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 }
 
 // shareWait is how long tenant t must wait for its fair share or per-minute
-// cap to allow c, 0 when they allow it now.
-func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) time.Duration {
+// cap to allow c, 0 when they allow it now; capped says the cap refused.
+func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped bool) {
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
-		return minuteEnd
+		return minuteEnd, true
 	}
 	om, od := b.fair.others(t, now, ms, ds)
 	if shareRefuses(b.day.limit, b.day.used, newcomerReserve(b.day.limit, b.fair.reserve), standing{t.weight, t.day.used}, od) {
-		return dayEnd
+		return dayEnd, false
 	}
 	if shareRefuses(b.minute.limit, b.minute.used, newcomerReserve(b.minute.limit, b.fair.reserve), standing{t.weight, t.minute.used}, om) {
-		return minuteEnd
+		return minuteEnd, false
 	}
-	return 0
+	return 0, false
+}
+
+// Withdraw implements Budget.
+func (b *LocalBudget) Withdraw(_ context.Context, tenant string) {
+	b.mu.Lock()
+	b.fair.withdraw(tenant)
+	b.mu.Unlock()
 }
 
 // Observe implements Budget.

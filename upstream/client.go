@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -154,6 +155,10 @@ type Client struct {
 	tp     trace.TracerProvider
 	tracer trace.Tracer
 	events budgetEvents // logs the budget's changes of state
+	// withdrawn holds, per tenant, when Withdraw last reached the budget
+	// (unix ns), so a flood of refusals withdraws once a second. Bounded
+	// by the tenants the gateway authenticates.
+	withdrawn sync.Map
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
@@ -272,6 +277,25 @@ func (c *Client) Close() {
 // State returns the circuit breaker's state, for readiness and metrics.
 func (c *Client) State() breaker.State { return c.breaker.State() }
 
+// withdrawEvery is how often one tenant's Withdraw reaches the budget.
+const withdrawEvery = time.Second
+
+// Withdraw tells the budget that tenant cannot be served for now (its own
+// quota or rate refused it), so it holds no fair-share reservation until
+// its next claim; see Budget.Withdraw. Repeated withdrawals of one tenant
+// reach the budget at most once per second.
+func (c *Client) Withdraw(ctx context.Context, tenant string) {
+	if tenant == "" {
+		return
+	}
+	now := c.clk.Now().UnixNano()
+	if last, ok := c.withdrawn.Load(tenant); ok && now-last.(int64) < int64(withdrawEvery) {
+		return
+	}
+	c.withdrawn.Store(tenant, now)
+	c.budget.Withdraw(ctx, tenant)
+}
+
 // Do fetches req from the upstream. It returns a Response for a valid 200
 // or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
 // ErrShareExhausted, ErrRateLimited, ErrBreakerOpen (these four carry
@@ -356,6 +380,9 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: budget: %w", ErrUnavailable, err)
 			}
+			if v.Cap {
+				return nil, withWait(ErrCapReached, v.RetryAfter)
+			}
 			if v.Share {
 				return nil, withWait(ErrShareExhausted, v.RetryAfter)
 			}
@@ -439,6 +466,8 @@ func refusalReason(v Verdict, err error) string {
 	switch {
 	case err != nil:
 		return "budget_error"
+	case v.Cap:
+		return "cap"
 	case v.Share:
 		return "share"
 	case v.Upstream:

@@ -17,6 +17,9 @@ var (
 	// other tenants are asking for upstream data; no request was made.
 	// RetryAfter tells when the tenant's window starts over.
 	ErrShareExhausted = errors.New("upstream: tenant's share of the outbound budget exhausted")
+	// ErrCapReached is the ErrShareExhausted (errors.Is holds) of a tenant
+	// refused by its plan's per-minute cap rather than by the fair share.
+	ErrCapReached = fmt.Errorf("%w: per-minute cap reached", ErrShareExhausted)
 	// ErrRateLimited means the upstream is limiting the gateway: it
 	// answered 429, or an earlier answer (a 429, or a remaining count of 0)
 	// still blocks calls; no request was made in the second case.

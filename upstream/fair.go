@@ -7,7 +7,8 @@ import (
 
 // Claim says on whose behalf a budget token is asked for.
 type Claim struct {
-	// Tenant is the key id whose cold miss causes the upstream call. ""
+	// Tenant is the account whose key's cold miss causes the upstream
+	// call (all keys of one account share one fair share). ""
 	// (a background refresh, or a caller that names no tenant) is not
 	// subject to the fair share; background claims keep the refresh
 	// reserve instead.
@@ -38,9 +39,12 @@ type Verdict struct {
 	// RetryAfter, on a refusal, is when a token frees up for this claim.
 	RetryAfter time.Duration
 	// Share, on a refusal, means the account budget had tokens left but
-	// the claim's tenant has used its fair share (or its per-minute cap)
-	// while other tenants are asking for upstream data.
+	// the claim's tenant has used its fair share (or, with Cap, its
+	// per-minute cap) while other tenants are asking for upstream data.
 	Share bool
+	// Cap, with Share, means the rule that refused is the tenant's
+	// per-minute cap (Claim.PerMinute), not the fair share.
+	Cap bool
 	// Upstream, on a refusal, means the upstream itself said to wait (a
 	// 429, or a remaining count of 0) and RetryAfter runs to its reset.
 	Upstream bool
@@ -48,25 +52,29 @@ type Verdict struct {
 
 // The fairness rule, shared by LocalBudget and the Lua of RedisBudget.
 //
-// A tenant is active while it has asked for upstream data (a claim, granted
-// or not) within FairWindow. For each window (the minute, the day) with a
-// limit L, a part N = NewcomerReserve×L (rounded up, below L) is held back
-// for tenants that have not used that window yet; the rest, the pool
-// L-N, is split max-min fairly: each active tenant j is guaranteed
-// share_j = (L-N)×w_j/W, where W sums the weights of the active tenants
-// and the claimant. A claim by tenant k is granted while k is within its
-// share and the window has a token left. Beyond its share, k is granted
-// only tokens that neither the other active tenants' unused guarantees nor
-// the newcomers' part need:
+// A tenant (an account) is active in a window while it has asked for
+// upstream data (a claim, granted or not) recently enough: within
+// FairWindow for the day window, within min(FairWindow, 1 minute) for the
+// minute window; Withdraw makes it inactive at once (the gateway withdraws
+// an account its own limits refuse: it cannot be served anyway), and its
+// next claim makes it active again. For each window with a limit L, a part
+// N = NewcomerReserve×L (rounded up, below L) is held back for tenants
+// that have not used that window yet; the rest, the pool P = L-N, is split
+// among the active tenants in whole calls: tenant j is guaranteed
+// g_j = floor(P×w_j/W), where W sums the weights of the active tenants and
+// the claimant. Rounding down is what keeps the guarantees whole: they sum
+// to at most P, so no tenant's fraction rounds up into another's
+// guarantee or the newcomers' part. A claim by tenant k is granted while
+// the window has a token and k is within its guarantee; beyond it, k is
+// granted only tokens that neither the other active tenants' unused
+// guarantees nor (once k has used the window) the newcomers' part need:
 //
-//	used_k < share_k, or left-1 >= Σ_{j≠k} max(0, share_j-used_j) + N
+//	used_k < g_k, or left-1 >= Σ_{j≠k} max(0, g_j-used_j) + (used_k > 0 ? N : 0)
 //
-// So a tenant alone may use the whole pool (never the newcomers' part), a
-// newcomer always finds N tokens, and no tenant can take another's
-// guarantee. With more active tenants than tokens every share is below one
-// call: then each tenant gets at most one call before any gets a second.
-// Unused guarantees of tenants that went quiet stop counting after
-// FairWindow.
+// So a tenant alone may use the whole pool, a newcomer always finds the
+// newcomers' part, and no tenant can take another's guarantee; what no
+// active tenant is due (the remainders of rounding down, the guarantees of
+// tenants that went quiet or were withdrawn) goes to whoever asks.
 
 // standing is one tenant's position in a window: weight and tokens used.
 type standing struct {
@@ -83,6 +91,11 @@ func newcomerReserve(limit int64, frac float64) int64 {
 	return min(int64(math.Ceil(frac*float64(limit))), limit-1)
 }
 
+// guarantee is a tenant's whole calls of pool at weight w of total.
+func guarantee(pool int64, w, total float64) int64 {
+	return int64(math.Floor(float64(pool)*w/total + 1e-9))
+}
+
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
 // and newcomer reserve, while others are the other active tenants. It
@@ -91,27 +104,34 @@ func shareRefuses(limit, used, reserve int64, self standing, others []standing) 
 	if limit == 0 {
 		return false
 	}
-	pool := float64(limit - reserve)
+	pool := limit - reserve
 	total := self.weight
 	for _, o := range others {
 		total += o.weight
 	}
-	if float64(self.used) < pool*self.weight/total {
+	if self.used < guarantee(pool, self.weight, total) {
 		return false
 	}
-	held := float64(reserve)
-	for _, o := range others {
-		if g := pool*o.weight/total - float64(o.used); g > 0 {
-			held += g
-		}
+	var held int64
+	if self.used > 0 {
+		held = reserve
 	}
-	return float64(limit-used-1) < held-1e-9
+	for _, o := range others {
+		held += max(guarantee(pool, o.weight, total)-o.used, 0)
+	}
+	return limit-used-1 < held
 }
+
+// minuteHorizon is how long a claim keeps a tenant active in the minute
+// window: a tenant that has not asked for a whole minute is not due any
+// of the current minute.
+func minuteHorizon(fairWindow time.Duration) time.Duration { return min(fairWindow, time.Minute) }
 
 // tenantUse is what a LocalBudget remembers of one tenant.
 type tenantUse struct {
 	weight      float64
 	seen        time.Time // last claim
+	withdrawn   bool      // inactive until its next claim (Withdraw)
 	minute, day window    // the tenant's own use; limit unused
 }
 
@@ -139,23 +159,34 @@ func (f *fairTenants) claim(c Claim, now, ms, ds time.Time) *tenantUse {
 		u = &tenantUse{}
 		f.byID[c.Tenant] = u
 	}
-	u.weight, u.seen = c.weight(), now
+	u.weight, u.seen, u.withdrawn = c.weight(), now, false
 	u.minute.roll(ms, now)
 	u.day.roll(ds, now)
 	return u
 }
 
-// others returns the standings of the active tenants other than self in
+// others returns the standings of the tenants other than self active in
 // the minute and the day windows starting at ms and ds.
 func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, day []standing) {
 	for _, u := range f.byID {
-		if u == self || now.Sub(u.seen) > f.window {
+		idle := now.Sub(u.seen)
+		if u == self || u.withdrawn || idle > f.window {
 			continue
 		}
 		u.minute.roll(ms, now)
 		u.day.roll(ds, now)
-		minute = append(minute, standing{u.weight, u.minute.used})
+		if idle <= minuteHorizon(f.window) {
+			minute = append(minute, standing{u.weight, u.minute.used})
+		}
 		day = append(day, standing{u.weight, u.day.used})
 	}
 	return minute, day
+}
+
+// withdraw makes tenant inactive until its next claim; what it used stays
+// counted.
+func (f *fairTenants) withdraw(tenant string) {
+	if u := f.byID[tenant]; u != nil {
+		u.withdrawn = true
+	}
 }

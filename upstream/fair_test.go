@@ -36,6 +36,7 @@ type fairScenario struct {
 	steps []fairStep
 }
 
+// fairStep makes n claims; n 0 withdraws the claim's tenant instead.
 type fairStep struct {
 	claim              Claim
 	n                  int
@@ -84,6 +85,49 @@ var fairScenarios = []fairScenario{
 		{keyA, 10, 8, 2},
 		{keyB, 3, 2, 0},
 	}},
+	elevenAccounts(),
+	{"a withdrawn account holds no reservation", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
+		{claim: keyA, n: 1, wantGranted: 1},
+		{claim: keyB, n: 1, wantGranted: 1},
+		// A's own quota refuses it now: its 7 more of the even split are
+		// not held for it, and B is guaranteed the whole pool (16 calls:
+		// within its guarantee it may use one of the newcomers' 4, as A
+		// used one of the pool).
+		{claim: keyA, n: 0}, // withdraw
+		{claim: keyB, n: 20, wantGranted: 15, share: 5},
+		{claim: keyC, n: 5, wantGranted: 3}, // a newcomer finds the rest
+		{claim: keyA, n: 1, wantGranted: 0}, // the minute is empty
+	}},
+	{"without the withdrawal the reservation holds", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
+		{claim: keyA, n: 1, wantGranted: 1},
+		{claim: keyB, n: 1, wantGranted: 1},
+		{claim: keyB, n: 20, wantGranted: 7, share: 13},
+	}},
+}
+
+// elevenAccounts is issue 29's first measurement in one minute: eleven
+// accounts are active (each made one call), so each is guaranteed
+// floor(16/11) = 1 call of the pool. Their second calls may use only what
+// nobody is due, never the newcomers' 4; a share of 1.45 used to round up
+// to 2 calls each, so 10 accounts took the whole minute and a newcomer got
+// none.
+func elevenAccounts() fairScenario {
+	sc := fairScenario{name: "fractional shares round down (eleven accounts, then newcomers)",
+		cfg: BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}}
+	tenant := func(i int) Claim { return Claim{Tenant: fmt.Sprintf("acct-%02d", i)} }
+	for i := range 11 {
+		sc.steps = append(sc.steps, fairStep{claim: tenant(i), n: 1, wantGranted: 1})
+	}
+	// 9 tokens left, 4 of them the newcomers': 5 second calls, to whoever
+	// asks first (2, 2, 1), none for the rest.
+	for i, granted := range []int{2, 2, 1, 0, 0, 0, 0, 0, 0, 0} {
+		sc.steps = append(sc.steps, fairStep{claim: tenant(i), n: 2, wantGranted: granted, share: 2 - granted})
+	}
+	sc.steps = append(sc.steps,
+		fairStep{claim: Claim{Tenant: "newcomer-1"}, n: 3, wantGranted: 1, share: 2},
+		fairStep{claim: Claim{Tenant: "newcomer-2"}, n: 1, wantGranted: 1},
+	)
+	return sc
 }
 
 func TestLocalBudgetFairShare(t *testing.T) {
@@ -91,6 +135,10 @@ func TestLocalBudgetFairShare(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			b := newBudget(t, sc.cfg, clock.NewFake(t0))
 			for i, st := range sc.steps {
+				if st.n == 0 {
+					b.Withdraw(context.Background(), st.claim.Tenant)
+					continue
+				}
 				got, share, err := grants(b, st.claim, st.n)
 				if err != nil {
 					t.Fatalf("step %d: %v", i, err)
@@ -116,6 +164,10 @@ func TestRedisBudgetFairShare(t *testing.T) {
 					inst := Budget(a)
 					if i%2 == 1 {
 						inst = b
+					}
+					if st.n == 0 {
+						inst.Withdraw(context.Background(), st.claim.Tenant)
+						continue
 					}
 					got, share, err := grants(inst, st.claim, st.n)
 					if err != nil {
@@ -172,4 +224,74 @@ func TestShareRefusesEdges(t *testing.T) {
 			t.Errorf("shareRefuses(%d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.self, c.others, got, c.want)
 		}
 	}
+}
+
+// TestLocalBudgetMinuteHorizon: a tenant that has not asked for a whole
+// minute holds none of the current minute, even within the (longer) fair
+// window; it still holds its part of the day.
+func TestLocalBudgetMinuteHorizon(t *testing.T) {
+	clk := clock.NewFake(t0) // 10 s into a minute
+	b := newBudget(t, BudgetConfig{PerMinute: 20, PerDay: 100, NewcomerReserve: 0.2, FairWindow: 5 * time.Minute}, clk)
+	if got, _, _ := grants(b, keyB, 1); got != 1 {
+		t.Fatal("B's first call refused")
+	}
+	clk.Advance(61 * time.Second)
+	if got, _, _ := grants(b, keyA, 20); got != 16 {
+		t.Fatalf("A a minute after B's last claim: %d granted; want the whole pool, 16", got)
+	}
+	// The day (pool 80) still counts B as active: guaranteed 40 each, A
+	// may go on to 40 + what nobody is due beyond B's 39 and the 20 held
+	// for newcomers: 100-1-39-20 = 40. Each minute gives A its pool of 16.
+	total := 16
+	for range 3 {
+		clk.Advance(time.Minute)
+		got, _, _ := grants(b, keyA, 20)
+		total += got
+	}
+	if total != 40 {
+		t.Fatalf("A over four minutes: %d granted; want 40 (B's part of the day held)", total)
+	}
+}
+
+// TestBudgetShares: the minute's shares as the dashboard shows them, in
+// process and from Redis (the same on every instance).
+func TestBudgetShares(t *testing.T) {
+	cfg := BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}
+	check := func(t *testing.T, b Budget) error {
+		ctx := context.Background()
+		if _, _, err := grants(b, keyB, 1); err != nil {
+			return err
+		}
+		if _, _, err := grants(b, keyA, 25); err != nil {
+			return err
+		}
+		sr := b.(shareReporter)
+		got, err := sr.shares(ctx)
+		if err != nil {
+			return err
+		}
+		want := []Share{{Tenant: "key-a", Weight: 1, Active: true, Used: 8, Guarantee: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 8}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("shares: got %+v; want %+v", got, want)
+		}
+		b.Withdraw(ctx, "key-a")
+		got, err = sr.shares(ctx)
+		if err != nil {
+			return err
+		}
+		want = []Share{{Tenant: "key-a", Weight: 1, Active: false, Used: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 16}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("after withdrawing key-a: got %+v; want %+v", got, want)
+		}
+		return nil
+	}
+	t.Run("local", func(t *testing.T) {
+		if err := check(t, newBudget(t, cfg, clock.NewFake(t0))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		rdb := testRedis(t)
+		inOneMinute(t, rdb, func(prefix string) error { return check(t, newRedisBudget(t, rdb, cfg, prefix, nil)) })
+	})
 }

@@ -15,8 +15,8 @@ type Metrics struct {
 	// bad_response, canceled).
 	Requests *prometheus.CounterVec
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
-	// budget, share (the tenant's fair share), rate_limited (the upstream's
-	// own block until its reset).
+	// budget, share (the tenant's fair share), cap (the tenant's per-minute
+	// cap), rate_limited (the upstream's own block until its reset).
 	Refusals *prometheus.CounterVec
 	// Latency observes the duration of upstream HTTP attempts by shape.
 	Latency *prometheus.HistogramVec
@@ -53,7 +53,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shape", "result", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refusals_total",
-			Help: "Upstream client calls that sent nothing, by reason (breaker_open, budget, share, rate_limited).",
+			Help: "Upstream client calls that sent nothing, by reason (breaker_open, budget, share, cap, rate_limited, budget_error).",
 		}, []string{"shape", "reason"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",

@@ -148,8 +148,8 @@ end
 // background (0/1), reserve, tenant ("" for none), weight, per-minute cap
 // (0 none), newcomer reserve, fair window ms. Returns {verdict (1 granted, 0
 // refused, 2 refused for the tenant's share, 3 blocked by the upstream's
-// 429 or exhausted count), wait_ms, minute_left, day_left} (left -1:
-// unlimited).
+// 429 or exhausted count, 4 refused for the tenant's per-minute cap),
+// wait_ms, minute_left, day_left} (left -1: unlimited).
 var takeScript = redis.NewScript(luaPrelude + `
 local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local tenant, weight, cap = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -188,9 +188,10 @@ if wait > 0 then return {0, wait, ml, dl} end
 if fair then
   local mine_m = tonumber(redis.call('HGET', KEYS[4], tenant) or '0')
   local mine_d = tonumber(redis.call('HGET', KEYS[5], tenant) or '0')
-  if cap > 0 and mine_m >= cap then return {2, wend(mw, mr, 60000) - now, ml, dl} end
-  local active = redis.call('ZRANGEBYSCORE', KEYS[6], now - fairwin, '+inf')
-  local function refuses(limit, used, mine, key)
+  if cap > 0 and mine_m >= cap then return {4, wend(mw, mr, 60000) - now, ml, dl} end
+  local active_d = redis.call('ZRANGEBYSCORE', KEYS[6], now - fairwin, '+inf')
+  local active_m = redis.call('ZRANGEBYSCORE', KEYS[6], now - math.min(fairwin, 60000), '+inf')
+  local function refuses(limit, used, mine, key, active)
     if limit == 0 then return false end
     local nres = 0
     if limit > 1 and newcomer > 0 then nres = math.min(math.ceil(newcomer * limit), limit - 1) end
@@ -204,16 +205,17 @@ if fair then
         others[#others + 1] = {w, tonumber(redis.call('HGET', key, t) or '0') or 0}
       end
     end
-    if mine < pool * weight / total then return false end
-    local held = nres
+    local function guarantee(w) return math.floor(pool * w / total + 1e-9) end
+    if mine < guarantee(weight) then return false end
+    local held = 0
+    if mine > 0 then held = nres end
     for _, o in ipairs(others) do
-      local g = pool * o[1] / total - o[2]
-      if g > 0 then held = held + g end
+      held = held + math.max(guarantee(o[1]) - o[2], 0)
     end
-    return (limit - used - 1) < held - 1e-9
+    return (limit - used - 1) < held
   end
-  if refuses(pd, dn, mine_d, KEYS[5]) then return {2, wend(dw, dr, 86400000) - now, ml, dl} end
-  if refuses(pm, mn, mine_m, KEYS[4]) then return {2, wend(mw, mr, 60000) - now, ml, dl} end
+  if refuses(pd, dn, mine_d, KEYS[5], active_d) then return {2, wend(dw, dr, 86400000) - now, ml, dl} end
+  if refuses(pm, mn, mine_m, KEYS[4], active_m) then return {2, wend(mw, mr, 60000) - now, ml, dl} end
   redis.call('HINCRBY', KEYS[4], tenant, 1)
   redis.call('HINCRBY', KEYS[5], tenant, 1)
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - fairwin - 86400000)
@@ -293,7 +295,8 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	b.minuteLeft.Store(res[2])
 	b.dayLeft.Store(res[3])
 	if res[0] != 1 {
-		return Verdict{RetryAfter: time.Duration(res[1]) * time.Millisecond, Share: res[0] == 2, Upstream: res[0] == 3}, nil
+		return Verdict{RetryAfter: time.Duration(res[1]) * time.Millisecond,
+			Share: res[0] == 2 || res[0] == 4, Cap: res[0] == 4, Upstream: res[0] == 3}, nil
 	}
 	return Verdict{OK: true}, nil
 }
@@ -317,6 +320,29 @@ func (b *RedisBudget) Observe(ctx context.Context, h http.Header, status int) {
 	})
 	if !ran || err != nil {
 		b.fellBack("observe", err)
+	}
+}
+
+// withdrawScript makes a tenant inactive in the fair share: its last claim
+// is set to 0 (the score ZRANGEBYSCORE's activity windows never reach),
+// only if it has one. KEYS: tenant-seen. ARGV: tenant. Returns 1.
+var withdrawScript = redis.NewScript(`
+redis.call('ZADD', KEYS[1], 'XX', 0, ARGV[1])
+return 1
+`)
+
+// Withdraw implements Budget: the fallback withdraws too, and a Redis
+// error is logged and counted (the tenant then stays active until its
+// claims age out of the fair window).
+func (b *RedisBudget) Withdraw(ctx context.Context, tenant string) {
+	b.fallback.Withdraw(ctx, tenant)
+	rctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	ran, err := b.br.Do(ctx, func() error {
+		return withdrawScript.Run(rctx, b.rdb, b.keys[5:6], tenant).Err()
+	})
+	if !ran || err != nil {
+		b.fellBack("withdraw", err)
 	}
 }
 

@@ -119,6 +119,24 @@ function render(s) {
   setFigure("up_day_limit", up.per_day_limit ? String(up.per_day_limit) : "unlimited");
   setBar("up-day-bar", up.per_day_limit && up.day_left !== null && up.day_left >= 0 ? 100 * (up.per_day_limit - up.day_left) / up.per_day_limit : 0);
   setFigure("up_total", String(up.calls_total));
+  const shares = $("#shares");
+  shares.replaceChildren();
+  (up.shares || []).forEach((sh, i) => {
+    const tr = document.createElement("tr");
+    const th = cell("th", sh.account, "", "share." + i + ".account");
+    th.scope = "row";
+    if (!sh.active) {
+      // Not counted in this minute's split: it stopped asking, or its own
+      // limits refuse it.
+      th.appendChild(document.createTextNode(" "));
+      th.appendChild(cell("span", "idle", "badge"));
+    }
+    tr.appendChild(th);
+    tr.appendChild(cell("td", String(sh.used), "num", "share." + i + ".used"));
+    tr.appendChild(cell("td", sh.active ? String(sh.guaranteed) : "–", "num", "share." + i + ".guaranteed"));
+    shares.appendChild(tr);
+  });
+  if (!(up.shares || []).length) emptyRow(shares, 3, "no account asking");
 
   setFigure("p50", fixed(s.latency.p50_ms, 2));
   setFigure("p99", fixed(s.latency.p99_ms, 2));
@@ -139,7 +157,8 @@ function render(s) {
       th.appendChild(cell("span", k.state, "badge", "key." + i + ".state"));
     }
     tr.appendChild(th);
-    tr.appendChild(cell("td", k.plan, "opt"));
+    // A key of an account shows it: the quotas are the account's.
+    tr.appendChild(cell("td", k.account && k.account !== k.id ? k.plan + " · " + k.account : k.plan, "opt"));
     tr.appendChild(quotaCell(k.id, k.daily, "daily", "key." + i + ".day"));
     tr.appendChild(quotaCell(k.id, k.monthly, "monthly", "key." + i + ".month"));
     keys.appendChild(tr);

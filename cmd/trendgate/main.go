@@ -25,9 +25,9 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
-	"trendgate/proxy"
 	"trendgate/tracing"
 )
 
@@ -40,8 +40,9 @@ Usage:
   trendgate serve [-config] FILE             run with a configuration file
   trendgate config check [-config] FILE      validate a configuration file (every problem,
                                              with its YAML path or line)
-  trendgate keys new -id ID -plan PLAN       generate a key; prints the secret once and the
-                                             config lines to paste
+  trendgate keys new -id ID -plan PLAN       generate a key (or -account ACCOUNT instead of
+                                             -plan); prints the secret once and the config
+                                             lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
   trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                              per-key quota, bucket and 24 h traffic from the
@@ -206,7 +207,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 	if certCheck <= 0 {
 		certCheck = -1 // only on SIGHUP, like the config file
 	}
-	g, err := proxy.New(cfg, proxy.Options{Logger: log, CertCheckInterval: certCheck})
+	g, err := gateway.New(cfg, gateway.Options{Logger: log, CertCheckInterval: certCheck})
 	if err != nil {
 		return err
 	}
@@ -336,8 +337,9 @@ func checkConfig(path string, stdout io.Writer) error {
 }
 
 const keysUsage = `Usage:
-  trendgate keys new -id ID -plan PLAN   generate a key; prints the secret once and the
-                                         config lines to paste under keys:
+  trendgate keys new -id ID -plan PLAN   generate a key (or -account ACCOUNT instead of
+                                         -plan: a key of that account); prints the
+                                         secret once and the config lines to paste
   trendgate keys hash                    read a key on stdin, print its sha256 digest
   trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
                                          per-key usage from a running gateway's admin
@@ -347,28 +349,34 @@ const keysUsage = `Usage:
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID -plan PLAN | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
+		return errors.New("usage: trendgate keys new -id ID (-plan PLAN | -account ACCOUNT) | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, keysUsage)
 		return nil
 	case "new":
-		fs := newFlags("keys new", "Usage: trendgate keys new -id ID -plan PLAN\n\n"+
-			"Generate a key. The secret is printed once; the config keeps only its digest.\n")
+		fs := newFlags("keys new", "Usage: trendgate keys new -id ID (-plan PLAN | -account ACCOUNT)\n\n"+
+			"Generate a key. The secret is printed once; the config keeps only its digest.\n"+
+			"A key of an account takes the account's plan and shares its quotas (docs/accounts.md).\n")
 		id := fs.String("id", "", "key `ID` shown in logs and metrics (required)")
-		plan := fs.String("plan", "", "`PLAN` name (required)")
+		plan := fs.String("plan", "", "`PLAN` name, for a key that is an account of its own")
+		account := fs.String("account", "", "`ACCOUNT` the key belongs to (instead of -plan)")
 		if help, err := parseFlags(fs, args[1:], stdout); help || err != nil {
 			return err
 		}
-		if *id == "" || *plan == "" {
-			return errors.New("keys new: -id and -plan are required")
+		if *id == "" || (*plan == "") == (*account == "") {
+			return errors.New("keys new: -id and one of -plan or -account are required")
 		}
 		if err := config.CheckName(*id); err != nil {
 			return fmt.Errorf("keys new: -id: %w", err)
 		}
-		if err := config.CheckName(*plan); err != nil {
-			return fmt.Errorf("keys new: -plan: %w", err)
+		if *plan != "" {
+			if err := config.CheckName(*plan); err != nil {
+				return fmt.Errorf("keys new: -plan: %w", err)
+			}
+		} else if err := config.CheckName(*account); err != nil {
+			return fmt.Errorf("keys new: -account: %w", err)
 		}
 		secret, err := auth.Generate()
 		if err != nil {
@@ -376,8 +384,14 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "secret: %s\n", secret)
 		fmt.Fprintf(stdout, "# The secret is shown only this once. Paste these lines under keys: in the config:\n")
-		fmt.Fprintf(stdout, "  - id: %s\n    sha256: %s\n    plan: %s\n", *id, auth.Digest(secret), *plan)
-		if _, builtin := config.Default().Plans[*plan]; !builtin {
+		fmt.Fprintf(stdout, "  - id: %s\n    sha256: %s\n", *id, auth.Digest(secret))
+		if *account != "" {
+			fmt.Fprintf(stdout, "    account: %s\n", *account)
+		} else {
+			fmt.Fprintf(stdout, "    plan: %s\n", *plan)
+		}
+		fmt.Fprintf(stdout, "    created: %s\n", time.Now().UTC().Format(time.RFC3339))
+		if _, builtin := config.Default().Plans[*plan]; *plan != "" && !builtin {
 			fmt.Fprintf(stdout, "# Note: %q is not a built-in plan (those are full and limited): define it under plans: in the same file.\n", *plan)
 		}
 		return nil
@@ -458,7 +472,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 		keys[plan] = secret
 		cfg.Keys = append(cfg.Keys, config.Key{ID: "demo-" + plan, SHA256: auth.Digest(secret), Plan: plan})
 	}
-	g, err := proxy.New(cfg, proxy.Options{Logger: log})
+	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -376,3 +376,18 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf(".dockerignore does not exclude .git")
 	}
 }
+
+// TestKeysNewForAccount: -account prints a key of that account (no plan
+// line, which would have to match the account's) with its creation time.
+func TestKeysNewForAccount(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"keys", "new", "-id", "acme-web-2", "-account", "acme"}, nil, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "    account: acme\n") || strings.Contains(got, "plan:") || !strings.Contains(got, "    created: ") {
+		t.Errorf("config lines: got\n%s\nwant account: acme, created, and no plan", got)
+	}
+	if err := run([]string{"keys", "new", "-id", "x", "-plan", "full", "-account", "acme"}, nil, &out, &out); err == nil {
+		t.Error("-plan with -account: got nil error; want one")
+	}
+}

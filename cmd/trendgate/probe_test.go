@@ -13,7 +13,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/proxy"
+	"trendgate/gateway"
 )
 
 // TestHealthcheckReadyFlipsDuringDrain: with admin.token set, a probe that
@@ -48,7 +48,7 @@ func TestHealthcheckReadyFlipsDuringDrain(t *testing.T) {
 	cfg.Upstream.APIKey = "upstream-test-credential"
 	cfg.Admin.Token = "admin-test-token"
 	cfg.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: "full"}}
-	g, err := proxy.New(cfg, proxy.Options{})
+	g, err := gateway.New(cfg, gateway.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestHealthcheckReadyFlipsDuringDrain(t *testing.T) {
 	adminURL := "http://" + adm.Addr().String()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, proxy.Listeners{Public: pub, Admin: adm}) }()
+	go func() { done <- g.Serve(ctx, gateway.Listeners{Public: pub, Admin: adm}) }()
 	stopped := false
 	stop := func() {
 		if stopped {

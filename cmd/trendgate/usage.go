@@ -88,6 +88,7 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 			return fmt.Errorf("keys usage: %s: %w", target, err)
 		}
 		keys = list.Keys
+		printAccounts(stdout, list.Accounts)
 	}
 	printUsage(stdout, keys, *id != "")
 	return nil
@@ -135,11 +136,32 @@ func adminGet(target, token string) ([]byte, error) {
 	return body, nil
 }
 
+// printAccounts writes accounts as an aligned table followed by a blank
+// line; nothing when every key is an account of its own.
+func printAccounts(w io.Writer, accounts []admin.AccountUsage) {
+	shared := false
+	for _, a := range accounts {
+		shared = shared || len(a.Keys) > 1 || (len(a.Keys) == 1 && a.Keys[0] != a.ID)
+	}
+	if !shared {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ACCOUNT\tPLAN\tKEYS\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\t24H REQUESTS\t24H UNITS\t24H UPSTREAM\tSOURCE")
+	for _, a := range accounts {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", a.ID, a.Plan, strings.Join(a.Keys, ","),
+			quotaCell(a.Daily), quotaCell(a.Monthly), a.Last24h.Requests, a.Last24h.Units, a.Last24h.UpstreamCalls, a.Source)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+}
+
 // printUsage writes keys as an aligned table; with detail, each key's
-// requests by endpoint and status follow.
+// requests by endpoint and status follow. The quota columns are the key's
+// account's.
 func printUsage(w io.Writer, keys []admin.KeyUsage, detail bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPLAN\tSTATE\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\tTOKENS/BURST\t24H REQUESTS\t24H UNITS\t24H UPSTREAM\tLAST SEEN\tSOURCE")
+	fmt.Fprintln(tw, "ID\tACCOUNT\tPLAN\tSTATE\tDAILY USED/LIMIT\tMONTHLY USED/LIMIT\tTOKENS/BURST\t24H REQUESTS\t24H UNITS\t24H UPSTREAM\tLAST SEEN\tSOURCE")
 	for _, k := range keys {
 		tokens := "-"
 		if k.Rate != nil {
@@ -149,7 +171,7 @@ func printUsage(w io.Writer, keys []admin.KeyUsage, detail bool) {
 		if k.LastSeen != nil {
 			last = k.LastSeen.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, k.Plan, k.State,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.ID, k.Account, k.Plan, k.State,
 			quotaCell(k.Daily), quotaCell(k.Monthly), tokens, k.Last24h.Requests, k.Last24h.Units, k.Last24h.UpstreamCalls, last, k.Source)
 	}
 	_ = tw.Flush()

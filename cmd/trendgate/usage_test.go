@@ -14,8 +14,8 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway"
 	"trendgate/internal/clock"
-	"trendgate/proxy"
 )
 
 // usageGateway runs a gateway on the demo upstream with one key that made
@@ -38,7 +38,7 @@ func usageGateway(t *testing.T, token string) string {
 	cfg.Upstream.BaseURL = upSrv.URL
 	cfg.Admin.Token = token
 	cfg.Keys = []config.Key{{ID: "team-a", SHA256: auth.Digest(key), Plan: "full"}, {ID: "team-b", SHA256: auth.Digest(newSecret(t)), Plan: "limited", Disabled: true}}
-	g, err := proxy.New(cfg, proxy.Options{Clock: clk})
+	g, err := gateway.New(cfg, gateway.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +75,12 @@ func TestKeysUsage(t *testing.T) {
 		want    []string // lines or fragments of the output, in order
 	}{
 		{name: "table", args: []string{"-admin", base}, want: []string{
-			"ID      PLAN     STATE     DAILY USED/LIMIT  MONTHLY USED/LIMIT  TOKENS/BURST  24H REQUESTS  24H UNITS  24H UPSTREAM  LAST SEEN             SOURCE",
-			"team-a  full     active    6/100000          6/2000000           34/40         2             6          2             2026-11-19T10:30:00Z  local",
-			"team-b  limited  disabled  0/5000            0/100000            10/10         0             0          0             never                 local",
+			"ID      ACCOUNT  PLAN     STATE     DAILY USED/LIMIT  MONTHLY USED/LIMIT  TOKENS/BURST  24H REQUESTS  24H UNITS  24H UPSTREAM  LAST SEEN             SOURCE",
+			"team-a  team-a   full     active    6/100000          6/2000000           34/40         2             6          2             2026-11-19T10:30:00Z  local",
+			"team-b  team-b   limited  disabled  0/5000            0/100000            10/10         0             0          0             never                 local",
 		}},
 		{name: "one key with detail", args: []string{"-admin", base + "/", "-id", "team-a"}, want: []string{
-			"team-a  full  active",
+			"team-a  team-a   full  active",
 			"team-a: daily quota resets 2026-11-20T00:00:00Z, monthly 2026-12-01T00:00:00Z; last 24 h (this instance) since 2026-11-18T11:00:00Z:",
 			"ENDPOINT  STATUS  REQUESTS  UNITS",
 			"    list     2xx         1      1",

@@ -1,0 +1,244 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"trendgate/activity"
+	"trendgate/admin"
+	"trendgate/cache"
+	"trendgate/certs"
+	"trendgate/config"
+	"trendgate/internal/buildinfo"
+	"trendgate/internal/clock"
+	"trendgate/limits"
+	"trendgate/proxy"
+	"trendgate/state"
+	"trendgate/tracing"
+)
+
+var _ http.Handler = (*Gateway)(nil)
+
+// Options are the gateway's injectable dependencies. The zero value is
+// production: real clock, no-op logger, a private Prometheus registry.
+type Options struct {
+	// Clock drives freshness, limits and budgets; nil means clock.Real{}.
+	Clock clock.Clock
+	// Logger receives the access log and errors; nil means zap.NewNop().
+	Logger *zap.Logger
+	// Registry receives every metric; nil means a new private registry
+	// (see Gateway.Registry).
+	Registry *prometheus.Registry
+	// UpstreamTransport replaces the upstream HTTP transport (tests); nil
+	// means the client's own transport built from config.
+	UpstreamTransport http.RoundTripper
+	// CertCheckInterval is how often, at most, a TLS handshake looks at
+	// tls.cert_file and tls.key_file (tls.mode files) and reloads them when
+	// they changed; 0 means certs.DefaultCheckInterval (2s), negative means
+	// only Reload (SIGHUP, config change) re-reads them.
+	CertCheckInterval time.Duration
+}
+
+// Gateway is the trendgate process: the request chain (package proxy)
+// and what runs it: the servers and their lanes, TLS, reload, the cache
+// snapshot, the admin routes and the operator's console. It is also an
+// http.Handler for the public API. Build it with New.
+type Gateway struct {
+	clk     clock.Clock
+	log     *zap.Logger
+	reg     *prometheus.Registry
+	metrics *metrics
+	certs   *certs.Metrics // certificate outcomes, registered even with TLS off
+	chain   *proxy.Chain
+	up      proxy.Upstream
+	cache   *cache.Cache
+	usage   limits.UsageReader // the limiter's counters, read by the console
+	act     *activity.Recorder // recent traffic for the dashboard
+	closers []func() error     // cluster resources, closed by Close
+	// lastUsed shares the keys' last use among instances; nil without
+	// cluster mode (lastused.go).
+	lastUsed *activity.LastUsed
+	// purgeBus tells the other instances of a cluster about purges; nil
+	// without cluster mode.
+	purgeBus *cache.PurgeBus
+	// certCheck is Options.CertCheckInterval.
+	certCheck time.Duration
+	// local is the in-process cache tier, which persistence saves and
+	// loads; persist is the cache configuration at start, whose
+	// persist_path and persist_max_bytes a reload does not change.
+	local   *cache.Local
+	persist cache.Config
+	// persistOrigin ties the snapshot to upstream.base_url (at start);
+	// persistKey authenticates it (cache.persist_key_env; nil: off).
+	persistOrigin string
+	persistKey    []byte
+	// state keeps quota counters and usage across restarts; nil with
+	// state.path empty (see state.go). localLimits is the in-memory
+	// limiter whose counters it keeps: the limiter itself, or in cluster
+	// mode Redis's fallback (not kept). redisKeeps is what the counters'
+	// Redis keeps on disk, read once at start in cluster mode.
+	localLimits *limits.Local
+	state       *state.Store
+	stateUnlock func() error // the state file's lock (see state.Lock)
+	stateOnce   sync.Once    // lets go of it once
+	redisKeeps  string
+	// sec is the certificates of the running Serve call; nil while none
+	// runs or with TLS off. Reload re-reads its files.
+	sec atomic.Pointer[certs.Manager]
+
+	boot     *config.Config // the configuration the process started with
+	draining atomic.Bool    // set when shutdown begins; readiness turns false
+	// lastReload is the latest reload's outcome, for the dashboard; nil
+	// before any.
+	lastReload atomic.Pointer[admin.ReloadStatus]
+	// tracing exports spans; nil with tracing off.
+	tracing *tracing.Provider
+}
+
+// New builds a gateway from cfg: the upstream client, the cache, the
+// limiter and, when cfg.Redis.URL is set, their cluster (Redis) backends.
+func New(cfg *config.Config, opts Options) (*Gateway, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry, certCheck: opts.CertCheckInterval}
+	if g.clk == nil {
+		g.clk = clock.Real{}
+	}
+	if g.log == nil {
+		g.log = zap.NewNop()
+	}
+	if g.reg == nil {
+		g.reg = prometheus.NewRegistry()
+	}
+	g.metrics = newMetrics(g.reg)
+	g.act = activity.New(g.clk.Now())
+	g.certs = certs.NewMetrics(g.reg)
+
+	set, err := proxy.Compile(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.boot = cfg
+
+	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	deps, err := g.build(cfg, opts)
+	if err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
+	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
+	g.chain = proxy.New(set, deps)
+	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
+	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.loadSnapshot(cfg.Cache)
+	if err := g.openState(cfg, g.localLimits); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	g.reg.MustRegister(newQuotaCollector(g))
+	return g, nil
+}
+
+// tracingFlushTimeout bounds the export of the last spans by Close.
+const tracingFlushTimeout = 5 * time.Second
+
+// Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
+// CORS origins, the admin token and the tracing sampler's ratio atomically. Counters and cached entries survive; a
+// removed key stops working with the next request. A config that does not
+// validate is refused and the old one keeps serving. Other settings
+// (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
+// is logged as such and trendgate_config_restart_pending turns 1, except
+// that in tls.mode files the certificate and key files (at the paths the
+// running Serve started with) are re-read first, whatever becomes of cfg:
+// a pair that does not load is logged and counted in
+// trendgate_tls_certificate_reloads_total and the old pair keeps serving.
+// Reload logs its outcome once: what changed, or why it was refused.
+func (g *Gateway) Reload(cfg *config.Config) error {
+	_ = g.sec.Load().Reload() // logged and counted by certs
+	if err := cfg.Validate(); err != nil {
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+	}
+	set, err := proxy.Compile(cfg)
+	if err == nil {
+		err = g.cache.Reconfigure(cfg.Cache)
+	}
+	if err != nil {
+		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+	}
+	old := g.chain.Swap(set)
+	g.tracing.SetRatio(cfg.Tracing.Ratio)
+	g.metrics.reloads.WithLabelValues("ok").Inc()
+	pending := g.reportReload(old.Config(), cfg)
+	at := g.clk.Now().UTC()
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
+	return nil
+}
+
+// RefuseReload records a reload that produced no configuration at all (the
+// file could not be read or parsed): counted as refused and logged once.
+func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
+
+func (g *Gateway) refuseReload(err error) error {
+	g.metrics.reloads.WithLabelValues("refused").Inc()
+	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	at := g.clk.Now().UTC()
+	var pending []string // what the last reload that loaded left pending still is
+	if prev := g.lastReload.Load(); prev != nil {
+		pending = prev.RestartPending
+	}
+	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
+	return err
+}
+
+// FlushTraces exports every span ended so far, bounded by ctx; it does
+// nothing with tracing off. Serve calls it while draining.
+func (g *Gateway) FlushTraces(ctx context.Context) error { return g.tracing.ForceFlush(ctx) }
+
+// Config returns the configuration currently in force.
+func (g *Gateway) Config() *config.Config { return g.chain.Settings().Config() }
+
+// Registry returns the Prometheus registry holding the gateway's metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// ServeHTTP serves the public API.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.chain.ServeHTTP(w, r) }
+
+// Close stops background work (cache refreshes) and releases cluster
+// resources. It does not stop servers; see Run.
+func (g *Gateway) Close() error {
+	g.closeState()
+	var errs []error
+	if g.cache != nil {
+		if err := g.cache.Close(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		if err := g.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Last, so that the spans of the fills just stopped are exported.
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+	defer cancel()
+	if err := g.tracing.Shutdown(ctx); err != nil {
+		g.log.Warn("tracing: spans not exported at shutdown", zap.Error(err))
+	}
+	return errors.Join(errs...)
+}

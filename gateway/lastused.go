@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"trendgate/activity"
+)
+
+// lastUsedEvery is how often a cluster instance shares its keys' latest
+// use (see activity.LastUsed): the resolution of last_used across
+// instances, and at most one Redis script run per interval, whatever the
+// traffic.
+const lastUsedEvery = 30 * time.Second
+
+// startLastUsed shares the keys' last use through lu every lastUsedEvery
+// until Close, which syncs one last time (a failure is logged, not
+// returned).
+func (g *Gateway) startLastUsed(lu *activity.LastUsed) {
+	g.lastUsed = lu
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(lastUsedEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := g.SyncLastUsed(context.Background()); err != nil {
+					g.log.Warn("sharing keys' last use failed", zap.Error(err))
+				}
+			}
+		}
+	}()
+	g.closers = append(g.closers, func() error {
+		close(stop)
+		<-done
+		// Redis being away at shutdown costs the last 30 s of last_used,
+		// not a failed Close.
+		if err := g.SyncLastUsed(context.Background()); err != nil {
+			g.log.Warn("sharing keys' last use at shutdown failed", zap.Error(err))
+		}
+		return nil
+	})
+}
+
+// SyncLastUsed shares this instance's keys' latest use with the cluster
+// now (it also runs every 30 s, and at Close). Without cluster mode it
+// does nothing.
+func (g *Gateway) SyncLastUsed(ctx context.Context) error {
+	if g.lastUsed == nil {
+		return nil
+	}
+	set := g.chain.Settings()
+	keys := set.Config().Keys
+	seen := make(map[string]time.Time, len(keys))
+	for _, k := range keys {
+		if a := set.KeyActivity(k.ID); a != nil {
+			seen[k.ID] = a.LastSeen()
+		}
+	}
+	return g.lastUsed.Sync(ctx, seen)
+}
+
+// lastUsedOf returns the cluster-wide last use of ids (nil without cluster
+// mode, or when Redis cannot say: the caller then reports this instance's).
+func (g *Gateway) lastUsedOf(ctx context.Context, ids []string) map[string]time.Time {
+	if g.lastUsed == nil {
+		return nil
+	}
+	m, err := g.lastUsed.Read(ctx, ids)
+	if err != nil {
+		g.log.Warn("reading keys' last use failed", zap.Error(err))
+		return nil
+	}
+	return m
+}

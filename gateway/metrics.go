@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"trendgate/internal/buildinfo"
+	"trendgate/internal/inflight"
+)
+
+// metrics are the process's own collectors; the request chain (package
+// proxy), the cache, upstream and limits packages register theirs on the
+// same registry.
+type metrics struct {
+	reloads     *prometheus.CounterVec
+	certReloads *prometheus.CounterVec
+	restart     prometheus.Gauge
+	ready       prometheus.Gauge
+	// h2ResetGoaways counts connections of Go's HTTP/2 server told to go
+	// away past their reset budget (resetbudget.go).
+	h2ResetGoaways prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_config_reloads_total",
+			Help: "Configuration reloads by result (ok, refused).",
+		}, []string{"result"}),
+		certReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_tls_certificate_reloads_total",
+			Help: "Loads of changed or re-read TLS certificate files (tls.mode files) by result (ok, refused: the previous pair keeps serving).",
+		}, []string{"result"}),
+		restart: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trendgate_config_restart_pending",
+			Help: "1 while the loaded configuration changes a setting that takes effect only after a restart (server.*, tls.*, upstream.*, redis.*, admin.listen, ...).",
+		}),
+		h2ResetGoaways: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_http2_reset_budget_goaways_total",
+			Help: "HTTP/2 connections served by Go's HTTP/2 server (server.fast_http2: false) sent GOAWAY because more of their streams ended before their response (reset by either side) than the budget allows (200, refilled at 50 a second).",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trendgate_ready",
+			Help: "1 while the gateway reports ready.",
+		}),
+	}
+	reg.MustRegister(m.reloads, m.certReloads, m.restart, m.ready, m.h2ResetGoaways, buildinfo.Read().Collector(),
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// watchInflight registers the gauges of the in-flight byte bound b.
+func watchInflight(reg prometheus.Registerer, b *inflight.Bound) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trendgate_inflight_bytes",
+			Help: "Bytes taken from the in-flight bound: upstream bodies being read and checked, variants (projections, gzip copies) being derived, and derived values served but not stored.",
+		}, func() float64 { return float64(b.Held()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "trendgate_inflight_limit_bytes",
+			Help: "The in-flight bound: cache.max_bytes/4, at least upstream.max_body_bytes.",
+		}, func() float64 { return float64(b.Capacity()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "trendgate_inflight_waits_total",
+			Help: "Upstream body reads and variant derivations that waited for in-flight bytes.",
+		}, func() float64 { return float64(b.Waits()) }),
+	)
+}

@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"trendgate/admin"
+	"trendgate/config"
+)
+
+// liveSettings are the settings a reload applies, by YAML path (a path
+// also covers the settings under it); every other setting, including any
+// added later until it is listed here, takes effect only after a restart.
+var liveSettings = []string{
+	"plans", "accounts", "keys", "routes", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token",
+	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
+	"cache.fetch_timeout", "cache.ttl", "tracing.ratio",
+}
+
+// needsRestart reports whether a change of the setting at path takes
+// effect only after a restart.
+func needsRestart(path string) bool {
+	for _, live := range liveSettings {
+		if path == live || strings.HasPrefix(path, live+".") {
+			return false
+		}
+	}
+	return true
+}
+
+// reportReload logs one line saying what a reload from old to cfg changed
+// (keys added, removed, disabled, enabled or edited; plans added, removed
+// or edited; other live settings), one warning per setting that changed
+// but needs a restart, and sets trendgate_config_restart_pending from the
+// difference with the configuration the process started with. Values are
+// never logged: an operator rotating upstream.api_key by reload reads that
+// it is not live yet, not the key. It returns the settings pending a
+// restart.
+func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
+	for _, p := range config.Changed(g.boot, cfg) {
+		if needsRestart(p) {
+			pending = append(pending, p)
+		}
+	}
+	var live []string
+	for _, p := range config.Changed(old, cfg) {
+		switch {
+		case p == "keys" || p == "plans":
+		case !needsRestart(p):
+			live = append(live, p)
+		case slices.Contains(pending, p):
+			g.log.Warn(p+" changed; takes effect after a restart", zap.String("setting", p))
+		}
+	}
+	if len(pending) > 0 {
+		g.metrics.restart.Set(1)
+	} else {
+		g.metrics.restart.Set(0)
+	}
+	k := diffKeys(old.Keys, cfg.Keys)
+	pa, pr, pc := diffPlans(old.Plans, cfg.Plans)
+	g.log.Info("config reloaded",
+		zap.Int("keys", len(cfg.Keys)), zap.Int("plans", len(cfg.Plans)),
+		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed),
+		zap.Strings("keys_disabled", k.disabled), zap.Strings("keys_enabled", k.enabled),
+		zap.Strings("keys_changed", k.changed),
+		zap.Strings("plans_added", pa), zap.Strings("plans_removed", pr), zap.Strings("plans_changed", pc),
+		zap.Strings("settings_changed", live), zap.Strings("restart_pending", pending))
+	return pending
+}
+
+// reloadStatus is the dashboard's view of the latest reload.
+func (g *Gateway) reloadStatus() admin.ReloadStatus {
+	if st := g.lastReload.Load(); st != nil {
+		out := *st
+		if out.RestartPending == nil {
+			out.RestartPending = []string{}
+		}
+		return out
+	}
+	return admin.ReloadStatus{RestartPending: []string{}}
+}
+
+// keyChanges lists key ids by what a reload did to them.
+type keyChanges struct {
+	added, removed, disabled, enabled, changed []string
+}
+
+// diffKeys compares two key lists by id. A key whose only change is being
+// disabled or enabled is listed there, not under changed.
+func diffKeys(old, cur []config.Key) keyChanges {
+	var c keyChanges
+	before := make(map[string]config.Key, len(old))
+	for _, k := range old {
+		before[k.ID] = k
+	}
+	seen := make(map[string]bool, len(cur))
+	for _, k := range cur {
+		seen[k.ID] = true
+		o, ok := before[k.ID]
+		switch {
+		case !ok:
+			c.added = append(c.added, k.ID)
+		case k.Disabled && !o.Disabled:
+			c.disabled = append(c.disabled, k.ID)
+		case !k.Disabled && o.Disabled:
+			c.enabled = append(c.enabled, k.ID)
+		}
+		if ok {
+			o.Disabled = k.Disabled
+			if !reflect.DeepEqual(o, k) {
+				c.changed = append(c.changed, k.ID)
+			}
+		}
+	}
+	for _, k := range old {
+		if !seen[k.ID] {
+			c.removed = append(c.removed, k.ID)
+		}
+	}
+	return c
+}
+
+// diffPlans returns the plans added, removed and changed, each sorted.
+func diffPlans(old, cur map[string]config.Plan) (added, removed, changed []string) {
+	for name, p := range cur {
+		o, ok := old[name]
+		switch {
+		case !ok:
+			added = append(added, name)
+		case !reflect.DeepEqual(o, p):
+			changed = append(changed, name)
+		}
+	}
+	for name := range old {
+		if _, ok := cur[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(changed)
+	return added, removed, changed
+}
