@@ -72,20 +72,20 @@ type Options struct {
 	Clock clock.Clock
 }
 
-var errNotLocal = httperr.New(http.StatusForbidden, "admin_not_local",
+var errNotLocal = httperr.New(http.StatusForbidden, api.CodeAdminNotLocal,
 	"without admin.token the admin routes answer only same-host requests: no Origin header, and a loopback Host")
 
-var errInvalidToken = httperr.New(http.StatusUnauthorized, "invalid_admin_token", "the admin token is missing or wrong")
+var errInvalidToken = httperr.New(http.StatusUnauthorized, api.CodeInvalidAdminToken, "the admin token is missing or wrong")
 
-var errInvalidPurge = httperr.New(http.StatusBadRequest, "invalid_purge",
+var errInvalidPurge = httperr.New(http.StatusBadRequest, api.CodeInvalidPurge,
 	"give one of url=<public request URL, e.g. /api4/public/topic/bitcoin/whatsup/v1>, topic=<topic>, key=<canonical cache key> or all=true")
 
-var errPurgeNotRoute = httperr.New(http.StatusBadRequest, "invalid_purge",
+var errPurgeNotRoute = httperr.New(http.StatusBadRequest, api.CodeInvalidPurge,
 	"url= must be a public API request such as /api4/public/topic/bitcoin/time-series/v1?bucket=day")
 
-var errNotFound = httperr.New(http.StatusNotFound, "not_found", "no such admin route")
+var errNotFound = httperr.New(http.StatusNotFound, api.CodeNotFound, "no such admin route")
 
-var errMethod = httperr.New(http.StatusMethodNotAllowed, "method_not_allowed", "this admin route does not take that method; see the Allow header")
+var errMethod = httperr.New(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "this admin route does not take that method; see the Allow header")
 
 // New returns the admin handler: /healthz (process alive), /readyz (ready
 // to take traffic), /metrics (Prometheus), /purge (POST with url=,
@@ -280,7 +280,7 @@ func (s *server) purgeKey(w http.ResponseWriter, r *http.Request, key string) {
 	} else {
 		msg += " (" + key + ")"
 	}
-	httperr.Write(w, requestID(w), httperr.New(http.StatusNotFound, "not_cached", msg))
+	httperr.Write(w, requestID(w), httperr.New(http.StatusNotFound, api.CodeNotCached, msg))
 }
 
 // canonicalKey returns the cache key of the public request target: a path

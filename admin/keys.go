@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"trendgate/api"
 	"trendgate/internal/httperr"
 )
 
@@ -159,9 +160,9 @@ type UsageCount struct {
 	Units    uint64 `json:"units"`
 }
 
-var errUnknownKey = httperr.New(http.StatusNotFound, "unknown_key", "no configured key has this id")
+var errUnknownKey = httperr.New(http.StatusNotFound, api.CodeUnknownKey, "no configured key has this id")
 
-var errInternal = httperr.New(http.StatusInternalServerError, "internal_error", "internal error")
+var errInternal = httperr.New(http.StatusInternalServerError, api.CodeInternalError, "internal error")
 
 // registerKeys adds GET /keys and GET /keys/{id}, behind the admin token.
 func (s *server) registerKeys(mux *http.ServeMux) {

@@ -4,10 +4,11 @@ import (
 	"net/http"
 	"net/http/pprof"
 
+	"trendgate/api"
 	"trendgate/internal/httperr"
 )
 
-var errPprofOff = httperr.New(http.StatusNotFound, "not_found",
+var errPprofOff = httperr.New(http.StatusNotFound, api.CodeNotFound,
 	"profiling is off on this admin listener (admin.pprof: false)")
 
 // pprofHandler serves net/http/pprof under /debug/pprof/ while on() reports

@@ -79,67 +79,6 @@ const (
 	seriesParamsText = "bucket, interval, start and end"
 )
 
-// ErrNotFound is what ParseRequest returns for a path that is not one of the
-// API's routes: 404, code "not_found". It is returned itself, never wrapped
-// or copied, so callers can use errors.Is (for example to answer 401 instead
-// under /api4/ when no key was presented). Callers must not modify it.
-var ErrNotFound = httperr.New(http.StatusNotFound, "not_found",
-	"no such route; the API serves /api4/public/topics/list/v1, /api4/public/topic/<topic>/whatsup/v1, "+
-		"/api4/public/topic/<topic>/time-series/v1, /topic/<topic>/time-series/<metric>.tsv and the routes its operator configured")
-
-// ErrMethodNotAllowed is what ParseRequest returns for any method other than
-// GET and HEAD: 405, code "method_not_allowed". The caller adds the header
-// Allow: AllowedMethods. Like ErrNotFound it is returned itself and must not
-// be modified.
-var ErrMethodNotAllowed = httperr.New(http.StatusMethodNotAllowed, "method_not_allowed",
-	"method not allowed; the API accepts GET and HEAD")
-
-// The fixed 400s. They are shared values: ParseRequest returns them as is,
-// and nobody may modify them. None of them echoes client input, so none can
-// echo an API key.
-var (
-	errBody = bad("body_not_allowed",
-		"requests must not have a body; the API accepts GET and HEAD without a body")
-	errTarget = bad("invalid_path",
-		"the request-target contains a raw '#', space or control character; percent-encode # as %23 and space as %20")
-	errTopicEscape = bad("invalid_topic",
-		"the topic contains an invalid percent-escape; a topic is percent-encoded once (# as %23, $ as %24, space as %20 or +)")
-	errTopicLong = bad("invalid_topic",
-		"the topic is longer than 64 bytes")
-	errTopicChars = bad("invalid_topic",
-		"the topic may contain only letters, digits, spaces, # and $ (no leading, trailing or double spaces; no encoded /, + or %)")
-	errMetric = bad("invalid_metric",
-		"unknown TSV metric; accepted: interactions, posts_active, contributors_active, sentiment")
-	errQuery = bad("invalid_query",
-		"the query string is malformed; separate parameters with & (not ;) and percent-encode them validly")
-	errKeyInQuery = bad("key_in_query",
-		"API keys are not accepted in the query string; send the header Authorization: Bearer <key>")
-	errNoParams = bad("unknown_parameter",
-		"this endpoint accepts no query parameters")
-	errBucket = bad("invalid_bucket",
-		"bucket must be hour or day (aliases: hours, days); the default is hour")
-	errInterval = bad("invalid_interval",
-		"interval must be one of 1d, 1w, 1m, 3m, 6m, 1y, all; the default is 1w")
-	errStart = bad("invalid_start",
-		"start must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
-	errEnd = bad("invalid_end",
-		"end must be unix seconds written as a plain decimal number from 1 to 9999999999: no sign, leading zeros, decimals or exponent")
-	errEndEarly = bad("invalid_end",
-		"end is too early: without start the window begins 7 days before end, which must be after unix time 0")
-	errWindow = bad("invalid_window",
-		"start must be before end")
-)
-
-func bad(code, message string) *httperr.Error {
-	return httperr.New(http.StatusBadRequest, code, message)
-}
-
-// emptyParam returns the 400 for a series parameter given without a value.
-// Its code is the parameter's own invalid_ code.
-func emptyParam(name string) *httperr.Error {
-	return bad("invalid_"+name, name+" is empty; omit it to get the default or give a value")
-}
-
 // ParseRequest turns r into a canonical Request, rejecting anything it does
 // not understand instead of guessing: only GET and HEAD without a body, only
 // the four routes matched byte for byte on r.URL.EscapedPath(), only valid
@@ -491,7 +430,7 @@ func (q *Request) parseQuery(raw string, now time.Time) *httperr.Error {
 	}
 	for i, n := range p.count {
 		if n > 1 {
-			return bad("duplicate_parameter", paramNames[i]+" is given more than once; give each parameter at most once")
+			return bad(CodeDuplicateParameter, paramNames[i]+" is given more than once; give each parameter at most once")
 		}
 	}
 	return q.resolveSeries(&p, now)
@@ -505,7 +444,7 @@ func unknownParam(name string) *httperr.Error {
 	if plainName(name) {
 		msg = "unknown query parameter " + strconv.Quote(name) + "; the time-series endpoint accepts " + seriesParamsText
 	}
-	return bad("unknown_parameter", msg)
+	return bad(CodeUnknownParameter, msg)
 }
 
 // plainName reports whether a parameter name is safe to echo: 1 to 20

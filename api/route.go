@@ -240,12 +240,12 @@ type fieldError struct{ field, msg string }
 func compileRoute(rc RouteConfig) (*Route, []fieldError) {
 	var errs []fieldError
 	rc.Query = slices.Clone(rc.Query) // defaults are filled in below: never in the caller's config
-	bad := func(field, format string, args ...any) {
+	problem := func(field, format string, args ...any) {
 		errs = append(errs, fieldError{field, fmt.Sprintf(format, args...)})
 	}
 	segs, err := parseTemplate(rc.Path)
 	if err != nil {
-		bad(".path", "%q %v", rc.Path, err)
+		problem(".path", "%q %v", rc.Path, err)
 	}
 	seen := map[string]bool{}
 	for i := range segs {
@@ -257,15 +257,15 @@ func compileRoute(rc RouteConfig) (*Route, []fieldError) {
 		rule, ok := rc.Params[p]
 		switch {
 		case !ok:
-			bad(".params", "no rule for path parameter {%s} (rules: %s)", p, strings.Join(ParamRules, ", "))
+			problem(".params", "no rule for path parameter {%s} (rules: %s)", p, strings.Join(ParamRules, ", "))
 		case !slices.Contains(ParamRules, rule):
-			bad(".params."+p, "unknown parameter rule %q (known: %s)", rule, strings.Join(ParamRules, ", "))
+			problem(".params."+p, "unknown parameter rule %q (known: %s)", rule, strings.Join(ParamRules, ", "))
 		}
 		segs[i].rule = rule
 	}
 	for _, p := range sortedKeys(rc.Params) {
 		if err == nil && !seen[p] {
-			bad(".params."+p, "the path has no parameter {%s}", p)
+			problem(".params."+p, "the path has no parameter {%s}", p)
 		}
 	}
 	query := make(map[string]*QueryParam, len(rc.Query))
@@ -273,30 +273,30 @@ func compileRoute(rc RouteConfig) (*Route, []fieldError) {
 		qp := &rc.Query[i]
 		field := fmt.Sprintf(".query[%d]", i)
 		if msg := checkQueryParam(qp); msg != "" {
-			bad(field, "%s", msg)
+			problem(field, "%s", msg)
 		}
 		if query[qp.Name] != nil {
-			bad(field, "%q is listed twice", qp.Name)
+			problem(field, "%q is listed twice", qp.Name)
 		}
 		query[qp.Name] = qp
 	}
 	for i, m := range rc.Methods {
 		if m != http.MethodGet && m != http.MethodHead {
-			bad(fmt.Sprintf(".methods[%d]", i), "%q is not allowed: a route serves only GET and HEAD (reads); nothing that changes state is forwarded", m)
+			problem(fmt.Sprintf(".methods[%d]", i), "%q is not allowed: a route serves only GET and HEAD (reads); nothing that changes state is forwarded", m)
 		}
 	}
 	if rc.Cost < 1 {
-		bad(".cost", "must be at least 1 (limiter tokens and quota units per request)")
+		problem(".cost", "must be at least 1 (limiter tokens and quota units per request)")
 	}
 	if rc.Fresh <= 0 {
-		bad(".fresh", "must be a duration above 0, such as 60s")
+		problem(".fresh", "must be a duration above 0, such as 60s")
 	}
 	if rc.Stale < 0 {
-		bad(".stale", "must not be negative (0 never serves a stale answer)")
+		problem(".stale", "must not be negative (0 never serves a stale answer)")
 	}
 	for i, f := range rc.LimitedFields {
 		if f == "" || strings.ContainsAny(f, `"\`) {
-			bad(fmt.Sprintf(".limited_fields[%d]", i), "must be a field name")
+			problem(fmt.Sprintf(".limited_fields[%d]", i), "must be a field name")
 		}
 	}
 	if segs == nil {
@@ -543,13 +543,6 @@ func (rt *Route) parse(segs []string, rawQuery string) (Request, error) {
 	return q, nil
 }
 
-var (
-	errParamID = bad("invalid_parameter",
-		"a path parameter must be an id: 1 to 20 decimal digits")
-	errParamSlug = bad("invalid_parameter",
-		"a path parameter must be 1 to 64 letters, digits, '-' or '_' (no percent-escapes)")
-)
-
 // applyRule checks a path segment against rule and returns its canonical
 // (decoded) value.
 func applyRule(rule, seg string) (string, *httperr.Error) {
@@ -610,10 +603,10 @@ func (rt *Route) canonicalQuery(raw string) (string, *httperr.Error) {
 			if plainName(name) {
 				msg = "unknown query parameter " + strconv.Quote(name) + "; this endpoint accepts " + rt.accepted
 			}
-			return "", bad("unknown_parameter", msg)
+			return "", bad(CodeUnknownParameter, msg)
 		}
 		if len(vals[name]) > 1 {
-			return "", bad("duplicate_parameter", name+" is given more than once; give each parameter at most once")
+			return "", bad(CodeDuplicateParameter, name+" is given more than once; give each parameter at most once")
 		}
 		v, e := qp.canonical(vals[name][0])
 		if e != nil {
@@ -629,7 +622,7 @@ func (qp *QueryParam) canonical(v string) (string, *httperr.Error) {
 	// One code for every configured parameter: the set of codes stays the
 	// documented one whatever the routes; the message names the parameter.
 	invalid := func(what string) *httperr.Error {
-		return bad("invalid_parameter", qp.Name+" must be "+what)
+		return bad(CodeInvalidParameter, qp.Name+" must be "+what)
 	}
 	if v == "" {
 		return "", invalid("given a value; omit it instead of leaving it empty")

@@ -137,18 +137,12 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, localTie
 	// One client per role, a *redis.Client or, on a Redis Cluster, a
 	// *redis.ClusterClient (the limiter then hash-tags its keys).
 	tune := redisconn.Tuning{Timeout: rc.Timeout, NoRetries: true}
-	counters, err := redisconn.New(rc.URL, rc.Mode, 0, tune)
+	counters, err := redisconn.New(rc.URL, rc.Mode, tune)
 	if err != nil {
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	cacheMode, cacheURL, dbOffset := redisconn.ModeSingle, rc.CacheURL, 0
-	if rc.Cluster() {
-		cacheMode = redisconn.ModeCluster
-	}
-	if cacheURL == "" {
-		cacheURL, cacheMode, dbOffset = rc.URL, rc.Mode, 1 // a cluster ignores the offset
-	}
-	cacheClient, err := redisconn.New(cacheURL, cacheMode, dbOffset, tune)
+	cacheURL, cacheMode := rc.CacheTier()
+	cacheClient, err := redisconn.New(cacheURL, cacheMode, tune)
 	if err != nil {
 		_ = counters.Close()
 		return nil, fmt.Errorf("redis.cache_url: %w", err)

@@ -270,7 +270,7 @@ func (l *Local) dropBucketLocked(st *keyState) {
 // counter below zero.
 func (l *Local) Refund(ctx context.Context, s Subject, d Decision) error {
 	if s.Key == "" {
-		return ErrInvalidKey
+		return ErrNoSubject
 	}
 	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {
 		return nil

@@ -19,14 +19,14 @@ var bearerChallenge = []string{`Bearer realm="trendgate"`}
 
 // limitError is the 429 for a refused limit decision.
 func limitError(d limits.Decision) *httperr.Error {
-	msg := "rate limit exceeded for this key; retry after the Retry-After delay"
+	code, msg := api.CodeRateLimited, "rate limit exceeded for this key; retry after the Retry-After delay"
 	switch d.Reason {
 	case limits.ReasonDaily:
-		msg = "daily quota exhausted for this key; it resets at 00:00 UTC"
+		code, msg = api.CodeDailyQuotaExceeded, "daily quota exhausted for this key; it resets at 00:00 UTC"
 	case limits.ReasonMonthly:
-		msg = "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
+		code, msg = api.CodeMonthlyQuotaExceeded, "monthly quota exhausted for this key; it resets on the 1st at 00:00 UTC"
 	}
-	return &httperr.Error{Status: http.StatusTooManyRequests, Code: string(d.Reason), Message: msg, RetryAfter: d.RetryAfter}
+	return &httperr.Error{Status: http.StatusTooManyRequests, Code: code, Message: msg, RetryAfter: d.RetryAfter}
 }
 
 // costError is the 403 for a request whose cost exceeds a limit of the

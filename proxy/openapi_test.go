@@ -412,7 +412,7 @@ func TestOpenAPIContract(t *testing.T) {
 		resp, body := f.Get(series(i), f.Full)
 		ex := exchange{name: "upstream 500", target: series(i), key: f.Full, status: resp.StatusCode, code: "bad_upstream_response"}
 		if resp.StatusCode == http.StatusServiceUnavailable {
-			ex.name, ex.code, opened = "breaker open", "upstream_unavailable", true
+			ex.name, ex.code, opened = "breaker open", "upstream_paused", true
 		}
 		fc.validate(ex, http.MethodGet, resp, body)
 	}

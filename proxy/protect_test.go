@@ -429,7 +429,7 @@ func TestProtectFaults(t *testing.T) {
 				case isWarm && r.Status == http.StatusOK && (cs == csStaleIfError || !tc.opens && (cs == csMiss || cs == csHit)):
 				case isWarm:
 					t.Errorf("warm %s: got %d %q %s; want 200 %q", target, r.Status, cs, r.Text(), csStaleIfError)
-				case r.Status == http.StatusServiceUnavailable && r.Code() == "upstream_unavailable" && retryAfter(r) > 0:
+				case r.Status == http.StatusServiceUnavailable && r.Code() == "upstream_paused" && retryAfter(r) > 0:
 					if openedAt < 0 {
 						openedAt = h.Up.Count()
 					}
@@ -439,7 +439,7 @@ func TestProtectFaults(t *testing.T) {
 					}
 				case !tc.opens && r.Status == http.StatusOK && cs == csMiss:
 				default:
-					t.Errorf("cold %s: got %d Retry-After %d %s; want 502 %s or 503 upstream_unavailable, with Retry-After",
+					t.Errorf("cold %s: got %d Retry-After %d %s; want 502 %s or 503 upstream_paused, with Retry-After",
 						target, r.Status, retryAfter(r), r.Text(), tc.coldCode)
 				}
 				if openedAt >= 0 && h.Up.Count() != openedAt {
@@ -550,7 +550,7 @@ func TestProtectHang(t *testing.T) {
 }
 
 // checkOpenReply checks one answer given while the breaker is open: prompt,
-// 200 stale for a warm key, 503 upstream_unavailable with Retry-After for a
+// 200 stale for a warm key, 503 upstream_paused with Retry-After for a
 // cold one, and no upstream header either way.
 func checkOpenReply(t *testing.T, r gatewaytest.ClientReply, warm bool) {
 	t.Helper()
@@ -567,8 +567,8 @@ func checkOpenReply(t *testing.T, r gatewaytest.ClientReply, warm bool) {
 		}
 		return
 	}
-	if r.Status != http.StatusServiceUnavailable || r.Code() != "upstream_unavailable" || retryAfter(r) < 1 {
-		t.Errorf("cold %s: got %d Retry-After %d %s; want 503 upstream_unavailable with Retry-After", r.Target, r.Status, retryAfter(r), r.Text())
+	if r.Status != http.StatusServiceUnavailable || r.Code() != "upstream_paused" || retryAfter(r) < 1 {
+		t.Errorf("cold %s: got %d Retry-After %d %s; want 503 upstream_paused with Retry-After", r.Target, r.Status, retryAfter(r), r.Text())
 	}
 }
 
