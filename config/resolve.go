@@ -226,3 +226,14 @@ func (s Server) FastHTTP2Enabled() bool { return s.FastHTTP2 == nil || *s.FastHT
 // AccessEnabled reports whether the per-request access log is on: Access
 // is unset (nil) or true.
 func (l Log) AccessEnabled() bool { return l.Access == nil || *l.Access }
+
+// QuotasConfigured reports whether any configured key has a daily or
+// monthly quota.
+func (c *Config) QuotasConfigured() bool {
+	for _, rk := range c.ResolvedKeys() {
+		if rk.Policy.Daily > 0 || rk.Policy.Monthly > 0 {
+			return true
+		}
+	}
+	return false
+}
