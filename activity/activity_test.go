@@ -1,6 +1,7 @@
 package activity
 
 import (
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -279,5 +280,31 @@ func BenchmarkRecord(b *testing.B) {
 		now := t0.Add(time.Duration(i) * time.Microsecond) // one new topic period at most
 		k.Record(now, api.EndpointSeries, 200, 1)
 		r.Request(now, OutcomeHit, 300*time.Microsecond, "bitcoin")
+	}
+}
+
+// TestKeyExportRestore: a Key's export, restored into a fresh Key, gives
+// the same 24-hour window and last-seen time; counts older than the
+// window at restore time are left out.
+func TestKeyExportRestore(t *testing.T) {
+	now := time.Date(2026, 11, 18, 15, 30, 0, 0, time.UTC)
+	var k Key
+	k.Record(now.Add(-30*time.Hour), api.EndpointList, 200, 1) // outside the window
+	k.Record(now.Add(-5*time.Hour), api.EndpointSeries, 200, 1)
+	k.Record(now.Add(-time.Minute), api.EndpointWhatsup, 429, 0)
+	k.UpstreamCall(now.Add(-2 * time.Hour))
+	k.UpstreamAbandoned(now.Add(-2*time.Hour), 1)
+	rec := k.Export(now)
+
+	var got Key
+	got.Restore(rec, now)
+	if a, b := got.Window(now), k.Window(now); !reflect.DeepEqual(a, b) {
+		t.Errorf("restored window %+v; want %+v", a, b)
+	}
+	later := now.Add(20 * time.Hour) // the series hour has left the window
+	var again Key
+	again.Restore(rec, later)
+	if w := again.Window(later); w.Requests != 1 || w.UpstreamCalls != 1 {
+		t.Errorf("restored 20 h later: %d requests, %d upstream calls; want 1 and 1 (the series hour fell out)", w.Requests, w.UpstreamCalls)
 	}
 }

@@ -220,3 +220,82 @@ func (s *Keys) Retain(ids []string) map[string]*Key {
 	}
 	return out
 }
+
+// KeyRecord is a Key's figures in the form a store keeps across restarts:
+// only the non-zero counts of the 24 hours a Key holds. The zero value is
+// a key never seen.
+type KeyRecord struct {
+	// LastSeen is the time of the key's latest request; zero if none.
+	LastSeen time.Time
+	// Cells are the non-zero hourly counts by endpoint and status class.
+	Cells []Cell
+	// Hours are the non-zero hourly upstream counts.
+	Hours []HourCount
+}
+
+// Cell is one hour's count for one endpoint and status class.
+type Cell struct {
+	Hour     uint64 // hours since 1970
+	Endpoint api.Endpoint
+	Class    StatusClass
+	Requests uint64
+	Units    uint64
+}
+
+// HourCount is one hour's upstream requests caused by a key, and the part
+// of them made for clients that had gone.
+type HourCount struct {
+	Hour              uint64 // hours since 1970
+	Upstream, Abandon uint64
+}
+
+// Export returns k's figures for the 24 hours ending with now's hour.
+func (k *Key) Export(now time.Time) KeyRecord {
+	var rec KeyRecord
+	if ns := k.lastSeen.Load(); ns != 0 {
+		rec.LastSeen = time.Unix(0, ns).UTC()
+	}
+	h := hourOf(now)
+	for back := uint64(0); back < hourSlots && back <= h; back++ {
+		tag := h - back
+		slot := tag % hourSlots
+		if up, ab := k.upstream[slot].get(tag), k.abandoned[slot].get(tag); up != 0 || ab != 0 {
+			rec.Hours = append(rec.Hours, HourCount{Hour: tag, Upstream: up, Abandon: ab})
+		}
+		for _, ep := range api.Endpoints {
+			for c := StatusClass(0); c < numClasses; c++ {
+				cell := &k.slots[slot][ep][c]
+				if r, u := cell.requests.get(tag), cell.units.get(tag); r != 0 || u != 0 {
+					rec.Cells = append(rec.Cells, Cell{Hour: tag, Endpoint: ep, Class: c, Requests: r, Units: u})
+				}
+			}
+		}
+	}
+	return rec
+}
+
+// Restore adds rec's counts to k, keeping only those of the 24 hours
+// ending with now's hour and of valid endpoints and classes, and moves
+// k's last-seen time to rec's when that is later. The gateway calls it
+// before serving, on a Key that counted nothing yet.
+func (k *Key) Restore(rec KeyRecord, now time.Time) {
+	if ns := rec.LastSeen.UnixNano(); !rec.LastSeen.IsZero() && k.lastSeen.Load() < ns {
+		k.lastSeen.Store(ns)
+	}
+	h := hourOf(now)
+	inWindow := func(tag uint64) bool { return tag <= h && h-tag < hourSlots }
+	for _, hc := range rec.Hours {
+		if inWindow(hc.Hour) {
+			k.upstream[hc.Hour%hourSlots].add(hc.Hour, hc.Upstream)
+			k.abandoned[hc.Hour%hourSlots].add(hc.Hour, hc.Abandon)
+		}
+	}
+	for _, c := range rec.Cells {
+		if !inWindow(c.Hour) || !c.Endpoint.Valid() || c.Class >= numClasses {
+			continue
+		}
+		cell := &k.slots[c.Hour%hourSlots][c.Endpoint][c.Class]
+		cell.requests.add(c.Hour, c.Requests)
+		cell.units.add(c.Hour, c.Units)
+	}
+}

@@ -40,6 +40,10 @@ type Options struct {
 	// Ready reports readiness and why, for /readyz. If nil, the process is
 	// always ready.
 	Ready func() (bool, string)
+	// ReadyDetails adds a "details" object to /readyz: facts an operator
+	// should know that do not change readiness (what the quota counters
+	// depend on). If nil, there is none.
+	ReadyDetails func() map[string]string
 	// Metrics serves /metrics. If nil, there is no /metrics route.
 	Metrics http.Handler
 	// Purger serves /purge. If nil, there is no /purge route.
@@ -218,7 +222,11 @@ func (s *server) serveReady(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, map[string]any{"ready": ok, "status": why})
+	body := map[string]any{"ready": ok, "status": why}
+	if s.o.ReadyDetails != nil {
+		body["details"] = s.o.ReadyDetails()
+	}
+	writeJSON(w, status, body)
 }
 
 // servePurge drops cache entries. url= is the one an operator has at

@@ -42,6 +42,12 @@ type Config struct {
 	// PersistMaxBytes bounds the snapshot file; 0 (the default) means
 	// MaxBytes.
 	PersistMaxBytes int64 `yaml:"persist_max_bytes"`
+	// PersistKeyEnv names the environment variable holding the key that
+	// authenticates the snapshot file (HMAC-SHA256; see
+	// SnapshotOptions.Key); empty (the default) checks checksums only. A
+	// named variable that is unset or shorter than 32 bytes stops the
+	// start. Read at start only.
+	PersistKeyEnv string `yaml:"persist_key_env"`
 }
 
 // PersistBound is the size bound of the snapshot file: PersistMaxBytes, or

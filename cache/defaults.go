@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -76,6 +77,9 @@ func (c Config) Validate() error {
 	if c.TTL.Settle < 0 {
 		bad("ttl.settle", "must be >= 0")
 	}
+	if c.PersistKeyEnv != "" && !envName.MatchString(c.PersistKeyEnv) {
+		bad("persist_key_env", "must be an environment variable name (letters, digits, _)")
+	}
 	if c.PersistMaxBytes < 0 {
 		bad("persist_max_bytes", "must be >= 0 (0: max_bytes)")
 	}
@@ -84,3 +88,6 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// envName is what cache.persist_key_env may name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

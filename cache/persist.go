@@ -3,6 +3,7 @@ package cache
 import (
 	"bufio"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -73,6 +74,9 @@ const (
 	DropBound = "bound"
 	// DropRejected: the tier did not keep it (ristretto's admission).
 	DropRejected = "rejected"
+	// DropInvalid: SnapshotOptions.Revalidate refused it: a body or status
+	// its request could not have had from the upstream.
+	DropInvalid = "invalid"
 )
 
 // SnapshotOptions are the limits of SaveSnapshot and LoadSnapshot.
@@ -93,6 +97,18 @@ type SnapshotOptions struct {
 	// restarted after a cluster purge what was purged. Only its SHA-256 is
 	// stored.
 	Origin string
+	// Revalidate judges each entry of a sound file on load, with the
+	// request its key parses to: it returns until when the entry is fresh
+	// by today's rules, from its fetch time, or an error for a body or
+	// status the upstream could not have sent for that request (the entry
+	// is dropped: DropInvalid). The FreshUntil stored in the file is never
+	// used: checksums catch accidents, not edits. Nil makes every loaded
+	// entry stale from its fetch time (served only as stale, if at all).
+	Revalidate func(e *Entry, q api.Request) (freshUntil time.Time, err error)
+	// Key, when not empty, authenticates the file: a save appends an
+	// HMAC-SHA256 of everything before it, and a load refuses a file whose
+	// HMAC is missing or does not match, before reading any entry.
+	Key []byte
 	// ParseKey checks each loaded entry's key as api.ParseKey does (the
 	// gateway passes its configured routes' api.Routes.ParseKey); nil
 	// means api.ParseKey.
@@ -156,11 +172,20 @@ func writeSnapshot(path string, entries []*Entry, opts SnapshotOptions) (stats S
 		return stats, fmt.Errorf("cache: snapshot: %w", err)
 	}
 
-	w := bufio.NewWriterSize(f, 256<<10)
+	var out io.Writer = f
+	var mac hash.Hash
+	if len(opts.Key) > 0 {
+		mac = hmac.New(sha256.New, opts.Key)
+		out = io.MultiWriter(f, mac)
+	}
+	w := bufio.NewWriterSize(out, 256<<10)
 	header := appendHeader(nil, opts.Now, opts.Origin)
 	size := int64(len(header))
 	_, _ = w.Write(header)
-	const trailerMax = 1 + binary.MaxVarintLen64 + crcLen
+	trailerMax := int64(1 + binary.MaxVarintLen64 + crcLen)
+	if mac != nil {
+		trailerMax += sha256.Size
+	}
 	var rec []byte
 	for _, e := range entries {
 		if !opts.Now.Before(e.FreshUntil.Add(opts.MaxStale)) {
@@ -187,6 +212,12 @@ func writeSnapshot(path string, entries []*Entry, opts SnapshotOptions) (stats S
 	// bufio.Writer keeps its first error and returns it from Flush.
 	if err = w.Flush(); err != nil {
 		return stats, fmt.Errorf("cache: snapshot: %w", err)
+	}
+	if mac != nil {
+		if _, err = f.Write(mac.Sum(nil)); err != nil {
+			return stats, fmt.Errorf("cache: snapshot: %w", err)
+		}
+		size += sha256.Size
 	}
 	if err = f.Sync(); err != nil {
 		return stats, fmt.Errorf("cache: snapshot: %w", err)
@@ -250,7 +281,16 @@ func (l *Local) LoadSnapshot(path string, opts SnapshotOptions) (SnapshotStats, 
 		return stats, fmt.Errorf("%w: %s is not a regular file", ErrInvalidSnapshot, path)
 	}
 	stats.Bytes = fi.Size()
-	entries, dropped, err := readSnapshot(bufio.NewReaderSize(f, 256<<10), fi.Size(), opts)
+	var body io.Reader = f
+	size := fi.Size()
+	if len(opts.Key) > 0 {
+		if err := checkMAC(f, size, opts.Key); err != nil {
+			return stats, fmt.Errorf("%w: %s: %v", ErrInvalidSnapshot, path, err)
+		}
+		size -= sha256.Size
+		body = io.LimitReader(f, size)
+	}
+	entries, dropped, err := readSnapshot(bufio.NewReaderSize(body, 256<<10), size, opts)
 	if err != nil {
 		return stats, err
 	}
@@ -370,7 +410,8 @@ func readSnapshot(br *bufio.Reader, size int64, opts SnapshotOptions) ([]*Entry,
 	}
 }
 
-// admissible returns why e may not be loaded, or "" if it may.
+// admissible returns why e may not be loaded, or "" if it may. It sets
+// e.FreshUntil anew (see SnapshotOptions.Revalidate): e is not shared yet.
 func admissible(e *Entry, opts SnapshotOptions) string {
 	parse := opts.ParseKey
 	if parse == nil {
@@ -384,10 +425,41 @@ func admissible(e *Entry, opts SnapshotOptions) string {
 		return DropStatus
 	case e.Fetched.IsZero() || e.Fetched.After(opts.Now):
 		return DropFetched
-	case !opts.Now.Before(e.FreshUntil.Add(opts.MaxStale)):
+	}
+	e.FreshUntil = e.Fetched
+	if opts.Revalidate != nil {
+		fresh, err := opts.Revalidate(e, q)
+		if err != nil {
+			return DropInvalid
+		}
+		e.FreshUntil = fresh
+	}
+	if !opts.Now.Before(e.FreshUntil.Add(opts.MaxStale)) {
 		return DropExpired
 	}
 	return ""
+}
+
+// checkMAC reads the whole file f of size bytes and checks that its last
+// sha256.Size bytes are the HMAC-SHA256 under key of those before them; it
+// leaves f at its start for the parse.
+func checkMAC(f *os.File, size int64, key []byte) error {
+	if size < sha256.Size {
+		return errors.New("not authenticated (no HMAC)")
+	}
+	mac := hmac.New(sha256.New, key)
+	if _, err := io.Copy(mac, io.LimitReader(f, size-sha256.Size)); err != nil {
+		return err
+	}
+	var got [sha256.Size]byte
+	if _, err := io.ReadFull(f, got[:]); err != nil {
+		return err
+	}
+	if !hmac.Equal(got[:], mac.Sum(nil)) {
+		return errors.New("HMAC mismatch: not written with this key, or edited")
+	}
+	_, err := f.Seek(0, io.SeekStart)
+	return err
 }
 
 func uvarintLen(n uint64) int {

@@ -11,14 +11,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"trendgate/api"
 )
 
 // testOrigin is the upstream the test snapshots are written for.
 const testOrigin = "https://lunarcrush.com"
 
-// snapOpts are the limits the tests save and load with, at now.
+// snapOpts are the limits the tests save and load with, at now. Their
+// Revalidate is "today's config": the lifetimes sampleEntries were built
+// with, by key (0 for any other key: stale at once).
 func snapOpts(now time.Time) SnapshotOptions {
-	return SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 24 * time.Hour, Now: now, Origin: testOrigin}
+	return SnapshotOptions{MaxBytes: 1 << 20, MaxStale: 24 * time.Hour, Now: now, Origin: testOrigin,
+		Revalidate: lifetimesOf(sampleEntries())}
+}
+
+// lifetimesOf returns a Revalidate that gives each key the freshness
+// lifetime its entry in es had, counted from the loaded entry's fetch time.
+func lifetimesOf(es []*Entry) func(*Entry, api.Request) (time.Time, error) {
+	ttl := make(map[string]time.Duration, len(es))
+	for _, e := range es {
+		ttl[e.Key] = e.FreshUntil.Sub(e.Fetched)
+	}
+	return func(e *Entry, _ api.Request) (time.Time, error) { return e.Fetched.Add(ttl[e.Key]), nil }
 }
 
 func newTestLocal(t *testing.T) *Local {

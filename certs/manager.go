@@ -107,7 +107,7 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	var rdb redis.UniversalClient
 	if cfg.ClusterMode() {
 		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
-		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, 0, redisconn.Tuning{Timeout: timeout})
+		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, redisconn.Tuning{Timeout: timeout})
 		if err != nil {
 			return nil, fmt.Errorf("certs: redis.url: %w", err)
 		}

@@ -422,23 +422,24 @@ keys:
 	}
 }
 
-func TestCacheTierURL(t *testing.T) {
+func TestCacheTier(t *testing.T) {
 	tests := []struct {
-		name string
-		r    Redis
-		want string
+		name      string
+		r         Redis
+		url, mode string
 	}{
-		{"no redis", Redis{}, ""},
-		{"explicit", Redis{URL: "redis://h:6379/0", CacheURL: "redis://c:6379/5"}, "redis://c:6379/5"},
-		{"db plus one", Redis{URL: "redis://h:6379/2"}, "redis://h:6379/3"},
-		{"no db", Redis{URL: "rediss://u:p@h:6380"}, "rediss://u:p@h:6380/1"},
-		{"cluster by addr: the same cluster", Redis{URL: "redis://a:7000?addr=b:7000"}, "redis://a:7000?addr=b:7000"},
-		{"cluster by mode: the same cluster", Redis{URL: "redis://a:7000", Mode: "cluster"}, "redis://a:7000"},
+		{"no redis", Redis{}, "", ""},
+		{"explicit", Redis{URL: "redis://h:6379/0", CacheURL: "redis://c:6379/5"}, "redis://c:6379/5", "single"},
+		{"explicit beside a cluster", Redis{URL: "redis://a:7000", Mode: "cluster", CacheURL: "redis://c:7000"}, "redis://c:7000", "cluster"},
+		{"db plus one", Redis{URL: "redis://h:6379/2"}, "redis://h:6379/3", ""},
+		{"no db", Redis{URL: "rediss://u:p@h:6380"}, "rediss://u:p@h:6380/1", ""},
+		{"cluster by addr: the same cluster", Redis{URL: "redis://a:7000?addr=b:7000"}, "redis://a:7000?addr=b:7000", ""},
+		{"cluster by mode: the same cluster", Redis{URL: "redis://a:7000", Mode: "cluster"}, "redis://a:7000", "cluster"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.r.CacheTierURL(); got != tc.want {
-				t.Errorf("CacheTierURL() = %q; want %q", got, tc.want)
+			if url, mode := tc.r.CacheTier(); url != tc.url || mode != tc.mode {
+				t.Errorf("CacheTier() = %q, %q; want %q, %q", url, mode, tc.url, tc.mode)
 			}
 		})
 	}

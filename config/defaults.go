@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
+	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
@@ -79,6 +80,7 @@ func Default() *Config {
 		Cache:    cache.DefaultConfig(),
 		Limits:   limits.DefaultConfig(),
 		Tracing:  tracing.DefaultConfig(),
+		State:    state.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,

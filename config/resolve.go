@@ -1,7 +1,7 @@
 package config
 
 import (
-	"net/url"
+	neturl "net/url"
 	"strconv"
 
 	"trendgate/api"
@@ -159,25 +159,36 @@ func (c *Config) ClusterMode() bool { return c.Redis.URL != "" }
 // Cluster reports whether URL names a Redis Cluster (see Mode).
 func (r Redis) Cluster() bool { return r.URL != "" && redisconn.IsCluster(r.URL, r.Mode) }
 
-// CacheTierURL returns the Redis URL for the shared cache tier: CacheURL
-// when set, otherwise URL with its database number plus one, so that cache
-// eviction never touches counters (on a Redis Cluster, URL itself: the
-// cache keys have their own prefix there). It returns "" when URL is
-// empty, and URL itself when it cannot be parsed (Validate reports that).
-func (r Redis) CacheTierURL() string {
-	if r.CacheURL != "" || r.URL == "" {
-		return r.CacheURL
+// CacheTier returns the Redis URL and mode for the shared cache tier:
+// CacheURL when set (a cluster when URL is one), otherwise URL with its
+// database number plus one, so that cache eviction never touches counters
+// (on a Redis Cluster, URL itself: the cache keys have their own prefix
+// there). It returns "" when URL is empty, and URL itself when it cannot be
+// parsed (Validate reports that). This is the one place that decides it.
+func (r Redis) CacheTier() (url, mode string) {
+	switch {
+	case r.URL == "":
+		return r.CacheURL, r.Mode
+	case r.CacheURL != "" && r.Cluster():
+		return r.CacheURL, redisconn.ModeCluster
+	case r.CacheURL != "":
+		return r.CacheURL, redisconn.ModeSingle
+	case r.Cluster():
+		return r.URL, r.Mode
 	}
-	if r.Cluster() {
-		return r.URL
-	}
-	u, err := url.Parse(r.URL)
+	return plusOneDB(r.URL), r.Mode
+}
+
+// plusOneDB returns the single-instance Redis URL raw with its database
+// number plus one (raw itself when it cannot be parsed).
+func plusOneDB(raw string) string {
+	u, err := neturl.Parse(raw)
 	if err != nil {
-		return r.URL
+		return raw
 	}
 	db, err := redisconn.DB(u)
 	if err != nil {
-		return r.URL
+		return raw
 	}
 	u.Path = "/" + strconv.Itoa(db+1)
 	u.RawPath = ""
@@ -215,3 +226,14 @@ func (s Server) FastHTTP2Enabled() bool { return s.FastHTTP2 == nil || *s.FastHT
 // AccessEnabled reports whether the per-request access log is on: Access
 // is unset (nil) or true.
 func (l Log) AccessEnabled() bool { return l.Access == nil || *l.Access }
+
+// QuotasConfigured reports whether any configured key has a daily or
+// monthly quota.
+func (c *Config) QuotasConfigured() bool {
+	for _, rk := range c.ResolvedKeys() {
+		if rk.Policy.Daily > 0 || rk.Policy.Monthly > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
+	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )
@@ -23,6 +24,7 @@ type Config struct {
 	Cache    cache.Config    `yaml:"cache"`
 	Limits   limits.Config   `yaml:"limits"`
 	Redis    Redis           `yaml:"redis"`
+	State    state.Config    `yaml:"state"`
 	Tracing  tracing.Config  `yaml:"tracing"`
 	// Plans maps a plan name to its definition. Default holds the built-in
 	// plans "full" and "limited"; a plan of the same name in a file replaces

@@ -19,6 +19,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/state"
 )
 
 // Limits on server.max_header_bytes.
@@ -76,6 +77,7 @@ func (c *Config) Validate() error {
 	p.addSection("cache.", c.Cache.Validate())
 	p.addSection("limits.", c.Limits.Validate())
 	p.addSection("tracing.", c.Tracing.Validate())
+	p.addSection("state.", c.State.Validate())
 	if len(p) == 0 {
 		return nil
 	}
@@ -602,6 +604,15 @@ func (c *Config) Warnings() []string {
 		if err := cache.CheckPersistPath(p); err != nil {
 			w = append(w, "cache.persist_path: "+err.Error()+"; the local cache will not survive a restart")
 		}
+	}
+	if p := c.State.Path; p != "" {
+		if err := state.CheckPath(p); err != nil {
+			w = append(w, "state.path: "+err.Error()+"; the gateway will not start until the state file can be written")
+		}
+	} else if !c.ClusterMode() && c.QuotasConfigured() {
+		w = append(w, "state.path: empty while quotas are configured without Redis; "+
+			"every restart (a deploy, a crash, an OOM kill) resets every daily and monthly quota to zero "+
+			"and forgets the 24-hour usage (see docs/restarts.md)")
 	}
 	w = append(w, c.routeWarnings()...)
 	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {

@@ -25,16 +25,17 @@ func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler(nil) }
 // off, nothing to wait for).
 func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	return admin.New(admin.Options{
-		Token:     func() string { return g.Config().Admin.Token },
-		Ready:     func() (bool, string) { return g.ready(sec) },
-		Metrics:   promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
-		Purger:    g,
-		NewID:     proxy.NewRequestID,
-		Usage:     g,
-		Dashboard: g,
-		Clock:     g.clk,
-		Pprof:     func() bool { return g.Config().Admin.Pprof },
-		Routes:    func() *api.Routes { return g.chain.Settings().Routes() },
+		Token:        func() string { return g.Config().Admin.Token },
+		Ready:        func() (bool, string) { return g.ready(sec) },
+		ReadyDetails: g.readyDetails,
+		Metrics:      promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
+		Purger:       g,
+		NewID:        proxy.NewRequestID,
+		Usage:        g,
+		Dashboard:    g,
+		Clock:        g.clk,
+		Pprof:        func() bool { return g.Config().Admin.Pprof },
+		Routes:       func() *api.Routes { return g.chain.Settings().Routes() },
 	})
 }
 

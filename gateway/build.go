@@ -35,7 +35,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 	if err != nil {
 		return deps, err
 	}
-	deps.Limiter, deps.Usage, g.usage = local, local, local
+	deps.Limiter, deps.Usage, g.usage, g.localLimits = local, local, local, local
 	deps.AuthFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
 
 	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)
@@ -69,6 +69,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 			return deps, err
 		}
 		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
+		g.checkRedisPersistence(cfg, cl.counters)
 		deps.Limiter, deps.Usage, g.usage = cl.limiter, cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
@@ -136,18 +137,12 @@ func (g *Gateway) buildCluster(cfg *config.Config, local *limits.Local, localTie
 	// One client per role, a *redis.Client or, on a Redis Cluster, a
 	// *redis.ClusterClient (the limiter then hash-tags its keys).
 	tune := redisconn.Tuning{Timeout: rc.Timeout, NoRetries: true}
-	counters, err := redisconn.New(rc.URL, rc.Mode, 0, tune)
+	counters, err := redisconn.New(rc.URL, rc.Mode, tune)
 	if err != nil {
 		return nil, fmt.Errorf("redis.url: %w", err)
 	}
-	cacheMode, cacheURL, dbOffset := redisconn.ModeSingle, rc.CacheURL, 0
-	if rc.Cluster() {
-		cacheMode = redisconn.ModeCluster
-	}
-	if cacheURL == "" {
-		cacheURL, cacheMode, dbOffset = rc.URL, rc.Mode, 1 // a cluster ignores the offset
-	}
-	cacheClient, err := redisconn.New(cacheURL, cacheMode, dbOffset, tune)
+	cacheURL, cacheMode := rc.CacheTier()
+	cacheClient, err := redisconn.New(cacheURL, cacheMode, tune)
 	if err != nil {
 		_ = counters.Close()
 		return nil, fmt.Errorf("redis.cache_url: %w", err)

@@ -4,7 +4,8 @@
 // mode), opens the listeners and runs the public server with its HTTP/1.1
 // and HTTP/2 lanes, the plain-HTTP listener and the admin listener, wires
 // TLS certificates, reloads the configuration, loads and saves the cache
-// snapshot, serves the operator's console (per-key usage, dashboard
+// snapshot and the state file (quota counters and usage kept across
+// restarts: state.go), serves the operator's console (per-key usage, dashboard
 // summary, quota gauges) and drains on shutdown.
 //
 // Serve is a start and a drain (server.go); everything a request meets

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"trendgate/internal/clock"
 	"trendgate/limits"
 	"trendgate/proxy"
+	"trendgate/state"
 	"trendgate/tracing"
 )
 
@@ -74,8 +77,20 @@ type Gateway struct {
 	// persist_path and persist_max_bytes a reload does not change.
 	local   *cache.Local
 	persist cache.Config
-	// persistOrigin ties the snapshot to upstream.base_url (at start).
+	// persistOrigin ties the snapshot to upstream.base_url (at start);
+	// persistKey authenticates it (cache.persist_key_env; nil: off).
 	persistOrigin string
+	persistKey    []byte
+	// state keeps quota counters and usage across restarts; nil with
+	// state.path empty (see state.go). localLimits is the in-memory
+	// limiter whose counters it keeps: the limiter itself, or in cluster
+	// mode Redis's fallback (not kept). redisKeeps is what the counters'
+	// Redis keeps on disk, read once at start in cluster mode.
+	localLimits *limits.Local
+	state       *state.Store
+	stateUnlock func() error // the state file's lock (see state.Lock)
+	stateOnce   sync.Once    // lets go of it once
+	redisKeeps  string
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
@@ -127,7 +142,15 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
 	g.chain = proxy.New(set, deps)
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
+	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	g.loadSnapshot(cfg.Cache)
+	if err := g.openState(cfg, g.localLimits); err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
 	g.reg.MustRegister(newQuotaCollector(g))
 	return g, nil
 }
@@ -199,6 +222,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.chain.Se
 // Close stops background work (cache refreshes) and releases cluster
 // resources. It does not stop servers; see Run.
 func (g *Gateway) Close() error {
+	g.closeState()
 	var errs []error
 	if g.cache != nil {
 		if err := g.cache.Close(context.Background()); err != nil {

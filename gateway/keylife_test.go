@@ -61,7 +61,7 @@ func TestLastUsedClusterWide(t *testing.T) {
 		t.Fatalf("request on node 0: %d %s", r.Status, r.Code)
 	}
 	used := c.Clock.Now().Truncate(time.Second)
-	lastUsed := func(node int) *time.Time {
+	usage := func(node int) admin.KeyUsage {
 		resp, body := c.Nodes[node].AdminDo(http.MethodGet, "/keys/team-full", "")
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /keys/team-full on node %d: %d %s", node, resp.StatusCode, body)
@@ -70,10 +70,16 @@ func TestLastUsedClusterWide(t *testing.T) {
 		if err := json.Unmarshal(body, &k); err != nil {
 			t.Fatal(err)
 		}
-		return k.LastUsed
+		return k
 	}
+	lastUsed := func(node int) *time.Time { return usage(node).LastUsed }
 	if got := lastUsed(1); got != nil {
 		t.Fatalf("node 1 before any sync: last_used %v; want null", got)
+	}
+	// Node 0 counts the request once its response is written: wait for
+	// that before asking it to share.
+	if !gatewaytest.PollUntil(func() bool { return usage(0).LastSeen != nil }) {
+		t.Fatal("node 0 never counted the request")
 	}
 	if err := c.Nodes[0].Gateway.SyncLastUsed(context.Background()); err != nil {
 		t.Fatal(err)

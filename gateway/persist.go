@@ -2,13 +2,19 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/upstream"
 )
 
 // loadSnapshot fills the local cache tier from cache.persist_path (off when
@@ -30,11 +36,13 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 		return
 	}
 	stats, err := g.local.LoadSnapshot(path, cache.SnapshotOptions{
-		MaxBytes: cc.PersistBound(),
-		MaxStale: cc.MaxStale,
-		Now:      g.clk.Now(),
-		Origin:   origin,
-		ParseKey: g.chain.Settings().Routes().ParseKey,
+		MaxBytes:   cc.PersistBound(),
+		MaxStale:   cc.MaxStale,
+		Now:        g.clk.Now(),
+		Origin:     origin,
+		Revalidate: g.revalidate,
+		Key:        g.persistKey,
+		ParseKey:   g.chain.Settings().Routes().ParseKey,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -67,6 +75,7 @@ func (g *Gateway) saveSnapshot() {
 		MaxStale: g.Config().Cache.MaxStale,
 		Now:      g.clk.Now(),
 		Origin:   origin,
+		Key:      g.persistKey,
 	})
 	if err != nil {
 		log.Error("cache snapshot not written; the next start will be cold", zap.String("path", path), zap.Error(err))
@@ -91,4 +100,53 @@ func (g *Gateway) snapshotOrigin() (origin string, ok bool) {
 		return g.persistOrigin + "|purge generation unknown", false
 	}
 	return g.persistOrigin + "|purge generation " + strconv.FormatInt(gen, 10), true
+}
+
+// revalidate is the snapshot's judge of each entry (cache.SnapshotOptions.
+// Revalidate): the file's checksums catch accidents, not edits, so nothing
+// it says about an entry is taken on trust. A 200 body must pass the
+// upstream validation again and, where the body echoes its request
+// (config.topic, config.bucket), match the entry's key; a 404 carries no
+// body. Freshness is today's configuration applied to the entry's fetch
+// time, whatever the file stored.
+func (g *Gateway) revalidate(e *cache.Entry, q api.Request) (time.Time, error) {
+	negative := e.Status == http.StatusNotFound
+	switch e.Status {
+	case http.StatusNotFound:
+		if len(e.Body) != 0 {
+			return time.Time{}, errors.New("a 404 entry with a body")
+		}
+	default:
+		chk, err := upstream.CheckBody(q.Endpoint, e.Body)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if chk.Topic != "" && !strings.EqualFold(chk.Topic, q.Topic) {
+			return time.Time{}, fmt.Errorf("body answers topic %q, key is for %q", chk.Topic, q.Topic)
+		}
+		if chk.Bucket != "" && q.Endpoint == api.EndpointSeries && chk.Bucket != q.Bucket {
+			return time.Time{}, fmt.Errorf("body has bucket %q, key is for %q", chk.Bucket, q.Bucket)
+		}
+		if chk.Generated != 0 && e.Generated != 0 && chk.Generated != e.Generated {
+			return time.Time{}, errors.New("generated time differs from the body's")
+		}
+		negative = chk.Empty
+	}
+	return g.chain.Settings().FreshUntil(q, negative, e.Fetched), nil
+}
+
+// minPersistKey is the shortest key cache.persist_key_env may hold.
+const minPersistKey = 32
+
+// persistKeyFrom reads the snapshot's HMAC key from the environment
+// variable cache.persist_key_env names (nil when it names none).
+func persistKeyFrom(cc cache.Config, getenv func(string) string) ([]byte, error) {
+	if cc.PersistKeyEnv == "" {
+		return nil, nil
+	}
+	k := getenv(cc.PersistKeyEnv)
+	if len(k) < minPersistKey {
+		return nil, fmt.Errorf("cache.persist_key_env: $%s is unset or shorter than %d bytes", cc.PersistKeyEnv, minPersistKey)
+	}
+	return []byte(k), nil
 }

@@ -264,6 +264,7 @@ func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
 	}
 	fcancel()
 	g.saveSnapshot()
+	g.closeState()
 	if err := run.sec.Close(); err != nil {
 		errs = append(errs, err)
 	}

@@ -22,8 +22,9 @@ const (
 
 // Sentinel errors callers may branch on.
 var (
-	// ErrInvalidKey is returned when Admit is called with an empty key id.
-	ErrInvalidKey = errors.New("limits: empty key id")
+	// ErrNoSubject is returned when Admit is called with an empty key id
+	// (a zero Subject).
+	ErrNoSubject = errors.New("limits: empty key id")
 	// ErrInvalidCost is returned when Admit is called with a cost below 1.
 	ErrInvalidCost = errors.New("limits: cost must be >= 1")
 )
@@ -43,7 +44,7 @@ type Limiter interface {
 // bucket is Key's, the quota counters are Account's (shared by all the
 // account's keys). Both are opaque strings to the limiters; an empty
 // Account means the key is an account of its own, named by Key. The zero
-// value is refused (ErrInvalidKey).
+// value is refused (ErrNoSubject).
 type Subject struct {
 	Key     string
 	Account string
@@ -311,7 +312,7 @@ func neverFits(p Policy) time.Duration {
 
 func checkArgs(s Subject, cost int) error {
 	if s.Key == "" {
-		return ErrInvalidKey
+		return ErrNoSubject
 	}
 	if cost < 1 {
 		return ErrInvalidCost

@@ -40,6 +40,14 @@ type Local struct {
 	lru       *list.List              // of *keyState holding a bucket; front = most recently used
 	lastSweep time.Time
 	win       window // the windows of the latest Admit, recomputed when the day changes
+
+	// keeper makes quota counters durable (see SetKeeper); nil keeps them
+	// in memory only. Set before the first Admit, then only read.
+	keeper Keeper
+	// spentDay and spentMonth are the windows (YYYYMMDD, YYYYMM) in which a
+	// subject with no counters is presumed to have spent its quota (see
+	// PresumeSpent); 0 for none. Guarded by mu.
+	spentDay, spentMonth int
 }
 
 // keyState is one key's token bucket. Guarded by Local.mu.
@@ -57,16 +65,28 @@ type keyState struct {
 type quotaCounts struct {
 	day, month         int   // window ids the counters belong to
 	dayUsed, monthUsed int64 // quota units reserved in those windows
+
+	// With a Keeper (see durable.go): dayCeil and monthCeil are the units
+	// the keeper has stored for these windows, which reservations may not
+	// pass; need is the largest cost a request waits to reserve; recent the
+	// units reserved since the latest checkpoint; daily and monthly the
+	// quotas of the latest policy, which no ceiling passes.
+	dayCeil, monthCeil int64
+	need, recent       int64
+	daily, monthly     int64
 }
 
-// roll starts the counters over when w is a newer window.
-func (q *quotaCounts) roll(w window) {
-	if q.day != w.day {
-		q.day, q.dayUsed = w.day, 0
+// usedIn returns the units q holds in the windows w (0 for a window q
+// has not entered yet).
+func (q *quotaCounts) usedIn(w window) int64 {
+	var n int64
+	if q.day == w.day {
+		n += q.dayUsed
 	}
-	if q.month != w.month {
-		q.month, q.monthUsed = w.month, 0
+	if q.month == w.month {
+		n += q.monthUsed
 	}
+	return n
 }
 
 // NewLocal returns an in-memory limiter. cfg must be valid; a nil clk is
@@ -101,8 +121,10 @@ func (l *Local) Admit(ctx context.Context, s Subject, p Policy, cost int) (Decis
 	if err := p.Validate(); err != nil {
 		return Decision{}, fmt.Errorf("limits: invalid policy: %w", err)
 	}
-	now := l.clk.Now()
-	d := l.admit(s, p, cost, now)
+	d, err := l.admitKept(ctx, s, p, cost)
+	if err != nil {
+		return Decision{}, err
+	}
 	l.m.decision(d)
 	if d.Allowed {
 		l.m.reserved(s, d)
@@ -110,15 +132,19 @@ func (l *Local) Admit(ctx context.Context, s Subject, p Policy, cost int) (Decis
 	return d, nil
 }
 
-func (l *Local) admit(s Subject, p Policy, cost int, now time.Time) Decision {
+// admit decides one request at now. With a keeper and !force, a request
+// that passes every limit but would reserve past its account's stored
+// ceiling reserves nothing and reports short: the caller waits for the
+// keeper to store a higher one and asks again.
+func (l *Local) admit(s Subject, p Policy, cost int, now time.Time, force bool) (d Decision, short bool) {
 	if p.PerSecond > 0 {
 		p.Burst = effectiveBurst(p)
 	}
-	d := Decision{Policy: p}
+	d = Decision{Policy: p}
 	if p.PerSecond == 0 && p.Daily == 0 && p.Monthly == 0 {
 		d.Allowed = true // nothing to enforce: create no state
 		d.fillQuota(p, windowAt(now), now, 0, 0)
-		return d
+		return d, false
 	}
 
 	l.mu.Lock()
@@ -130,7 +156,7 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time) Decision {
 	q := &none
 	if p.Daily > 0 || p.Monthly > 0 {
 		q = l.quotasLocked(s.account())
-		q.roll(w)
+		l.enterWindowsLocked(q, w, p)
 	}
 
 	// Rate: look, do not take yet.
@@ -156,8 +182,13 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time) Decision {
 		}
 	}
 
+	if reason == "" && l.keeper != nil && !force && q.pastCeiling(p, cost) {
+		q.need = max(q.need, int64(cost))
+		return d, true
+	}
 	if reason == "" {
 		d.Allowed = true
+		q.recent += int64(cost)
 		if p.PerSecond > 0 {
 			st.bucket.AllowN(now, cost) // cannot fail: checked above under l.mu
 			tokens -= float64(cost)
@@ -178,7 +209,7 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time) Decision {
 		d.BurstReset = durationForTokens(float64(p.Burst)-tokens, p.PerSecond)
 	}
 	d.fillQuota(p, w, now, q.dayUsed, q.monthUsed)
-	return d
+	return d, false
 }
 
 // quotasLocked returns account's counters, creating them. l.mu must be
@@ -239,7 +270,7 @@ func (l *Local) dropBucketLocked(st *keyState) {
 // counter below zero.
 func (l *Local) Refund(ctx context.Context, s Subject, d Decision) error {
 	if s.Key == "" {
-		return ErrInvalidKey
+		return ErrNoSubject
 	}
 	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {
 		return nil
@@ -288,8 +319,7 @@ func (l *Local) sweepLocked(now time.Time) int {
 		}
 	}
 	for a, q := range l.quotas {
-		q.roll(w)
-		if q.dayUsed == 0 && q.monthUsed == 0 {
+		if q.usedIn(w) == 0 { // windows ended, or nothing reserved in them
 			delete(l.quotas, a)
 			n++
 		}

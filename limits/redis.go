@@ -311,7 +311,7 @@ func scalePolicy(p Policy, share float64) Policy {
 // Redis fails.
 func (r *Redis) Refund(ctx context.Context, s Subject, d Decision) error {
 	if s.Key == "" {
-		return ErrInvalidKey
+		return ErrNoSubject
 	}
 	account := s.account()
 	if !d.Allowed || (d.DayReserved == 0 && d.MonthReserved == 0) {

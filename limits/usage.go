@@ -80,6 +80,7 @@ func (l *Local) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 			p.Burst = effectiveBurst(p)
 		}
 		u := Usage{Policy: p, DayEnd: w.dayEnd, MonthEnd: w.monthEnd, Source: SourceLocal, BurstTokens: p.Burst}
+		u.DayUsed, u.MonthUsed = l.presumedLocked(w, p)
 		if q := l.quotas[kp.subject().account()]; q != nil {
 			if q.day == w.day {
 				u.DayUsed = q.dayUsed

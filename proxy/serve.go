@@ -238,15 +238,7 @@ func reasonPtr(r string) *string {
 // entryOf is the cache entry of resp, the upstream's answer to q received
 // at now, fresh by q's class.
 func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Settings) *cache.Entry {
-	class := cache.Class{
-		Endpoint: q.Endpoint,
-		Bucket:   q.Bucket,
-		End:      q.WindowEnd(),
-		Negative: resp.Status == http.StatusNotFound || resp.Empty,
-	}
-	if q.Route != nil {
-		class.Fresh = q.Route.Fresh
-	}
+	class := freshnessClass(q, resp.Status == http.StatusNotFound || resp.Empty)
 	return &cache.Entry{
 		Key:         q.Key(),
 		Topic:       q.Topic,
@@ -257,6 +249,16 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Setting
 		Fetched:     now,
 		FreshUntil:  set.ttl.FreshUntil(class, now),
 	}
+}
+
+// freshnessClass is what the freshness rules (cache.Config.FreshUntil)
+// need of q's answer; negative marks an unknown-topic answer.
+func freshnessClass(q api.Request, negative bool) cache.Class {
+	class := cache.Class{Endpoint: q.Endpoint, Bucket: q.Bucket, End: q.WindowEnd(), Negative: negative}
+	if q.Route != nil {
+		class.Fresh = q.Route.Fresh
+	}
+	return class
 }
 
 // cost is q's price in tokens and quota units: a configured route's own

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"trendgate/activity"
 	"trendgate/api"
@@ -109,3 +110,14 @@ func (set *Settings) Routes() *api.Routes { return set.routes }
 // KeyActivity returns the 24 h counters of the key with id, nil for a key
 // the snapshot does not have.
 func (set *Settings) KeyActivity(id string) *activity.Key { return set.usage[id] }
+
+// KeyActivities returns the 24 h counters of every key of the snapshot,
+// by key id (the state file stores and restores them). Read only.
+func (set *Settings) KeyActivities() map[string]*activity.Key { return set.usage }
+
+// FreshUntil is when an answer to q fetched at fetched stops being fresh
+// under the snapshot's cache lifetimes; negative marks an unknown-topic
+// answer.
+func (set *Settings) FreshUntil(q api.Request, negative bool, fetched time.Time) time.Time {
+	return set.ttl.FreshUntil(freshnessClass(q, negative), fetched)
+}

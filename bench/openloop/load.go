@@ -15,7 +15,6 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-	"golang.org/x/net/http2"
 )
 
 // protocol is how the load generator talks to a server.
@@ -49,7 +48,7 @@ var endpoints = map[string]string{
 // transport would put every stream on one connection).
 type roundRobin struct {
 	next atomic.Uint64
-	rts  []*http2.Transport
+	rts  []*http.Transport
 }
 
 func (r *roundRobin) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -69,10 +68,14 @@ func newClient(pr protocol, conns int, pool *x509.CertPool) *http.Client {
 	if pr == h2 {
 		rr := &roundRobin{}
 		for range conns {
-			rr.rts = append(rr.rts, &http2.Transport{
-				TLSClientConfig:    &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}},
+			t := &http.Transport{
+				TLSClientConfig:    &tls.Config{RootCAs: pool},
 				DisableCompression: true,
-			})
+				MaxConnsPerHost:    1,
+				Protocols:          new(http.Protocols),
+			}
+			t.Protocols.SetHTTP2(true) // HTTP/2 only: ALPN h2
+			rr.rts = append(rr.rts, t)
 		}
 		return &http.Client{Transport: rr, Timeout: timeout}
 	}

@@ -48,6 +48,8 @@ Usage:
                                              per-key quota, bucket and 24 h traffic from the
                                              admin listener (address and token from FILE's
                                              admin section; $TRENDGATE_ADMIN_TOKEN overrides)
+  trendgate state check|reset [-config] FILE check the state file of state.path, or move a
+                                             damaged one aside so the next start begins at zero
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
   trendgate healthcheck [-ready] [-config FILE|-url URL]
                                              exit 0 when the admin /healthz (liveness) or,
@@ -97,6 +99,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return runConfig(args[1:], stdout)
 	case "keys":
 		return runKeys(args[1:], stdin, stdout)
+	case "state":
+		return runState(args[1:], stdout)
 	case "demo-upstream":
 		return runDemoUpstream(args[1:], stdout, stderr)
 	case "healthcheck":

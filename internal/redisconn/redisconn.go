@@ -138,11 +138,9 @@ func DB(u *url.URL) (int, error) {
 	return n, nil
 }
 
-// New builds the client for raw. dbOffset is added to a single instance's
-// database number (the cache tier defaults to the counters' database + 1);
-// a cluster has only database 0 and ignores it. The caller closes the
-// client.
-func New(raw, mode string, dbOffset int, tune Tuning) (redis.UniversalClient, error) {
+// New builds the client for raw (config.Redis.CacheTier picks the cache
+// tier's). The caller closes the client.
+func New(raw, mode string, tune Tuning) (redis.UniversalClient, error) {
 	if err := Check(raw, mode); err != nil {
 		return nil, err
 	}
@@ -164,7 +162,6 @@ func New(raw, mode string, dbOffset int, tune Tuning) (redis.UniversalClient, er
 	if err != nil {
 		return nil, fmt.Errorf("redisconn: %w", err)
 	}
-	o.DB += dbOffset
 	if tune.Timeout > 0 {
 		o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 4*tune.Timeout, tune.Timeout, tune.Timeout
 	}

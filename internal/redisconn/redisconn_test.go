@@ -43,7 +43,7 @@ func TestCheckAndNew(t *testing.T) {
 			if got := IsCluster(tc.url, tc.mode); got != tc.cluster {
 				t.Errorf("IsCluster: got %v; want %v", got, tc.cluster)
 			}
-			c, err := New(tc.url, tc.mode, 1, Tuning{NoRetries: true})
+			c, err := New(tc.url, tc.mode, Tuning{NoRetries: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,8 +61,8 @@ func TestCheckAndNew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, want := cc.Options().DB, o.DB+1; got != want {
-					t.Errorf("New: DB %d; want %d (the URL's plus the offset)", got, want)
+				if got, want := cc.Options().DB, o.DB; got != want {
+					t.Errorf("New: DB %d; want %d (the URL's)", got, want)
 				}
 				if got := cc.Options().MaxRetries; got != 0 { // go-redis stores -1 (no retries) as 0
 					t.Errorf("New: MaxRetries %d; want 0 (NoRetries)", got)

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"trendgate/activity"
+	"trendgate/config"
+	"trendgate/limits"
+	"trendgate/state"
+)
+
+// openState loads state.path (off when empty) before the gateway serves:
+// the local limiter's quota counters (not in cluster mode, where Redis
+// keeps them) and each configured key's 24-hour usage and last use. It
+// then writes the file once, so a path that cannot be written stops the
+// start rather than a crash later, and starts the store, which the limiter
+// then waits on before reserving past what is stored (limits.Keeper).
+//
+// A damaged file (truncated, corrupted) is never used in part. With
+// state.on_damage refuse (the default) the start fails with a message
+// naming the command that moves the file aside; with spent the file is
+// moved aside (kept for inspection) and every subject starts the current
+// day and month with its quotas used up, so nothing unreadable is forgiven.
+func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error) {
+	sc := cfg.State
+	if sc.Path == "" {
+		return nil
+	}
+	unlock, err := state.Lock(sc.Path)
+	if err != nil {
+		return fmt.Errorf("state.path: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = unlock()
+		}
+	}()
+	log := g.log.Named("state")
+	m := state.NewMetrics(g.reg)
+	if cfg.ClusterMode() {
+		local = nil // the counters are Redis's; the local limiter is only its fallback
+	}
+	now := g.clk.Now()
+	snap, err := state.Load(sc.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		m.Loads.WithLabelValues("missing").Inc()
+		log.Info("no state file yet; quota counters and usage start from zero", zap.String("path", sc.Path))
+	case errors.Is(err, state.ErrDamaged):
+		m.Loads.WithLabelValues("damaged").Inc()
+		if sc.OnDamage != state.OnDamageSpent {
+			log.Error("state file damaged; refusing to start", zap.String("path", sc.Path), zap.Error(err))
+			return fmt.Errorf("%w; refusing to start rather than reset what customers used: "+
+				"run `trendgate state reset -config <file>` to move it aside and start from zero, "+
+				"or set state.on_damage: spent to start with today's and this month's quotas used up", err)
+		}
+		aside, rerr := state.Reset(sc.Path, now)
+		if rerr != nil {
+			return fmt.Errorf("%w; and it could not be moved aside: %w", err, rerr)
+		}
+		if local != nil {
+			local.PresumeSpent(now)
+		}
+		log.Error("state file damaged; starting with every quota of today and this month spent (state.on_damage: spent)",
+			zap.String("path", sc.Path), zap.String("moved_to", aside), zap.Error(err))
+	case err != nil:
+		return err
+	default:
+		m.Loads.WithLabelValues("ok").Inc()
+		restored := 0
+		if local != nil {
+			restored = local.Restore(snap.Counters, now)
+		}
+		usage := g.chain.Settings().KeyActivities()
+		for id, rec := range snap.Usage {
+			if k := usage[id]; k != nil {
+				k.Restore(rec, now)
+			}
+		}
+		log.Info("state loaded", zap.String("path", sc.Path), zap.Time("written", snap.Written),
+			zap.Int("quota_subjects", restored), zap.Int("keys_with_usage", len(snap.Usage)))
+	}
+
+	opts := state.Options{
+		Path:     sc.Path,
+		Interval: sc.FlushInterval,
+		Usage:    func() map[string]*activity.Key { return g.chain.Settings().KeyActivities() },
+		Clock:    g.clk,
+		Logger:   log,
+		Metrics:  m,
+	}
+	if local != nil {
+		opts.Counters = local
+	}
+	store := state.New(opts)
+	if err := store.Flush(); err != nil {
+		return fmt.Errorf("state.path: %w", err)
+	}
+	if local != nil {
+		local.SetKeeper(store)
+	}
+	store.Start()
+	g.state, g.stateUnlock = store, unlock
+	return nil
+}
+
+// closeState writes the exact state a last time and stops the store (a
+// clean stop loses nothing), then lets go of the file's lock, so a new
+// gateway may take it over. Serve calls it once the listeners have
+// drained; Close calls it too, and the second call does nothing.
+func (g *Gateway) closeState() {
+	if g.state == nil {
+		return
+	}
+	if err := g.state.Close(); err != nil {
+		g.log.Named("state").Error("last state write failed; the next start finds the previous flush", zap.Error(err))
+	}
+	g.stateOnce.Do(func() { _ = g.stateUnlock() })
+}
+
+// redisPersistenceTimeout bounds the CONFIG GET calls made at start.
+const redisPersistenceTimeout = 2 * time.Second
+
+// checkRedisPersistence asks the counters' Redis what it keeps on disk,
+// once at start, and says so in the log and in /readyz's details. Quotas
+// on a Redis that keeps nothing are reset by its restart: that is a
+// warning. A Redis that refuses CONFIG GET (managed services often do)
+// is reported as unknown.
+func (g *Gateway) checkRedisPersistence(cfg *config.Config, rdb redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), redisPersistenceTimeout)
+	defer cancel()
+	p := limits.ReadPersistence(ctx, rdb)
+	g.redisKeeps = p.Keeps()
+	log := g.log.Named("redis")
+	switch {
+	case p.KeepsNothing() && cfg.QuotasConfigured():
+		log.Warn("quotas are kept in a Redis that keeps nothing on disk (appendonly no, save \"\"): "+
+			"a restart of that Redis resets every daily and monthly quota to zero; "+
+			"turn on appendonly (see docs/restarts.md)", zap.String("redis_persistence", g.redisKeeps))
+	case !p.Known:
+		log.Info("redis persistence unknown: quotas survive a Redis restart only if it keeps them on disk",
+			zap.String("redis_persistence", g.redisKeeps))
+	default:
+		log.Info("redis persistence", zap.String("redis_persistence", g.redisKeeps))
+	}
+}
+
+// readyDetails says, in /readyz, where the quota counters live and so what
+// a restart does to them.
+func (g *Gateway) readyDetails() map[string]string {
+	d := map[string]string{}
+	switch {
+	case g.boot.ClusterMode():
+		d["quota_counters"] = "redis"
+		d["redis_persistence"] = g.redisKeeps
+	case g.state != nil:
+		d["quota_counters"] = "state file"
+	default:
+		d["quota_counters"] = "memory (a restart resets them)"
+	}
+	return d
+}

@@ -1,0 +1,224 @@
+package limits
+
+import (
+	"context"
+	"time"
+)
+
+// Durable quota counters. A single instance keeps its quota counters in
+// memory; a Keeper (package state) stores them on disk so that a restart
+// does not hand every account a fresh day and month. A clean stop stores
+// the exact counts. For a crash (kill -9, OOM) the Local reserves ahead:
+//
+//   - Checkpoint(true) hands the keeper each account's counters raised by a
+//     reservation: the units it may reserve before the next checkpoint.
+//   - Once the keeper has stored them, Commit makes those raised counts the
+//     accounts' ceilings, and Admit never reserves past a ceiling: a request
+//     that would waits for the keeper to store the next checkpoint (Sync),
+//     which reserves what it needs.
+//
+// So what is on disk is never below what was reserved: a crash can charge
+// an account units it did not use (its reservation, never past its quota)
+// but never forgets a unit it did. The reservation is twice what the
+// account reserved since the previous checkpoint, at most 1% of its smaller
+// quota (and at least 1), plus whatever a waiting request needs; an account
+// that reserved nothing since gets none, so its next request waits for one
+// checkpoint (one file write).
+
+// Counter is one account's quota counters, as a Keeper stores them. The
+// Subject is the account id the limiter counts quotas by (Subject.Account,
+// or Subject.Key for a key that is an account of its own).
+type Counter struct {
+	Subject   string
+	Day       int // UTC day, YYYYMMDD
+	DayUsed   int64
+	Month     int // UTC month, YYYYMM
+	MonthUsed int64
+}
+
+// A Keeper stores the counters of a Local (see SetKeeper).
+type Keeper interface {
+	// Sync returns once a checkpoint taken after the call has been stored
+	// and committed, or with the error that kept it from being stored.
+	Sync(ctx context.Context) error
+}
+
+// reserveFraction is the largest reservation ahead, as a fraction of the
+// smaller quota: a crash charges at most 1% of a quota not used.
+const reserveFraction = 100
+
+// SetKeeper makes the quota counters durable through k, as described
+// above. Call it before the first Admit; nil (the default) keeps counters
+// in memory only.
+func (l *Local) SetKeeper(k Keeper) { l.keeper = k }
+
+// admitKept is admit, waiting for the keeper whenever a reservation would
+// pass its account's stored ceiling. When the keeper fails to store a
+// checkpoint, the request is admitted past the ceiling (the failure is the
+// keeper's to report): refusing every customer because a disk is full
+// would turn a durability problem into an outage.
+func (l *Local) admitKept(ctx context.Context, s Subject, p Policy, cost int) (Decision, error) {
+	force := false
+	for {
+		d, short := l.admit(s, p, cost, l.clk.Now(), force)
+		if !short {
+			return d, nil
+		}
+		if err := l.keeper.Sync(ctx); err != nil {
+			if ctx.Err() != nil {
+				return Decision{}, ctx.Err()
+			}
+			force = true
+		}
+	}
+}
+
+// pastCeiling reports whether reserving cost more units on q under p
+// would pass a stored ceiling. Local.mu must be held.
+func (q *quotaCounts) pastCeiling(p Policy, cost int) bool {
+	c := int64(cost)
+	return (p.Daily > 0 && q.dayUsed+c > q.dayCeil) || (p.Monthly > 0 && q.monthUsed+c > q.monthCeil)
+}
+
+// enterWindowsLocked moves q's counters into the windows w, starting a
+// window's count at zero, or at the whole quota in a window presumed
+// spent. It also notes p's quotas, which ceilings may not pass. l.mu must
+// be held.
+func (l *Local) enterWindowsLocked(q *quotaCounts, w window, p Policy) {
+	q.daily, q.monthly = p.Daily, p.Monthly
+	if q.day != w.day {
+		q.day, q.dayUsed, q.dayCeil = w.day, 0, 0
+		if w.day == l.spentDay {
+			q.dayUsed, q.dayCeil = p.Daily, p.Daily
+		}
+	}
+	if q.month != w.month {
+		q.month, q.monthUsed, q.monthCeil = w.month, 0, 0
+		if w.month == l.spentMonth {
+			q.monthUsed, q.monthCeil = p.Monthly, p.Monthly
+		}
+	}
+}
+
+// Checkpoint returns the counters of every account with units reserved in
+// the windows containing now. With reserve, each is raised by the
+// account's reservation ahead (see the top of this file), and the pending
+// needs are cleared; without, the counts are exact, for the last
+// checkpoint of a clean stop, after which nothing is admitted. Call Commit
+// with the result once it is stored.
+func (l *Local) Checkpoint(now time.Time, reserve bool) []Counter {
+	w := windowAt(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Counter, 0, len(l.quotas))
+	for account, q := range l.quotas {
+		c := Counter{Subject: account, Day: w.day, Month: w.month}
+		if q.day == w.day {
+			c.DayUsed = q.dayUsed
+			if reserve {
+				c.DayUsed = max(ceiling(q.dayUsed, q.daily, q.recent, q.need), q.dayCeil)
+			}
+		}
+		if q.month == w.month {
+			c.MonthUsed = q.monthUsed
+			if reserve {
+				c.MonthUsed = max(ceiling(q.monthUsed, q.monthly, q.recent, q.need), q.monthCeil)
+			}
+		}
+		if reserve {
+			q.recent, q.need = 0, 0
+		}
+		if c.DayUsed == 0 && c.MonthUsed == 0 {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ceiling is an account's stored count for one window: used, raised by a
+// reservation of twice recent (at least 1, at most quota/reserveFraction)
+// plus need, never past quota; used alone when the window has no quota or
+// the account reserved and needs nothing. Checkpoint never stores less
+// than the ceiling already stored: units reserved under it since the
+// checkpoint was taken must stay covered.
+func ceiling(used, quota, recent, need int64) int64 {
+	if quota <= 0 || (recent == 0 && need == 0) {
+		return used
+	}
+	ahead := min(max(2*recent, 1), max(quota/reserveFraction, 1))
+	return max(min(used+need+ahead, quota), used)
+}
+
+// Commit makes stored counters the ceilings their accounts' reservations
+// may not pass. A counter of a window that has since ended is ignored; an
+// account missing from cs keeps no ceiling above its count, since what the
+// keeper stored for it is no longer there.
+func (l *Local) Commit(cs []Counter) {
+	stored := make(map[string]Counter, len(cs))
+	for _, c := range cs {
+		stored[c.Subject] = c
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for account, q := range l.quotas {
+		c := stored[account]
+		q.dayCeil, q.monthCeil = 0, 0
+		if c.Day == q.day {
+			q.dayCeil = c.DayUsed
+		}
+		if c.Month == q.month {
+			q.monthCeil = c.MonthUsed
+		}
+	}
+}
+
+// Restore loads stored counters before the limiter serves: each becomes
+// its account's count and ceiling in its windows, when those contain now;
+// counters of ended windows are dropped. It returns how many accounts it
+// restored.
+func (l *Local) Restore(cs []Counter, now time.Time) int {
+	w := windowAt(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range cs {
+		if c.Subject == "" || (c.Day != w.day && c.Month != w.month) {
+			continue
+		}
+		q := l.quotasLocked(c.Subject)
+		if c.Day == w.day {
+			q.day, q.dayUsed, q.dayCeil = c.Day, c.DayUsed, c.DayUsed
+		}
+		if c.Month == w.month {
+			q.month, q.monthUsed, q.monthCeil = c.Month, c.MonthUsed, c.MonthUsed
+		}
+		n++
+	}
+	return n
+}
+
+// PresumeSpent makes every account whose counters were not restored start
+// the day and month containing now with its whole quota used, so that
+// counters that could not be read charge rather than forgive: the gateway
+// calls it when its stored state is damaged and the operator chose to
+// start anyway. The next day and month start from zero as usual.
+func (l *Local) PresumeSpent(now time.Time) {
+	w := windowAt(now)
+	l.mu.Lock()
+	l.spentDay, l.spentMonth = w.day, w.month
+	l.mu.Unlock()
+}
+
+// presumedLocked returns the counts an account with no counters has in the windows
+// w under p: its whole quotas in windows presumed spent, else zero.
+// l.mu must be held.
+func (l *Local) presumedLocked(w window, p Policy) (day, month int64) {
+	if w.day == l.spentDay {
+		day = p.Daily
+	}
+	if w.month == l.spentMonth {
+		month = p.Monthly
+	}
+	return day, month
+}
