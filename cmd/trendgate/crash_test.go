@@ -144,7 +144,10 @@ keys:
 func buildTrendgate(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "trendgate")
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the binary: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, goBin, "build", "-o", bin, ".").CombinedOutput()
