@@ -20,7 +20,7 @@ func runClosed(ctx context.Context, o options, e *env, servers []*server) error 
 			return fmt.Errorf("-closed needs %s (Debian/Ubuntu: apt-get install -y wrk nghttp2-client)", tool)
 		}
 	}
-	fmt.Printf("%-9s %-6s %-5s %-9s %10s %8s %6s\n", "proto", "ep", "round", "server", "req/s", "cpu/req", "errors")
+	fmt.Printf("%-9s %-6s %-5s %-11s %10s %8s %6s\n", "proto", "ep", "round", "server", "req/s", "cpu/req", "errors")
 	for round := 1; round <= o.rounds; round++ {
 		for _, pr := range o.protos {
 			for _, ep := range o.endpoints {
@@ -66,7 +66,7 @@ func closedRun(ctx context.Context, o options, e *env, s *server, pr protocol, e
 	if n := rate * o.closedDuration.Seconds(); n > 0 {
 		perReq = time.Duration(float64(serverCPU) / n)
 	}
-	fmt.Printf("%-9s %-6s %-5d %-9s %10.0f %8s %6d\n", pr, ep, round, s.name, rate, us(perReq), errs)
+	fmt.Printf("%-9s %-6s %-5d %-11s %10.0f %8s %6d\n", pr, ep, round, s.name, rate, us(perReq), errs)
 	return nil
 }
 

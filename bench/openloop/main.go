@@ -57,6 +57,7 @@ func main() {
 
 type options struct {
 	bin, nginx     string
+	binB           string // a second trendgate build, measured as "trendgate-b"
 	nginxWorkers   int
 	servers        []string
 	protos         []protocol
@@ -81,6 +82,7 @@ func parseOptions() (options, error) {
 		servers, protos, endpointList, rate string
 	)
 	flag.StringVar(&o.bin, "bin", "", "trendgate binary (default: build ./cmd/trendgate into a temporary directory)")
+	flag.StringVar(&o.binB, "bin-b", "", "a second trendgate binary, measured as the server \"trendgate-b\" (name it in -servers) beside the first: an A/B of two builds in one run")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
 	flag.StringVar(&servers, "servers", "nginx,trendgate", "servers to measure, in this order at each rate (the order alternates step by step)")
@@ -104,8 +106,11 @@ func parseOptions() (options, error) {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
 	for _, s := range strings.Split(servers, ",") {
-		if s != "nginx" && s != "trendgate" {
-			return o, fmt.Errorf("-servers: unknown server %q (nginx, trendgate)", s)
+		if s != "nginx" && s != "trendgate" && s != "trendgate-b" {
+			return o, fmt.Errorf("-servers: unknown server %q (nginx, trendgate, trendgate-b)", s)
+		}
+		if s == "trendgate-b" && o.binB == "" {
+			return o, errors.New("-servers: trendgate-b needs -bin-b")
 		}
 		o.servers = append(o.servers, s)
 	}
@@ -217,10 +222,13 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 	var servers []*server
 	for _, name := range o.servers {
 		var s *server
-		if name == "nginx" {
+		switch name {
+		case "nginx":
 			s, err = startNginx(ctx, e, nginxBin, o.nginxWorkers)
-		} else {
-			s, err = startTrendgate(ctx, e, o.bin)
+		case "trendgate-b":
+			s, err = startTrendgate(ctx, e, name, o.binB)
+		default:
+			s, err = startTrendgate(ctx, e, name, o.bin)
 		}
 		if err != nil {
 			return nil, nil, stopAll, err

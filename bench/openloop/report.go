@@ -22,7 +22,7 @@ func printHeader(o options) {
 		o.conns, o.duration, o.knee)
 	fmt.Println("# cpu/req: the server's processes' CPU time per request; cs/req: their threads' context switches per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
-	fmt.Printf("%-9s %-6s %6s %-9s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s\n",
+	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s\n",
 		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "gen/req", "host")
 }
 
@@ -57,7 +57,7 @@ func printResult(r result) {
 	if r.requests > 0 {
 		cs = float64(r.switches) / float64(r.requests)
 	}
-	fmt.Printf("%-9s %-6s %6d %-9s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f\n",
+	fmt.Printf("%-9s %-6s %6d %-11s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f\n",
 		r.proto, r.endpoint, r.rate, r.server, r.requests, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.mx),
 		r.errors, us(r.cpuPerRequest()), cs, us(gen), host)
 	if r.firstError != "" {

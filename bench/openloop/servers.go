@@ -292,9 +292,10 @@ func startUpstream(ctx context.Context, e *env, bin string) (*process, error) {
 }
 
 // startTrendgate runs two `trendgate serve` processes from generated
-// configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes).
-func startTrendgate(ctx context.Context, e *env, bin string) (*server, error) {
-	s := &server{name: "trendgate"}
+// configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes), as the
+// contender called name.
+func startTrendgate(ctx context.Context, e *env, name, bin string) (*server, error) {
+	s := &server{name: name}
 	for _, tls := range []bool{false, true} {
 		addrs, err := freeAddrs(3)
 		if err != nil {
@@ -304,20 +305,20 @@ func startTrendgate(ctx context.Context, e *env, bin string) (*server, error) {
 			"Listen": addrs[0], "Admin": addrs[1], "HTTPListen": addrs[2],
 			"Upstream": e.upstreamURL, "UpstreamKey": e.upstreamKey, "KeyDigest": auth.Digest(e.clientKey),
 		}
-		name := "trendgate-plain"
+		proc := name + "-plain"
 		if tls {
-			name = "trendgate-tls"
+			proc = name + "-tls"
 			fields["CertFile"], fields["KeyFile"] = e.certFile, e.keyFile
 		}
 		var cfg bytes.Buffer
 		if err := gatewayTemplate.Execute(&cfg, fields); err != nil {
 			return nil, err
 		}
-		path := filepath.Join(e.dir, name+".yaml")
+		path := filepath.Join(e.dir, proc+".yaml")
 		if err := os.WriteFile(path, cfg.Bytes(), 0o600); err != nil {
 			return nil, err
 		}
-		p, err := start(e.dir, name, bin, "serve", "-config", path, "-watch", "0")
+		p, err := start(e.dir, proc, bin, "serve", "-config", path, "-watch", "0")
 		if err != nil {
 			s.stop()
 			return nil, err
