@@ -146,8 +146,6 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.mu.Unlock()
 
-	defer startGuard()()
-
 	fallbackDone := make(chan struct{})
 	go func() {
 		defer close(fallbackDone)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -119,11 +118,8 @@ func (s *sock) read(fd uintptr) bool {
 		switch e {
 		case 0:
 			s.rn = int(r)
-			if r > 0 {
-				guardRead()
-				if !s.busy.Swap(true) {
-					busyConns.Add(1)
-				}
+			if r > 0 && !s.busy.Swap(true) {
+				busyConns.Add(1)
 			}
 			return true
 		case syscall.EINTR:
@@ -239,94 +235,4 @@ func (c *sockConn) Write(p []byte) (int, error) {
 	defer c.wmu.Unlock()
 	n, err := c.s.writeBuffers([3][]byte{p})
 	return int(n), err
-}
-
-// The guard bounds sysmon's sleep while the lane serves.
-//
-// sock's raw calls do not wake sysmon, so once it saw every P idle it
-// sleeps until the next timer, also after requests have started coming in
-// again. Awake, it polls the network when no thread has for 10 ms, and so
-// serves new requests while the thread that would poll is held up: on a
-// host whose CPUs other processes share, a thread running a request can be
-// descheduled for tens of milliseconds, and without that poll the requests
-// arriving meanwhile waited for it (p99 45–66 ms against 3–4 ms in 3 of 8
-// steps of HTTPS at 2,000/s). A timer every guardPeriod limits sysmon's
-// sleep to that, which costs about 100 wake-ups a second instead of a few
-// per request. After a second without a request the guard stops its timer
-// until the next one.
-const guardPeriod = 10 * time.Millisecond
-
-var guard struct {
-	mu    sync.Mutex // guards users and stop
-	users int        // serving Servers
-	stop  chan struct{}
-
-	reads  atomic.Int64 // reads that returned bytes
-	parked atomic.Bool  // the guard waits on wake for the next read
-	wake   chan struct{}
-}
-
-func init() { guard.wake = make(chan struct{}, 1) }
-
-// startGuard runs the guard while at least one Server serves; the
-// function it returns is that Server's end.
-func startGuard() (stop func()) {
-	guard.mu.Lock()
-	defer guard.mu.Unlock()
-	if guard.users++; guard.users == 1 {
-		guard.stop = make(chan struct{})
-		go guardLoop(guard.stop)
-	}
-	return func() {
-		guard.mu.Lock()
-		defer guard.mu.Unlock()
-		if guard.users--; guard.users == 0 {
-			close(guard.stop)
-		}
-	}
-}
-
-func guardLoop(stop <-chan struct{}) {
-	t := time.NewTicker(guardPeriod)
-	defer t.Stop()
-	last, still := guard.reads.Load(), 0
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if n := guard.reads.Load(); n != last {
-			last, still = n, 0
-			continue
-		}
-		if still++; still < int(time.Second/guardPeriod) {
-			continue
-		}
-		// A second without a request: no timer until the next one. The
-		// read that counts it sees parked, or this sees its count.
-		t.Stop()
-		guard.parked.Store(true)
-		if guard.reads.Load() == last {
-			select {
-			case <-stop:
-				return
-			case <-guard.wake:
-			}
-		}
-		guard.parked.Store(false)
-		t.Reset(guardPeriod)
-		last, still = guard.reads.Load(), 0
-	}
-}
-
-// guardRead counts a read that returned bytes, waking a parked guard.
-func guardRead() {
-	guard.reads.Add(1)
-	if guard.parked.Load() && guard.parked.CompareAndSwap(true, false) {
-		select {
-		case guard.wake <- struct{}{}:
-		default:
-		}
-	}
 }

@@ -17,5 +17,3 @@ func (*sock) writeBuffers([3][]byte) (int64, error) { panic("h1: no sock on this
 func newSockConn(rwc net.Conn) net.Conn { return rwc }
 
 func (*sock) idle() {}
-
-func startGuard() (stop func()) { return func() {} }
