@@ -111,9 +111,6 @@ func (c *conn) serve() {
 			c.s.logf("h1: panic serving %s: %v\n%s", c.remote, p, buf)
 		}
 		c.s.untrack(c)
-		if c.sock != nil {
-			c.sock.idle()
-		}
 		if !handedOff {
 			_ = c.rwc.Close()
 		}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -33,8 +32,7 @@ import (
 // request, a log write) or the next timer, so a hit's few microseconds of
 // work are all that run unpreemptible.
 type sock struct {
-	rc   syscall.RawConn
-	busy atomic.Bool // counted in busyConns
+	rc syscall.RawConn
 
 	// The operation in progress, for the method values below, which are
 	// made once so that no read or write allocates a closure. Owned by
@@ -49,20 +47,6 @@ type sock struct {
 	wn       int64
 	werr     syscall.Errno
 	writevFn func(fd uintptr) bool
-}
-
-// busyConns counts the connections whose last read returned bytes and
-// that have not found their socket empty since: about the requests the
-// process is working on. With more than one, the process is busy, sysmon
-// is awake anyway, and the calls go through entersyscall as usual (which
-// lets the runtime hand a P stuck in a slow call to another thread).
-var busyConns atomic.Int32
-
-// idle takes s out of busyConns; the connection waits for bytes or ends.
-func (s *sock) idle() {
-	if s.busy.Swap(false) {
-		busyConns.Add(-1)
-	}
 }
 
 // newSock returns a sock for rwc, or nil when rwc is not a TCP connection
@@ -108,24 +92,14 @@ func (s *sock) Read(p []byte) (int, error) {
 // to become readable.
 func (s *sock) read(fd uintptr) bool {
 	for {
-		var r uintptr
-		var e syscall.Errno
-		if busyConns.Load() <= 1 {
-			r, _, e = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
-		} else {
-			r, _, e = syscall.Syscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
-		}
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.rbuf[0])), uintptr(len(s.rbuf)))
 		switch e {
 		case 0:
 			s.rn = int(r)
-			if r > 0 && !s.busy.Swap(true) {
-				busyConns.Add(1)
-			}
 			return true
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			s.idle()
 			return false
 		}
 		s.rerr = e
@@ -167,13 +141,7 @@ func (s *sock) writev(fd uintptr) bool {
 		if n == 0 {
 			return true
 		}
-		var r uintptr
-		var e syscall.Errno
-		if busyConns.Load() <= 1 {
-			r, _, e = syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(n))
-		} else {
-			r, _, e = syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(n))
-		}
+		r, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&s.iov[0])), uintptr(n))
 		switch e {
 		case 0:
 		case syscall.EINTR:
@@ -222,12 +190,6 @@ func (c *sockConn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	return c.s.Read(p)
-}
-
-// Close closes the connection and takes it out of busyConns.
-func (c *sockConn) Close() error {
-	c.s.idle()
-	return c.TCPConn.Close()
 }
 
 func (c *sockConn) Write(p []byte) (int, error) {

@@ -15,5 +15,3 @@ func (*sock) Read([]byte) (int, error) { panic("h1: no sock on this system") }
 func (*sock) writeBuffers([3][]byte) (int64, error) { panic("h1: no sock on this system") }
 
 func newSockConn(rwc net.Conn) net.Conn { return rwc }
-
-func (*sock) idle() {}
