@@ -81,7 +81,7 @@ func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
 func (s *Server) newConn(rwc net.Conn) *conn {
 	var batch *batchconn.Conn
 	if s.TLSConfig != nil {
-		batch = &batchconn.Conn{Conn: newSockConn(rwc)}
+		batch = &batchconn.Conn{Conn: rwc}
 		rwc = tls.Server(batch, s.TLSConfig)
 	}
 	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}

@@ -5,7 +5,6 @@ package h1
 import (
 	"io"
 	"net"
-	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -164,37 +163,4 @@ func (s *sock) writev(fd uintptr) bool {
 			r -= uintptr(k)
 		}
 	}
-}
-
-// sockConn is a TCP connection whose Read and Write are a sock's: what
-// the lane terminates TLS on, so that the HTTPS and HTTP/2 lanes' socket
-// I/O skips entersyscall as the plain lane's does. Deadlines, Close and
-// the rest are the TCP connection's own.
-type sockConn struct {
-	*net.TCPConn
-	rmu, wmu sync.Mutex // guard s's read and its write state: Read and Write may be called concurrently
-	s        *sock
-}
-
-// newSockConn returns rwc with sock I/O, or rwc itself when it is not a
-// TCP connection.
-func newSockConn(rwc net.Conn) net.Conn {
-	s := newSock(rwc)
-	if s == nil {
-		return rwc
-	}
-	return &sockConn{TCPConn: rwc.(*net.TCPConn), s: s}
-}
-
-func (c *sockConn) Read(p []byte) (int, error) {
-	c.rmu.Lock()
-	defer c.rmu.Unlock()
-	return c.s.Read(p)
-}
-
-func (c *sockConn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	n, err := c.s.writeBuffers([3][]byte{p})
-	return int(n), err
 }
