@@ -32,7 +32,6 @@ type conn struct {
 	s      *Server
 	rwc    net.Conn
 	batch  *batchconn.Conn // under rwc with TLS: one write per response; nil without
-	sock   *sock           // rwc's raw I/O (plain TCP on Linux); nil: rwc's Read and Write
 	br     *bufio.Reader
 	state  atomic.Int32
 	remote string
@@ -85,14 +84,7 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 		rwc = tls.Server(batch, s.TLSConfig)
 	}
 	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
-	if batch == nil {
-		c.sock = newSock(rwc)
-	}
-	if c.sock != nil {
-		c.br = bufio.NewReaderSize(c.sock, c.limit)
-	} else {
-		c.br = bufio.NewReaderSize(rwc, c.limit)
-	}
+	c.br = bufio.NewReaderSize(rwc, c.limit)
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
 	c.res.c = c

@@ -217,24 +217,19 @@ func (w *response) send(a, b []byte) error {
 			a, b = nil, nil
 		}
 	}
-	var err error
-	if c.sock != nil {
-		_, err = c.sock.writeBuffers([3][]byte{head, a, b})
-	} else {
-		c.iov = [3][]byte{head, a, b} // empty ones are skipped
-		iov := net.Buffers(c.iov[:])
-		if c.batch != nil {
-			// Over TLS each record would be its own write: send them in one.
-			c.batch.Hold()
-		}
-		_, err = iov.WriteTo(c.rwc)
-		if c.batch != nil {
-			if ferr := c.batch.Flush(); err == nil {
-				err = ferr
-			}
-		}
-		c.iov = [3][]byte{} // keep no reference to the body
+	c.iov = [3][]byte{head, a, b} // empty ones are skipped
+	iov := net.Buffers(c.iov[:])
+	if c.batch != nil {
+		// Over TLS each record would be its own write: send them in one.
+		c.batch.Hold()
 	}
+	_, err := iov.WriteTo(c.rwc)
+	if c.batch != nil {
+		if ferr := c.batch.Flush(); err == nil {
+			err = ferr
+		}
+	}
+	c.iov = [3][]byte{} // keep no reference to the body
 	if err != nil && w.err == nil {
 		w.err = err
 	}
