@@ -88,3 +88,31 @@ func TestWriteTimeoutClientNotReading(t *testing.T) {
 		t.Errorf("after the timeout: read %d bytes, then %v; want fewer than %d, then the end", n, err, len(bigBody))
 	}
 }
+
+// The same over TLS, where the lane's socket writes carry a batch of
+// records (sockConn under batchconn): whole and in order, twice on one
+// connection.
+func TestTLSLargeBody(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(bigBody)))
+		_, _ = w.Write(bigBody)
+	})
+	ls, pool := startTLSLane(t, h)
+	c := tlsClient(pool, "http/1.1")
+	defer c.CloseIdleConnections()
+	for i := range 2 {
+		resp, err := c.Get("https://" + ls.addr + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(body, bigBody) {
+			t.Fatalf("response %d: got a %d-byte body (equal: %v), %v; want the %d bytes written",
+				i, len(body), bytes.Equal(body, bigBody), err, len(bigBody))
+		}
+	}
+	if n := ls.handedOff.Load(); n != 0 {
+		t.Errorf("handed-off connections: got %d; want 0", n)
+	}
+}
