@@ -186,6 +186,7 @@ func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {
 	}
 	return out
 }
+
 // ResetAccount clears account id's quota counter of the current day or
 // month (see ResetQuota).
 func (g *Gateway) ResetAccount(ctx context.Context, by, id string, r admin.ResetRequest) (admin.AccountReset, error) {
