@@ -210,3 +210,7 @@ func hasAccount(cfg *config.Config, id string) bool {
 	return slices.ContainsFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == id }) ||
 		slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.ID == id && k.Account == "" })
 }
+
+// SyncKeys brings the keys in force up to the cluster's now (it also runs
+// every keystore.PollEvery); without cluster mode it does nothing.
+func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.Poll(ctx) }
