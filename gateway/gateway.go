@@ -120,7 +120,7 @@ type Gateway struct {
 // limiter and, when cfg.Redis.URL is set, their cluster (Redis) backends.
 func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry, certCheck: opts.CertCheckInterval}
 	if g.clk == nil {
@@ -137,28 +137,28 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.certs = certs.NewMetrics(g.reg)
 
 	if _, err := proxy.Compile(cfg); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.boot = cfg
 
 	var err error
 	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	deps, err := g.build(cfg, opts)
 	if err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	eff, err := g.openKeys(cfg, g.keysRedis)
 	if err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("keys: %w", err)
+		return nil, fmt.Errorf("gateway: keys: %w", err)
 	}
 	set, err := proxy.Compile(eff)
 	if err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
@@ -167,12 +167,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.loadSnapshot(cfg.Cache)
 	if err := g.openState(cfg, g.localLimits); err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.reg.MustRegister(newQuotaCollector(g))
 	return g, nil
@@ -195,7 +195,7 @@ const tracingFlushTimeout = 5 * time.Second
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
 	var old, eff *config.Config
 	err := g.keys.Reload(func(d *keystore.Doc) error {
@@ -219,7 +219,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		return nil
 	})
 	if err != nil {
-		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.metrics.reloads.WithLabelValues("ok").Inc()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"trendgate/demo"
 	"trendgate/gateway"
 	"trendgate/internal/clock"
+	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestKeysCreateRotateRevoke drives the key API through the CLI against a
@@ -107,5 +109,63 @@ func TestKeysCreateRotateRevoke(t *testing.T) {
 	t.Setenv(adminTokenEnv, "wrong")
 	if _, err := cli("revoke", "-admin", adm.URL, "-id", "acme-web"); err == nil || !strings.Contains(err.Error(), "401 invalid_admin_token") {
 		t.Errorf("a wrong admin token: %v", err)
+	}
+}
+
+// TestKeysCLIAcrossInstances: two instances sharing one Redis. The CLI
+// creates a key on A, rotates it on B and revokes the new one on A; after
+// each instance's next poll (SyncKeys runs it now) the other answers
+// accordingly, and the client reads its own usage on either.
+func TestKeysCLIAcrossInstances(t *testing.T) {
+	c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Instances: 2, Mutate: func(cfg *config.Config) {
+		cfg.Admin.Token = "cli-admin-token"
+		cfg.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
+		cfg.Accounts = []config.Account{{ID: "acme", Plan: "full"}}
+		cfg.Keys[0].Account, cfg.Keys[0].Plan = "acme", ""
+	}})
+	a, b := c.Nodes[0], c.Nodes[1]
+	t.Setenv(adminTokenEnv, "cli-admin-token")
+	cli := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(append([]string{"keys"}, args...), strings.NewReader(""), &out, &out); err != nil {
+			t.Fatalf("keys %v: %v", args, err)
+		}
+		return out.String()
+	}
+	sync := func(h *gatewaytest.Harness) {
+		t.Helper()
+		if err := h.Gateway.SyncKeys(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(h *gatewaytest.Harness, path, key string) int {
+		t.Helper()
+		resp, _ := h.Get(path, key)
+		return resp.StatusCode
+	}
+	secretRE := regexp.MustCompile(`(?m)^secret: (tg_\S+)$`)
+
+	first := secretRE.FindStringSubmatch(cli("create", "-admin", a.Admin, "-id", "acme-ci", "-account", "acme"))[1]
+	sync(b)
+	if got := get(b, "/api4/public/topics/list/v1", first); got != http.StatusOK {
+		t.Fatalf("the key created on A, on B: %d", got)
+	}
+	resp, body := b.Get("/trendgate/v1/usage", first)
+	var u struct{ Key, Account, Plan string }
+	if err := json.Unmarshal(body, &u); err != nil || resp.StatusCode != http.StatusOK || u.Key != "acme-ci" || u.Account != "acme" || u.Plan != "full" {
+		t.Fatalf("usage on B: %d %s", resp.StatusCode, body)
+	}
+
+	second := secretRE.FindStringSubmatch(cli("rotate", "-admin", b.Admin, "-id", "acme-ci", "-overlap", "0s"))[1]
+	sync(a)
+	if get(a, "/api4/public/topics/list/v1", first) != http.StatusUnauthorized || get(a, "/api4/public/topics/list/v1", second) != http.StatusOK {
+		t.Fatal("A does not answer B's rotation after one poll")
+	}
+
+	cli("revoke", "-admin", a.Admin, "-id", "acme-ci-r1")
+	sync(b)
+	if got := get(b, "/trendgate/v1/usage", second); got != http.StatusUnauthorized {
+		t.Fatalf("a key revoked on A, reading its usage on B: %d, want 401", got)
 	}
 }
