@@ -61,9 +61,10 @@ type Gateway struct {
 	chain   *proxy.Chain
 	up      proxy.Upstream
 	cache   *cache.Cache
-	usage   limits.UsageReader // the limiter's counters, read by the console
-	act     *activity.Recorder // recent traffic for the dashboard
-	closers []func() error     // cluster resources, closed by Close
+	usage   limits.UsageReader   // the limiter's counters, read by the console
+	quotas  limits.QuotaResetter // the same limiter, whose quota counters ResetQuota clears
+	act     *activity.Recorder   // recent traffic for the dashboard
+	closers []func() error       // cluster resources, closed by Close
 	// lastUsed shares the keys' last use among instances; nil without
 	// cluster mode (lastused.go).
 	lastUsed *activity.LastUsed
