@@ -58,6 +58,10 @@ type Options struct {
 	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
 	// are no /keys routes.
 	Usage UsageSource
+	// Keys serves the key API's changes: POST /keys, DELETE /keys/{id},
+	// POST /keys/{id}/rotate, PATCH /accounts/{id} and POST
+	// /accounts/{id}/reset (keyapi.go). If nil, there are none.
+	Keys KeyAdmin
 	// Dashboard serves GET /summary, and enables the dashboard page at /
 	// (dashboard.go). If nil, there is no page and no /summary route.
 	Dashboard SummarySource
@@ -124,6 +128,9 @@ func New(o Options) http.Handler {
 	}
 	if o.Usage != nil {
 		s.registerKeys(mux)
+	}
+	if o.Keys != nil {
+		s.registerKeyAPI(mux)
 	}
 	if o.Dashboard != nil {
 		s.registerDashboard(mux)

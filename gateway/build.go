@@ -69,6 +69,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 			return deps, err
 		}
 		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
+		g.keysRedis = cl.counters
 		g.checkRedisPersistence(cfg, cl.counters)
 		deps.Limiter, deps.Usage, g.usage, g.quotas = cl.limiter, cl.limiter, cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)

@@ -48,6 +48,9 @@ Usage:
                                              per-key quota, bucket and 24 h traffic from the
                                              admin listener (address and token from FILE's
                                              admin section; $TRENDGATE_ADMIN_TOKEN overrides)
+  trendgate keys create|rotate|revoke [-config FILE | -admin ADDR] -id ID ...
+                                             change keys through the running gateway's key
+                                             API (see trendgate keys -help)
   trendgate state check|reset [-config] FILE check the state file of state.path, or move a
                                              damaged one aside so the next start begins at zero
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
@@ -345,11 +348,20 @@ const keysUsage = `Usage:
                                          per-key usage from a running gateway's admin
                                          listener (address and token from FILE, or
                                          ADDR and $TRENDGATE_ADMIN_TOKEN)
+  trendgate keys create [-config FILE | -admin ADDR] -id ID (-account ACCOUNT | -plan PLAN)
+                        [-expires TIME] [-not-before TIME] [-json]
+                                         create a key through the running gateway's key
+                                         API; prints the secret once
+  trendgate keys rotate [-config FILE | -admin ADDR] -id ID [-new-id ID] [-overlap 24h] [-json]
+                                         a new key in the same account; the old one ends
+                                         after the overlap
+  trendgate keys revoke [-config FILE | -admin ADDR] -id ID
+                                         refuse a key from now on, on every instance
 `
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID (-plan PLAN | -account ACCOUNT) | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
+		return errors.New("usage: trendgate keys new|hash|usage|create|rotate|revoke ... (see trendgate keys -help)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -397,6 +409,12 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 		return nil
 	case "usage":
 		return runKeysUsage(args[1:], stdout)
+	case "create":
+		return runKeysCreate(args[1:], stdout)
+	case "rotate":
+		return runKeysRotate(args[1:], stdout)
+	case "revoke":
+		return runKeysRevoke(args[1:], stdout)
 	case "hash":
 		fs := newFlags("keys hash", "Usage: trendgate keys hash < KEYFILE\n\n"+
 			"Read a key (tg_...) on stdin and print its sha256 digest, for the config's keys: list.\n")
