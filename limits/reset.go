@@ -25,8 +25,8 @@ var (
 	// and QuotaMonth.
 	ErrInvalidWindow = errors.New(`limits: quota window must be "day" or "month"`)
 	// ErrUnavailable is wrapped by a Redis limiter's ResetQuota error when
-	// the shared counters could not be reached; nothing was reset where it
-	// was not sent, though a command that timed out may have run.
+	// the shared counters could not be reached: nothing was reset, unless
+	// a command that timed out ran after all (retrying is safe).
 	ErrUnavailable = errors.New("limits: quota counters unavailable")
 )
 
