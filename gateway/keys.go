@@ -198,6 +198,10 @@ func (g *Gateway) ResetAccount(ctx context.Context, by, id string, r admin.Reset
 		return admin.AccountReset{}, fmt.Errorf("%w: %v", keystore.ErrUnavailable, err)
 	}
 	if err != nil {
+		// Reset in memory, not stored (the state file could not be
+		// written): the change happened, so it is audited, and answered
+		// as a failure, since a crash would undo it.
+		g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared), zap.Error(err))
 		return admin.AccountReset{}, err
 	}
 	g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared))
