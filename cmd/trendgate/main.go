@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -490,6 +491,15 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 		keys[plan] = secret
 		cfg.Keys = append(cfg.Keys, config.Key{ID: "demo-" + plan, SHA256: auth.Digest(secret), Plan: plan})
 	}
+	if o.admin != "off" {
+		// The key API works in demo mode too; what it makes lasts this run.
+		dir, err := os.MkdirTemp("", "trendgate-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.KeysFile = filepath.Join(dir, "keys.yaml")
+	}
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err
@@ -562,6 +572,7 @@ func printDemo(w io.Writer, base, adminURL, full, limited string) {
 	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/coins/list/v1?sort=galaxy_score&limit=3'\n", limited, base)
 	if adminURL != "" {
 		fmt.Fprintf(w, "\ndashboard: %s/\nper-key usage: trendgate keys usage -admin %s\n", adminURL, adminURL)
+		fmt.Fprintf(w, "a new key (kept for this run): trendgate keys create -admin %s -id my-key -plan full\n", adminURL)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }
