@@ -29,7 +29,7 @@ type KeyAdmin interface {
 	CreateKey(ctx context.Context, by string, nk keystore.NewKey) (CreatedKey, error)
 	RevokeKey(ctx context.Context, by, id string) (RevokedKey, error)
 	RotateKey(ctx context.Context, by, id string, r RotateRequest) (CreatedKey, error)
-	PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (AccountUsage, error)
+	PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (AccountSettings, error)
 	ResetAccount(ctx context.Context, by, id string, r ResetRequest) (AccountReset, error)
 }
 
@@ -51,6 +51,22 @@ type CreatedKey struct {
 type EndedKey struct {
 	ID      string    `json:"id"`
 	Expires time.Time `json:"expires"`
+}
+
+// AccountSettings is the answer to PATCH /accounts/{id}: the account's
+// numbers in force after the change.
+type AccountSettings struct {
+	ID   string `json:"id"`
+	Plan string `json:"plan"`
+	// Keys are the ids of the account's keys.
+	Keys []string `json:"keys"`
+	// Daily and Monthly are the account's quotas in cost units (0:
+	// unlimited); PerSecond and Burst size each of its keys' token bucket,
+	// unless a key sets its own (0: no rate limit).
+	Daily     int64   `json:"daily"`
+	Monthly   int64   `json:"monthly"`
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
 }
 
 // RevokedKey is the answer to a revocation.

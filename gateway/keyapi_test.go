@@ -123,9 +123,10 @@ func TestKeyAPIEndToEnd(t *testing.T) {
 	}
 
 	// An account's quota, patched and reset.
-	var acct admin.AccountUsage
-	if code, ec := adminSend(t, h.Admin, http.MethodPatch, "/accounts/acme", `{"daily":5}`, &acct); code != http.StatusOK || acct.Daily.Limit != 5 {
-		t.Fatalf("PATCH /accounts/acme: %d %s, daily %+v", code, ec, acct.Daily)
+	var acct admin.AccountSettings
+	if code, ec := adminSend(t, h.Admin, http.MethodPatch, "/accounts/acme", `{"daily":5}`, &acct); code != http.StatusOK ||
+		acct.Daily != 5 || acct.Plan != "full" || len(acct.Keys) != 3 || acct.Monthly == 0 {
+		t.Fatalf("PATCH /accounts/acme: %d %s, %+v", code, ec, acct)
 	}
 	for i := 4; i <= 5; i++ {
 		if got := status(h, next.Secret); got != http.StatusOK {

@@ -144,10 +144,11 @@ func (g *Gateway) RotateKey(ctx context.Context, by, id string, r admin.RotateRe
 	return out, nil
 }
 
-// PatchAccount changes an account's overrides and returns its standing.
-func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (admin.AccountUsage, error) {
+// PatchAccount changes an account's overrides and returns its numbers in
+// force.
+func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (admin.AccountSettings, error) {
 	if err := g.keys.PatchAccount(ctx, id, p); err != nil {
-		return admin.AccountUsage{}, err
+		return admin.AccountSettings{}, err
 	}
 	var set []string
 	for name, f := range map[string]bool{"per_second": p.PerSecond.Set, "burst": p.Burst.Set, "daily": p.Daily.Set, "monthly": p.Monthly.Set} {
@@ -157,22 +158,13 @@ func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.Ac
 	}
 	slices.Sort(set)
 	g.audit("patch_account", by, zap.String("account", id), zap.Strings("fields", set))
-	return g.accountUsage(ctx, id)
-}
-
-// accountUsage is account id's standing as GET /keys reports it.
-func (g *Gateway) accountUsage(ctx context.Context, id string) (admin.AccountUsage, error) {
-	keys, err := g.keysUsage(ctx, g.chain.Settings(), "")
-	if err != nil {
-		return admin.AccountUsage{}, err
-	}
-	for _, a := range admin.Accounts(keys) {
+	for _, a := range g.Config().ResolvedAccounts() {
 		if a.ID == id {
-			return a, nil
+			return admin.AccountSettings{ID: a.ID, Plan: a.Plan, Keys: append([]string{}, a.Keys...),
+				Daily: a.Policy.Daily, Monthly: a.Policy.Monthly, PerSecond: a.Policy.PerSecond, Burst: a.Policy.Burst}, nil
 		}
 	}
-	// An account with no key in force: its quotas with no traffic.
-	return admin.AccountUsage{ID: id, Keys: []string{}}, nil
+	return admin.AccountSettings{}, fmt.Errorf("gateway: account %q patched but not in force", id)
 }
 
 // created is the answer for a new key k: its account and plan as now in
