@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -167,5 +168,33 @@ func TestKeysCLIAcrossInstances(t *testing.T) {
 	sync(b)
 	if got := get(b, "/trendgate/v1/usage", second); got != http.StatusUnauthorized {
 		t.Fatalf("a key revoked on A, reading its usage on B: %d, want 401", got)
+	}
+}
+
+// TestConfigCheckReadsKeysFile: config check lays the key API's changes
+// over the file, as a start would, and refuses a file they no longer fit.
+func TestConfigCheckReadsKeysFile(t *testing.T) {
+	dir := t.TempDir()
+	keysFile := filepath.Join(dir, "keys.yaml")
+	cfgFile := filepath.Join(dir, "trendgate.yaml")
+	digest := auth.Digest(newSecret(t))
+	writeFile := func(p, text string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFile(keysFile, "version: 1\nkeys:\n  - {id: acme-ci, sha256: \""+digest+"\", account: acme, created: 2026-11-26T12:00:00Z}\n")
+	writeFile(cfgFile, "upstream: {base_url: \"http://127.0.0.1:1\"}\nkeys_file: "+keysFile+"\naccounts:\n  - {id: acme, plan: full}\n")
+	var out bytes.Buffer
+	if err := run([]string{"config", "check", cfgFile}, strings.NewReader(""), &out, &out); err != nil || !strings.Contains(out.String(), "ok (2 plans, 1 keys") {
+		t.Fatalf("config check: %v\n%s", err, out.String())
+	}
+	// The account the API's key joins is gone from the file.
+	writeFile(cfgFile, "upstream: {base_url: \"http://127.0.0.1:1\"}\nkeys_file: "+keysFile+"\n")
+	out.Reset()
+	err := run([]string{"config", "check", cfgFile}, strings.NewReader(""), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), `do not fit this file`) || !strings.Contains(err.Error(), `unknown account "acme"`) {
+		t.Fatalf("config check with a keys_file that no longer fits: %v", err)
 	}
 }

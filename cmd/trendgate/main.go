@@ -29,6 +29,7 @@ import (
 	"trendgate/gateway"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
+	"trendgate/keystore"
 	"trendgate/tracing"
 )
 
@@ -336,7 +337,21 @@ func checkConfig(path string, stdout io.Writer) error {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d plans, %d keys, cluster mode %v)\n", path, len(cfg.Plans), len(cfg.Keys), cfg.ClusterMode())
+	managed := 0
+	if cfg.KeysFile != "" {
+		// The key API's changes are laid over the file at start and at
+		// every reload; changes that do not fit refuse both.
+		d, err := keystore.Load(cfg.KeysFile)
+		if err != nil {
+			return err
+		}
+		if err := d.Apply(cfg).Validate(); err != nil {
+			return fmt.Errorf("the key API's changes in keys_file %s (version %d) do not fit this file, so a start or reload would be refused: %w",
+				cfg.KeysFile, d.Version, err)
+		}
+		managed = len(d.Keys)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d plans, %d keys, cluster mode %v)\n", path, len(cfg.Plans), len(cfg.Keys)+managed, cfg.ClusterMode())
 	return nil
 }
 
