@@ -30,8 +30,7 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 		"FILE's admin.listen sets up (a wildcard host is reached on loopback), or ADDR\n"+
 		"(127.0.0.1:9090 or http://127.0.0.1:9090; -admin wins over the file's address).\n"+
 		"The admin token is $"+adminTokenEnv+" when set, else the file's admin.token.\n")
-	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener `ADDR`: host:port or a base URL")
-	path := fs.String("config", "", "configuration `FILE` whose admin.listen and admin.token to use")
+	base, path := adminFlags(fs)
 	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
