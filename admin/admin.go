@@ -1,11 +1,13 @@
 // Package admin serves the operator routes of the admin listener: liveness,
-// readiness, Prometheus metrics, cache purge, per-key usage, the live
+// readiness, Prometheus metrics, cache purge, per-key usage, the key API
+// (create, revoke and rotate keys; change and reset accounts), the live
 // dashboard page and the public API's OpenAPI document, behind the admin
 // token (all but the two probes, which carry no secret).
 //
 // It holds no state of its own: everything it reports or changes comes
-// through the hooks of Options. It never sees an API key and never serves
-// the public API.
+// through the hooks of Options. It never sees an API key, other than the
+// secret of one the key API has just made, which it passes on to the
+// operator once, and never serves the public API.
 package admin
 
 import (
@@ -58,6 +60,10 @@ type Options struct {
 	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
 	// are no /keys routes.
 	Usage UsageSource
+	// Keys serves the key API's changes: POST /keys, DELETE /keys/{id},
+	// POST /keys/{id}/rotate, PATCH /accounts/{id} and POST
+	// /accounts/{id}/reset (keyapi.go). If nil, there are none.
+	Keys KeyAdmin
 	// Dashboard serves GET /summary, and enables the dashboard page at /
 	// (dashboard.go). If nil, there is no page and no /summary route.
 	Dashboard SummarySource
@@ -124,6 +130,9 @@ func New(o Options) http.Handler {
 	}
 	if o.Usage != nil {
 		s.registerKeys(mux)
+	}
+	if o.Keys != nil {
+		s.registerKeyAPI(mux)
 	}
 	if o.Dashboard != nil {
 		s.registerDashboard(mux)

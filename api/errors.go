@@ -56,8 +56,14 @@ const (
 const (
 	CodeAdminNotLocal     = "admin_not_local"
 	CodeInvalidAdminToken = "invalid_admin_token"
+	CodeInvalidBody       = "invalid_body"
+	CodeInvalidKeyChange  = "invalid_key_change"
 	CodeInvalidPurge      = "invalid_purge"
+	CodeKeyAPIReadOnly    = "key_api_read_only"
+	CodeKeyIDTaken        = "key_id_taken"
+	CodeKeysUnavailable   = "keys_store_unavailable"
 	CodeNotCached         = "not_cached"
+	CodeUnknownAccount    = "unknown_account"
 	CodeUnknownKey        = "unknown_key"
 )
 

@@ -41,6 +41,14 @@ type Config struct {
 	// Keys are the issued API keys (only their digests). Nil means no keys,
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
+	// KeysFile keeps the changes made through the admin key API (keys
+	// created, revoked or rotated; accounts' overrides), written
+	// atomically and read again by a reload; its directory must exist.
+	// Empty (the default) leaves the key API read-only on a single
+	// instance; in cluster mode Redis holds the changes, and the file
+	// is each instance's copy that brings them back after Redis restarts
+	// empty. Read at start only.
+	KeysFile string `yaml:"keys_file"`
 }
 
 // Account is a tenant (a team): its keys share its plan, its daily and

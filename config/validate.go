@@ -614,6 +614,14 @@ func (c *Config) Warnings() []string {
 			"every restart (a deploy, a crash, an OOM kill) resets every daily and monthly quota to zero "+
 			"and forgets the 24-hour usage (see docs/restarts.md)")
 	}
+	if p := c.KeysFile; p != "" {
+		if err := state.CheckPath(p); err != nil {
+			w = append(w, "keys_file: "+err.Error()+"; the key API cannot store its changes")
+		}
+	} else if c.ClusterMode() {
+		w = append(w, "keys_file: empty in cluster mode; keys made through the key API live only in Redis, "+
+			"and a Redis restart that keeps nothing on disk loses them (see docs/accounts.md)")
+	}
 	w = append(w, c.routeWarnings()...)
 	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
 		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+

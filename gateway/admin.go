@@ -32,6 +32,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Purger:       g,
 		NewID:        proxy.NewRequestID,
 		Usage:        g,
+		Keys:         g,
 		Dashboard:    g,
 		Clock:        g.clk,
 		Pprof:        func() bool { return g.Config().Admin.Pprof },

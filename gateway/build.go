@@ -35,7 +35,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 	if err != nil {
 		return deps, err
 	}
-	deps.Limiter, deps.Usage, g.usage, g.localLimits = local, local, local, local
+	deps.Limiter, deps.Usage, g.usage, g.quotas, g.localLimits = local, local, local, local, local
 	deps.AuthFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
 
 	store, err := cache.NewLocal(cfg.Cache.MaxBytes, cacheMetrics)
@@ -69,8 +69,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 			return deps, err
 		}
 		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
+		g.keysRedis = cl.counters
 		g.checkRedisPersistence(cfg, cl.counters)
-		deps.Limiter, deps.Usage, g.usage = cl.limiter, cl.limiter, cl.limiter
+		deps.Limiter, deps.Usage, g.usage, g.quotas = cl.limiter, cl.limiter, cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))

@@ -146,7 +146,7 @@ func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only strin
 	us, err := g.usage.Usage(ctx, kps)
 	if err != nil {
 		g.log.Warn("reading key usage failed", zap.Error(err))
-		return nil, fmt.Errorf("proxy: key usage: %w", err)
+		return nil, fmt.Errorf("gateway: key usage: %w", err)
 	}
 	for i, u := range us {
 		ku := &out[i]

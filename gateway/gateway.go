@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
@@ -20,6 +21,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
+	"trendgate/keystore"
 	"trendgate/limits"
 	"trendgate/proxy"
 	"trendgate/state"
@@ -61,9 +63,10 @@ type Gateway struct {
 	chain   *proxy.Chain
 	up      proxy.Upstream
 	cache   *cache.Cache
-	usage   limits.UsageReader // the limiter's counters, read by the console
-	act     *activity.Recorder // recent traffic for the dashboard
-	closers []func() error     // cluster resources, closed by Close
+	usage   limits.UsageReader   // the limiter's counters, read by the console
+	quotas  limits.QuotaResetter // the same limiter, whose quota counters ResetQuota clears
+	act     *activity.Recorder   // recent traffic for the dashboard
+	closers []func() error       // cluster resources, closed by Close
 	// lastUsed shares the keys' last use among instances; nil without
 	// cluster mode (lastused.go).
 	lastUsed *activity.LastUsed
@@ -102,13 +105,22 @@ type Gateway struct {
 	lastReload atomic.Pointer[admin.ReloadStatus]
 	// tracing exports spans; nil with tracing off.
 	tracing *tracing.Provider
+
+	// keys keeps the key API's changes (keys.go); base is the
+	// configuration file's settings in force, which they are laid over.
+	// swapMu serializes the swaps of the settings in force: a reload's
+	// and the key API's (taken inside the store's lock, never around it).
+	keys      *keystore.Store
+	base      atomic.Pointer[config.Config]
+	swapMu    sync.Mutex
+	keysRedis redis.UniversalClient // the shared copy's Redis; nil without cluster mode
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the
 // limiter and, when cfg.Redis.URL is set, their cluster (Redis) backends.
 func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{clk: opts.Clock, log: opts.Logger, reg: opts.Registry, certCheck: opts.CertCheckInterval}
 	if g.clk == nil {
@@ -124,32 +136,43 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
 
-	set, err := proxy.Compile(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+	if _, err := proxy.Compile(cfg); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.boot = cfg
 
+	var err error
 	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	deps, err := g.build(cfg, opts)
 	if err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	eff, err := g.openKeys(cfg, g.keysRedis)
+	if err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("gateway: keys: %w", err)
+	}
+	set, err := proxy.Compile(eff)
+	if err != nil {
+		_ = g.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
 	g.chain = proxy.New(set, deps)
+	g.keys.Start()
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.loadSnapshot(cfg.Cache)
 	if err := g.openState(cfg, g.localLimits); err != nil {
 		_ = g.Close()
-		return nil, fmt.Errorf("proxy: %w", err)
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.reg.MustRegister(newQuotaCollector(g))
 	return g, nil
@@ -172,19 +195,35 @@ const tracingFlushTimeout = 5 * time.Second
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
-	set, err := proxy.Compile(cfg)
-	if err == nil {
-		err = g.cache.Reconfigure(cfg.Cache)
-	}
+	var old, eff *config.Config
+	err := g.keys.Reload(func(d *keystore.Doc) error {
+		g.swapMu.Lock()
+		defer g.swapMu.Unlock()
+		eff = d.Apply(cfg)
+		if eff != cfg {
+			if err := eff.Validate(); err != nil {
+				return fmt.Errorf("with the key API's changes (version %d): %w", d.Version, err)
+			}
+		}
+		set, err := proxy.Compile(eff)
+		if err == nil {
+			err = g.cache.Reconfigure(cfg.Cache)
+		}
+		if err != nil {
+			return err
+		}
+		old = g.chain.Swap(set).Config()
+		g.base.Store(cfg)
+		return nil
+	})
 	if err != nil {
-		return g.refuseReload(fmt.Errorf("proxy: reload: %w", err))
+		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
-	old := g.chain.Swap(set)
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	pending := g.reportReload(old.Config(), cfg)
+	pending := g.reportReload(old, eff)
 	at := g.clk.Now().UTC()
 	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil

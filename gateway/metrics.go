@@ -19,6 +19,8 @@ type metrics struct {
 	// h2ResetGoaways counts connections of Go's HTTP/2 server told to go
 	// away past their reset budget (resetbudget.go).
 	h2ResetGoaways prometheus.Counter
+	// keysApplied counts the key API's changes put in force (keys.go).
+	keysApplied *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -39,12 +41,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "trendgate_http2_reset_budget_goaways_total",
 			Help: "HTTP/2 connections served by Go's HTTP/2 server (server.fast_http2: false) sent GOAWAY because more of their streams ended before their response (reset by either side) than the budget allows (200, refilled at 50 a second).",
 		}),
+		keysApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_keys_changes_applied_total",
+			Help: "Versions of the key API's changes (made here or, in cluster mode, by another instance) put in force by result (ok, refused: they do not fit this instance's configuration file and the keys in force stay).",
+		}, []string{"result"}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "trendgate_ready",
 			Help: "1 while the gateway reports ready.",
 		}),
 	}
-	reg.MustRegister(m.reloads, m.certReloads, m.restart, m.ready, m.h2ResetGoaways, buildinfo.Read().Collector(),
+	reg.MustRegister(m.reloads, m.keysApplied, m.certReloads, m.restart, m.ready, m.h2ResetGoaways, buildinfo.Read().Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -74,6 +74,8 @@ func TestAccessLogSaysWhy(t *testing.T) {
 			config.Key{ID: "rate-team", SHA256: auth.Digest(rateKey), Plan: "tight"},
 			config.Key{ID: "quota-team", SHA256: auth.Digest(quotaKey), Plan: "quota"},
 			config.Key{ID: "gone-team", SHA256: auth.Digest(offKey), Plan: "full", Disabled: true})
+		c.Accounts = []config.Account{{ID: "quota-acct", Plan: "quota"}}
+		c.Keys[len(c.Keys)-2].Account, c.Keys[len(c.Keys)-2].Plan = "quota-acct", ""
 	})
 	clk.Store(h.Clock)
 
@@ -116,7 +118,12 @@ func TestAccessLogSaysWhy(t *testing.T) {
 		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "rate_limited", "key_id": "rate-team"}})
 		h.Get("/api4/public/topics/list/v1", quotaKey)
 		resp, body = h.Get("/api4/public/topics/list/v1", quotaKey)
-		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "daily_quota_exceeded", "key_id": "quota-team"}})
+		check(t, resp, body, want{status: 429, fields: map[string]any{"code": "daily_quota_exceeded", "key_id": "quota-team", "account": "quota-acct"}})
+	})
+	t.Run("account", func(t *testing.T) {
+		// A key without an account is an account of its own.
+		resp, body := h.Get("/api4/public/topics/list/v1", h.Full)
+		check(t, resp, body, want{status: 200, fields: map[string]any{"key_id": "team-full", "account": "team-full"}})
 	})
 	t.Run("canonical request", func(t *testing.T) {
 		resp, body := h.Get("/api4/public/topic/BitCoin/time-series/v1?interval=1m&bucket=days", h.Full)

@@ -58,18 +58,18 @@ func (g *Gateway) Listen() (Listeners, error) {
 	var ls Listeners
 	var err error
 	if ls.Public, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
-		return Listeners{}, fmt.Errorf("proxy: listen: %w", err)
+		return Listeners{}, fmt.Errorf("gateway: listen: %w", err)
 	}
 	if tlsOn(cfg) {
 		if ls.HTTP, err = net.Listen("tcp", cfg.TLS.HTTPListen); err != nil {
 			ls.close()
-			return Listeners{}, fmt.Errorf("proxy: http listen: %w", err)
+			return Listeners{}, fmt.Errorf("gateway: http listen: %w", err)
 		}
 	}
 	if cfg.Admin.Listen != "" && cfg.Admin.Listen != "off" {
 		if ls.Admin, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
 			ls.close()
-			return Listeners{}, fmt.Errorf("proxy: admin listen: %w", err)
+			return Listeners{}, fmt.Errorf("gateway: admin listen: %w", err)
 		}
 	}
 	return ls, nil
@@ -289,11 +289,11 @@ func (g *Gateway) drainPublic(sctx context.Context, run *running) []error {
 		wg.Go(func() { plainErr = run.plain.Shutdown(sctx) })
 	}
 	if err := run.front.Shutdown(sctx); err != nil {
-		errs = append(errs, fmt.Errorf("proxy: drain: %w", err))
+		errs = append(errs, fmt.Errorf("gateway: drain: %w", err))
 	}
 	wg.Wait()
 	if plainErr != nil {
-		errs = append(errs, fmt.Errorf("proxy: drain http: %w", plainErr))
+		errs = append(errs, fmt.Errorf("gateway: drain http: %w", plainErr))
 	}
 	return errs
 }
@@ -302,7 +302,7 @@ func (g *Gateway) drainPublic(sctx context.Context, run *running) []error {
 // not an error.
 func serveErr(err error) error {
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("proxy: serve: %w", err)
+		return fmt.Errorf("gateway: serve: %w", err)
 	}
 	return nil
 }

@@ -15,6 +15,11 @@
 // same policy names with r (remaining) and t (seconds until the quota is
 // restored). See Decision.SetHeaders.
 //
+// QuotaResetter clears one account's day or month counter (an operator's
+// reset): in a Local's memory, stored at once when a Keeper keeps the
+// counters; in a Redis limiter, in Redis, for every instance, after
+// replaying the journal, and in the instance's own fallback.
+//
 // Limits decides admission from a key id, a policy and a cost: it never
 // sees the API key, the request or the response body, and it never writes
 // an error response (proxy maps its reasons to the API's errors).

@@ -110,6 +110,7 @@ func (l *Local) Checkpoint(now time.Time, reserve bool) []Counter {
 	w := windowAt(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	clear(l.resets) // this checkpoint has the windows reset so far
 	out := make([]Counter, 0, len(l.quotas))
 	for account, q := range l.quotas {
 		c := Counter{Subject: account, Day: w.day, Month: w.month}
@@ -151,9 +152,13 @@ func ceiling(used, quota, recent, need int64) int64 {
 }
 
 // Commit makes stored counters the ceilings their accounts' reservations
-// may not pass. A counter of a window that has since ended is ignored; an
-// account missing from cs keeps no ceiling above its count, since what the
-// keeper stored for it is no longer there.
+// may not pass. cs must be the latest Checkpoint's (a keeper takes,
+// stores and commits one checkpoint at a time). A counter of a window that
+// has since ended is ignored; an account missing from cs keeps no ceiling
+// above its count, since what the keeper stored for it is no longer there.
+// A window reset (ResetQuota) after cs was taken keeps its ceiling at
+// zero: cs has the count from before the reset, which the next checkpoint
+// would otherwise never store below.
 func (l *Local) Commit(cs []Counter) {
 	stored := make(map[string]Counter, len(cs))
 	for _, c := range cs {
@@ -162,12 +167,12 @@ func (l *Local) Commit(cs []Counter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for account, q := range l.quotas {
-		c := stored[account]
+		c, reset := stored[account], l.resets[account]
 		q.dayCeil, q.monthCeil = 0, 0
-		if c.Day == q.day {
+		if c.Day == q.day && !reset.day {
 			q.dayCeil = c.DayUsed
 		}
-		if c.Month == q.month {
+		if c.Month == q.month && !reset.month {
 			q.monthCeil = c.MonthUsed
 		}
 	}

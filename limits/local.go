@@ -34,7 +34,7 @@ type Local struct {
 	clk clock.Clock
 	m   *Metrics
 
-	mu        sync.Mutex              // guards keys, quotas, lru, lastSweep and win
+	mu        sync.Mutex              // guards keys, quotas, lru, lastSweep, win and resets
 	keys      map[string]*keyState    // key id -> token bucket
 	quotas    map[string]*quotaCounts // account id -> quota counters
 	lru       *list.List              // of *keyState holding a bucket; front = most recently used
@@ -48,6 +48,9 @@ type Local struct {
 	// subject with no counters is presumed to have spent its quota (see
 	// PresumeSpent); 0 for none. Guarded by mu.
 	spentDay, spentMonth int
+	// resets holds, with a keeper, the accounts' windows reset since the
+	// latest Checkpoint was taken (see Commit and ResetQuota).
+	resets map[string]resetMark
 }
 
 // keyState is one key's token bucket. Guarded by Local.mu.
@@ -104,6 +107,7 @@ func NewLocal(cfg Config, clk clock.Clock, m *Metrics) (*Local, error) {
 		m:         m.orNew(),
 		keys:      make(map[string]*keyState),
 		quotas:    make(map[string]*quotaCounts),
+		resets:    make(map[string]resetMark),
 		lru:       list.New(),
 		lastSweep: clk.Now(),
 	}, nil
@@ -319,7 +323,11 @@ func (l *Local) sweepLocked(now time.Time) int {
 		}
 	}
 	for a, q := range l.quotas {
-		if q.usedIn(w) == 0 { // windows ended, or nothing reserved in them
+		// Windows ended, or nothing reserved in them. A counter at zero in
+		// a window presumed spent (a reset one) stays: without it the
+		// window would be presumed spent again.
+		kept := (q.day == w.day && w.day == l.spentDay) || (q.month == w.month && w.month == l.spentMonth)
+		if q.usedIn(w) == 0 && !kept {
 			delete(l.quotas, a)
 			n++
 		}

@@ -79,7 +79,11 @@ func (r *Redis) JournalLen() int {
 func (r *Redis) Reconcile(ctx context.Context) error {
 	r.reconcileMu.Lock()
 	defer r.reconcileMu.Unlock()
+	return r.reconcileLocked(ctx)
+}
 
+// reconcileLocked is Reconcile; r.reconcileMu must be held.
+func (r *Redis) reconcileLocked(ctx context.Context) error {
 	r.mu.Lock()
 	for k, e := range r.open { // seal: from now on these entries never change
 		delete(r.open, k)

@@ -250,7 +250,7 @@ func (c *Chain) finish(r *http.Request, sw *statusWriter, in *info) {
 	c.record(in, status, elapsed)
 
 	if ce := c.access.Check(zapcore.InfoLevel, "request"); ce != nil {
-		var buf [20]zap.Field // the most one line has (series with start/end, code, client id, trace)
+		var buf [21]zap.Field // the most one line has (series with start/end, code, client id, trace)
 		f := append(buf[:0],
 			zap.String("request_id", in.id),
 			zap.String("method", r.Method),
@@ -260,6 +260,7 @@ func (c *Chain) finish(r *http.Request, sw *statusWriter, in *info) {
 		f = appendCanonical(f, in.req)
 		f = append(f,
 			zap.String("key_id", in.keyID),
+			zap.String("account", in.account),
 			zap.String("plan", planName),
 			zap.Int("status", status),
 		)

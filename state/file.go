@@ -13,6 +13,7 @@ import (
 
 	"trendgate/activity"
 	"trendgate/api"
+	"trendgate/internal/atomicfile"
 	"trendgate/limits"
 )
 
@@ -73,43 +74,8 @@ func Load(path string) (Snapshot, error) {
 // A failed write leaves the previous file as it was.
 func write(path string, s Snapshot) (n int, err error) {
 	b := encode(s)
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	if _, err = f.Write(b); err != nil {
-		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return 0, fmt.Errorf("state: write: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return 0, fmt.Errorf("state: write: sync directory: %w", err)
-	}
-	defer d.Close()
-	if err = d.Sync(); err != nil {
-		return 0, fmt.Errorf("state: write: sync directory: %w", err)
 	}
 	return len(b), nil
 }

@@ -201,3 +201,74 @@ func TestLock(t *testing.T) {
 	}
 	_ = again()
 }
+
+// TestResetSurvivesRestart: a quota reset is on disk when ResetQuota
+// returns, so neither a crash (the file as the running store left it) nor
+// a clean stop and restart brings the cleared count back; the other window
+// and other accounts keep theirs.
+func TestResetSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state")
+	clk := clock.NewFake(t0)
+	lim, err := limits.NewLocal(limits.DefaultConfig(), clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Path: path, Counters: lim, Clock: clk})
+	lim.SetKeeper(s)
+	s.Start()
+	ctx := context.Background()
+	p := limits.Policy{Daily: 20000, Monthly: 400000}
+	for i := range 350 {
+		sub := limits.Subject{Key: "acme-web", Account: "acme"}
+		if i%7 == 0 {
+			sub = limits.Subject{Key: "solo"}
+		}
+		if d, err := lim.Admit(ctx, sub, p, 1); err != nil || !d.Allowed {
+			t.Fatalf("Admit: %v %v", d.Allowed, err)
+		}
+	}
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cleared, err := lim.ResetQuota(ctx, "acme", limits.QuotaDay)
+	if err != nil || cleared != 300 {
+		t.Fatalf("ResetQuota = %d, %v; want 300, nil", cleared, err)
+	}
+
+	stored := func(when string, snap Snapshot) map[string]limits.Counter {
+		t.Helper()
+		m := map[string]limits.Counter{}
+		for _, c := range snap.Counters {
+			m[c.Subject] = c
+		}
+		if c := m["acme"]; c.DayUsed != 0 || c.MonthUsed < 300 {
+			t.Errorf("%s: acme stored at %d/%d; want 0 and at least 300 (the month untouched)", when, c.DayUsed, c.MonthUsed)
+		}
+		if c := m["solo"]; c.DayUsed < 50 {
+			t.Errorf("%s: solo stored at %d; want at least 50", when, c.DayUsed)
+		}
+		return m
+	}
+	crash, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored("while running (a crash)", crash)
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	end, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := stored("at Close", end)["acme"]; c.MonthUsed != 300 {
+		t.Errorf("at Close: acme's month stored at %d; want exactly 300", c.MonthUsed)
+	}
+	again, _ := limits.NewLocal(limits.DefaultConfig(), clk, nil)
+	again.Restore(end.Counters, clk.Now())
+	u, _ := again.Usage(ctx, []limits.KeyPolicy{{Key: "acme-web", Account: "acme", Policy: p}, {Key: "solo", Policy: p}})
+	if u[0].DayUsed != 0 || u[0].MonthUsed != 300 || u[1].DayUsed != 50 {
+		t.Errorf("after the restart: acme %d/%d, solo %d; want 0/300, 50", u[0].DayUsed, u[0].MonthUsed, u[1].DayUsed)
+	}
+}

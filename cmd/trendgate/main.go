@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"trendgate/gateway"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/redislog"
+	"trendgate/keystore"
 	"trendgate/tracing"
 )
 
@@ -48,6 +50,9 @@ Usage:
                                              per-key quota, bucket and 24 h traffic from the
                                              admin listener (address and token from FILE's
                                              admin section; $TRENDGATE_ADMIN_TOKEN overrides)
+  trendgate keys create|rotate|revoke [-config FILE | -admin ADDR] -id ID ...
+                                             change keys through the running gateway's key
+                                             API (see trendgate keys -help)
   trendgate state check|reset [-config] FILE check the state file of state.path, or move a
                                              damaged one aside so the next start begins at zero
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
@@ -332,7 +337,21 @@ func checkConfig(path string, stdout io.Writer) error {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d plans, %d keys, cluster mode %v)\n", path, len(cfg.Plans), len(cfg.Keys), cfg.ClusterMode())
+	managed := 0
+	if cfg.KeysFile != "" {
+		// The key API's changes are laid over the file at start and at
+		// every reload; changes that do not fit refuse both.
+		d, err := keystore.Load(cfg.KeysFile)
+		if err != nil {
+			return err
+		}
+		if err := d.Apply(cfg).Validate(); err != nil {
+			return fmt.Errorf("the key API's changes in keys_file %s (version %d) do not fit this file, so a start or reload would be refused: %w",
+				cfg.KeysFile, d.Version, err)
+		}
+		managed = len(d.Keys)
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d plans, %d keys, cluster mode %v)\n", path, len(cfg.Plans), len(cfg.Keys)+managed, cfg.ClusterMode())
 	return nil
 }
 
@@ -345,11 +364,20 @@ const keysUsage = `Usage:
                                          per-key usage from a running gateway's admin
                                          listener (address and token from FILE, or
                                          ADDR and $TRENDGATE_ADMIN_TOKEN)
+  trendgate keys create [-config FILE | -admin ADDR] -id ID (-account ACCOUNT | -plan PLAN)
+                        [-expires TIME] [-not-before TIME] [-json]
+                                         create a key through the running gateway's key
+                                         API; prints the secret once
+  trendgate keys rotate [-config FILE | -admin ADDR] -id ID [-new-id ID] [-overlap 24h] [-json]
+                                         a new key in the same account; the old one ends
+                                         after the overlap
+  trendgate keys revoke [-config FILE | -admin ADDR] -id ID
+                                         refuse a key from now on, on every instance
 `
 
 func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: trendgate keys new -id ID (-plan PLAN | -account ACCOUNT) | trendgate keys hash | trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json] (see trendgate keys -help)")
+		return errors.New("usage: trendgate keys new|hash|usage|create|rotate|revoke ... (see trendgate keys -help)")
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -397,6 +425,12 @@ func runKeys(args []string, stdin io.Reader, stdout io.Writer) error {
 		return nil
 	case "usage":
 		return runKeysUsage(args[1:], stdout)
+	case "create":
+		return runKeysCreate(args[1:], stdout)
+	case "rotate":
+		return runKeysRotate(args[1:], stdout)
+	case "revoke":
+		return runKeysRevoke(args[1:], stdout)
 	case "hash":
 		fs := newFlags("keys hash", "Usage: trendgate keys hash < KEYFILE\n\n"+
 			"Read a key (tg_...) on stdin and print its sha256 digest, for the config's keys: list.\n")
@@ -472,6 +506,15 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 		keys[plan] = secret
 		cfg.Keys = append(cfg.Keys, config.Key{ID: "demo-" + plan, SHA256: auth.Digest(secret), Plan: plan})
 	}
+	if o.admin != "off" {
+		// The key API works in demo mode too; what it makes lasts this run.
+		dir, err := os.MkdirTemp("", "trendgate-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.KeysFile = filepath.Join(dir, "keys.yaml")
+	}
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err
@@ -544,6 +587,7 @@ func printDemo(w io.Writer, base, adminURL, full, limited string) {
 	fmt.Fprintf(w, "curl -i -H 'Authorization: Bearer %s' '%s/api4/public/coins/list/v1?sort=galaxy_score&limit=3'\n", limited, base)
 	if adminURL != "" {
 		fmt.Fprintf(w, "\ndashboard: %s/\nper-key usage: trendgate keys usage -admin %s\n", adminURL, adminURL)
+		fmt.Fprintf(w, "a new key (kept for this run): trendgate keys create -admin %s -id my-key -plan full\n", adminURL)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops it.\n")
 }

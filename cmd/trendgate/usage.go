@@ -30,8 +30,7 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 		"FILE's admin.listen sets up (a wildcard host is reached on loopback), or ADDR\n"+
 		"(127.0.0.1:9090 or http://127.0.0.1:9090; -admin wins over the file's address).\n"+
 		"The admin token is $"+adminTokenEnv+" when set, else the file's admin.token.\n")
-	base := fs.String("admin", "http://127.0.0.1:9090", "admin listener `ADDR`: host:port or a base URL")
-	path := fs.String("config", "", "configuration `FILE` whose admin.listen and admin.token to use")
+	base, path := adminFlags(fs)
 	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
 	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
@@ -40,25 +39,11 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("keys usage: unexpected argument %q", fs.Arg(0))
 	}
-	token := ""
-	if *path != "" {
-		fileBase, fileToken, err := adminAccess(*path)
-		if err != nil {
-			return fmt.Errorf("keys usage: %w", err)
-		}
-		token = fileToken
-		if !flagSet(fs, "admin") {
-			*base = fileBase
-		}
-	}
-	if env, ok := os.LookupEnv(adminTokenEnv); ok && env != "" {
-		token = env
-	}
-	u, err := parseAdminURL(*base)
+	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {
-		return fmt.Errorf("keys usage: -admin: %w", err)
+		return fmt.Errorf("keys usage: %w", err)
 	}
-	target := strings.TrimRight(u.String(), "/") + "/keys"
+	target := root + "/keys"
 	if *id != "" {
 		target += "/" + url.PathEscape(*id)
 	}
@@ -94,6 +79,31 @@ func runKeysUsage(args []string, stdout io.Writer) error {
 	return nil
 }
 
+// adminTarget resolves the admin listener's base URL and token: from the
+// config file at path (when given), the -admin flag's base (when set on
+// the command line, or without path) and $TRENDGATE_ADMIN_TOKEN (which
+// wins over the file's token).
+func adminTarget(fs *flag.FlagSet, base, path string) (root, token string, err error) {
+	if path != "" {
+		fileBase, fileToken, err := adminAccess(path)
+		if err != nil {
+			return "", "", err
+		}
+		token = fileToken
+		if !flagSet(fs, "admin") {
+			base = fileBase
+		}
+	}
+	if env, ok := os.LookupEnv(adminTokenEnv); ok && env != "" {
+		token = env
+	}
+	u, err := parseAdminURL(base)
+	if err != nil {
+		return "", "", fmt.Errorf("-admin: %w", err)
+	}
+	return strings.TrimRight(u.String(), "/"), token, nil
+}
+
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
@@ -104,36 +114,51 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // adminGet GETs target with the admin token (if any) and returns the body
 // of a 200; any other answer becomes an error quoting the JSON error.
 func adminGet(target, token string) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodGet, target, nil)
+	return adminCall("keys usage", http.MethodGet, target, token, nil, http.StatusOK)
+}
+
+// adminCall sends method target with the admin token (if any) and body
+// (JSON; none when nil), and returns the answer's body when its status is
+// want; any other answer becomes an error, named after cmd, quoting the
+// JSON error.
+func adminCall(cmd, method, target, token string, body []byte, want int) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, target, rd)
 	if err != nil {
-		return nil, fmt.Errorf("keys usage: %w", err)
+		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("keys usage: %w", err)
+		return nil, fmt.Errorf("%s: %w", cmd, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return nil, fmt.Errorf("keys usage: reading %s: %w", target, err)
+		return nil, fmt.Errorf("%s: reading %s: %w", cmd, target, err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != want {
 		var e struct{ Error, Code string }
-		if json.Unmarshal(body, &e) == nil && e.Code != "" {
-			msg := fmt.Sprintf("keys usage: %s answered %d %s: %s", target, resp.StatusCode, e.Code, e.Error)
+		if json.Unmarshal(out, &e) == nil && e.Code != "" {
+			msg := fmt.Sprintf("%s: %s answered %d %s: %s", cmd, target, resp.StatusCode, e.Code, e.Error)
 			if resp.StatusCode == http.StatusUnauthorized {
 				msg += " (set $" + adminTokenEnv + ", or give -config with the file that sets admin.token)"
 			}
 			return nil, errors.New(msg)
 		}
-		return nil, fmt.Errorf("keys usage: %s answered %s", target, resp.Status)
+		return nil, fmt.Errorf("%s: %s answered %s", cmd, target, resp.Status)
 	}
-	return body, nil
+	return out, nil
 }
 
 // printAccounts writes accounts as an aligned table followed by a blank

@@ -1,0 +1,212 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"trendgate/admin"
+	"trendgate/config"
+	"trendgate/keystore"
+	"trendgate/limits"
+	"trendgate/proxy"
+)
+
+var _ admin.KeyAdmin = (*Gateway)(nil)
+
+// keysTimeout bounds each Redis command of the key API's store: an edit
+// is an operator's request, not a client's, and may wait longer than the
+// counters' redis.timeout.
+const keysTimeout = time.Second
+
+// openKeys opens the key API's store (keys_file, and in cluster mode the
+// shared copy in rdb) and returns cfg with its changes laid over. The
+// changes must fit cfg: a revoked key must not come back because the
+// file and the changes disagree, so a misfit refuses the start.
+func (g *Gateway) openKeys(cfg *config.Config, rdb redis.UniversalClient) (*config.Config, error) {
+	g.base.Store(cfg)
+	st, err := keystore.Open(context.Background(), keystore.Options{
+		Path: cfg.KeysFile, Redis: rdb, Prefix: cfg.Redis.Prefix,
+		Timeout: max(cfg.Redis.Timeout, keysTimeout),
+		Clock:   g.clk, Log: g.log,
+		Base:     g.base.Load,
+		Check:    g.checkKeys,
+		OnChange: g.keysChanged,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g.keys = st
+	g.closers = append(g.closers, st.Close)
+	eff := st.Doc().Apply(cfg)
+	if err := eff.Validate(); err != nil {
+		return nil, fmt.Errorf("the key API's changes (keys_file or Redis, version %d) do not fit this configuration: %w", st.Doc().Version, err)
+	}
+	return eff, nil
+}
+
+// checkKeys reports whether d, laid over the configuration file in force,
+// gives settings this instance can serve.
+func (g *Gateway) checkKeys(d *keystore.Doc) error {
+	eff := d.Apply(g.base.Load())
+	if err := eff.Validate(); err != nil {
+		return err
+	}
+	_, err := proxy.Compile(eff)
+	return err
+}
+
+// keysChanged puts a newer Doc in force: made here, or by another
+// instance (seen by the store's poll). One that does not fit this
+// instance's configuration file is logged and the keys in force stay.
+func (g *Gateway) keysChanged(d *keystore.Doc) {
+	if g.chain == nil {
+		return // still in New: openKeys reads the Doc itself
+	}
+	g.swapMu.Lock()
+	defer g.swapMu.Unlock()
+	eff := d.Apply(g.base.Load())
+	set, err := compileValid(eff)
+	if err != nil {
+		g.metrics.keysApplied.WithLabelValues("refused").Inc()
+		g.log.Error("keys: the key API's changes do not fit this instance's configuration; the keys in force stay",
+			zap.Int64("version", d.Version), zap.Error(err))
+		return
+	}
+	old := g.chain.Swap(set)
+	g.metrics.keysApplied.WithLabelValues("ok").Inc()
+	k := diffKeys(old.Config().Keys, eff.Keys)
+	g.log.Info("keys changed", zap.Int64("version", d.Version), zap.Int("keys", len(eff.Keys)),
+		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed), zap.Strings("keys_changed", k.changed))
+}
+
+// compileValid validates cfg and compiles it.
+func compileValid(cfg *config.Config) (*proxy.Settings, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return proxy.Compile(cfg)
+}
+
+// audit writes the key API's log line for one change: what, on which key
+// or account, by which admin (never a secret).
+func (g *Gateway) audit(action, by string, fields ...zap.Field) {
+	g.log.Info("key api", append([]zap.Field{zap.String("action", action), zap.String("admin", by)}, fields...)...)
+}
+
+// CreateKey makes a key (see keystore.Store.Create).
+func (g *Gateway) CreateKey(ctx context.Context, by string, nk keystore.NewKey) (admin.CreatedKey, error) {
+	k, secret, err := g.keys.Create(ctx, nk)
+	if err != nil {
+		return admin.CreatedKey{}, err
+	}
+	out := g.created(k, secret)
+	g.audit("create", by, zap.String("key", k.ID), zap.String("account", out.Account), zap.String("plan", out.Plan))
+	return out, nil
+}
+
+// RevokeKey takes a key out of force on every instance.
+func (g *Gateway) RevokeKey(ctx context.Context, by, id string) (admin.RevokedKey, error) {
+	at, err := g.keys.Revoke(ctx, id)
+	if err != nil {
+		return admin.RevokedKey{}, err
+	}
+	g.audit("revoke", by, zap.String("key", id))
+	return admin.RevokedKey{ID: id, Revoked: at}, nil
+}
+
+// RotateKey makes a new key in key id's account and ends key id after the
+// overlap.
+func (g *Gateway) RotateKey(ctx context.Context, by, id string, r admin.RotateRequest) (admin.CreatedKey, error) {
+	overlap := admin.DefaultOverlap
+	if r.Overlap != "" {
+		d, err := time.ParseDuration(r.Overlap)
+		if err != nil || d < 0 || d > admin.MaxOverlap {
+			return admin.CreatedKey{}, &keystore.Error{Kind: keystore.Invalid,
+				Msg: fmt.Sprintf("overlap: %q is not a duration from 0s to %s (such as \"24h\" or \"90m\")", r.Overlap, admin.MaxOverlap)}
+		}
+		overlap = d
+	}
+	rot, secret, err := g.keys.Rotate(ctx, id, r.NewID, overlap)
+	if err != nil {
+		return admin.CreatedKey{}, err
+	}
+	out := g.created(rot.New, secret)
+	out.Replaces = &admin.EndedKey{ID: id, Expires: rot.OldEnd}
+	g.audit("rotate", by, zap.String("key", rot.New.ID), zap.String("account", out.Account),
+		zap.String("replaces", id), zap.Time("replaced_expires", rot.OldEnd))
+	return out, nil
+}
+
+// PatchAccount changes an account's overrides and returns its numbers in
+// force.
+func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (admin.AccountSettings, error) {
+	if err := g.keys.PatchAccount(ctx, id, p); err != nil {
+		return admin.AccountSettings{}, err
+	}
+	var set []string
+	for name, f := range map[string]bool{"per_second": p.PerSecond.Set, "burst": p.Burst.Set, "daily": p.Daily.Set, "monthly": p.Monthly.Set} {
+		if f {
+			set = append(set, name)
+		}
+	}
+	slices.Sort(set)
+	g.audit("patch_account", by, zap.String("account", id), zap.Strings("fields", set))
+	for _, a := range g.Config().ResolvedAccounts() {
+		if a.ID == id {
+			return admin.AccountSettings{ID: a.ID, Plan: a.Plan, Keys: append([]string{}, a.Keys...),
+				Daily: a.Policy.Daily, Monthly: a.Policy.Monthly, PerSecond: a.Policy.PerSecond, Burst: a.Policy.Burst}, nil
+		}
+	}
+	return admin.AccountSettings{}, fmt.Errorf("gateway: account %q patched but not in force", id)
+}
+
+// created is the answer for a new key k: its account and plan as now in
+// force.
+func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {
+	out := admin.CreatedKey{ID: k.ID, Secret: secret, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan,
+		Created: k.Created, NotBefore: k.NotBefore, Expires: k.Expires}
+	cfg := g.Config()
+	if i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == out.Account }); i >= 0 {
+		out.Plan = cfg.Accounts[i].Plan
+	}
+	return out
+}
+
+// ResetAccount clears account id's quota counter of the current day or
+// month (see ResetQuota).
+func (g *Gateway) ResetAccount(ctx context.Context, by, id string, r admin.ResetRequest) (admin.AccountReset, error) {
+	if !hasAccount(g.Config(), id) {
+		return admin.AccountReset{}, &keystore.Error{Kind: keystore.UnknownAccount, Msg: fmt.Sprintf("no account has id %q", id)}
+	}
+	cleared, err := g.ResetQuota(ctx, id, limits.QuotaWindow(r.Window))
+	if errors.Is(err, limits.ErrUnavailable) {
+		return admin.AccountReset{}, fmt.Errorf("%w: %v", keystore.ErrUnavailable, err)
+	}
+	if err != nil {
+		// Reset in memory, not stored (the state file could not be
+		// written): the change happened, so it is audited, and answered
+		// as a failure, since a crash would undo it.
+		g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared), zap.Error(err))
+		return admin.AccountReset{}, err
+	}
+	g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared))
+	return admin.AccountReset{Account: id, Window: r.Window, Cleared: cleared}, nil
+}
+
+// hasAccount reports whether cfg has account id: configured, or a key
+// configured without an account (an account of its own).
+func hasAccount(cfg *config.Config, id string) bool {
+	return slices.ContainsFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == id }) ||
+		slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.ID == id && k.Account == "" })
+}
+
+// SyncKeys brings the keys in force up to the cluster's now (it also runs
+// every keystore.PollEvery); without cluster mode it does nothing.
+func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.Poll(ctx) }
