@@ -23,7 +23,6 @@ var bigBody = func() []byte {
 	return b
 }()
 
-
 // dialFixed dials addr with a fixed receive buffer (256 KiB, no
 // autotuning), so that bigBody fills the connection whatever the host's
 // limits.
@@ -89,8 +88,8 @@ func TestWriteTimeoutClientNotReading(t *testing.T) {
 	}
 }
 
-// The same over TLS, where the lane's socket writes carry a batch of
-// records (sockConn under batchconn): whole and in order, twice on one
+// The same over TLS, where each of the lane's socket writes carries a
+// batch of records (batchconn): whole and in order, twice on one
 // connection.
 func TestTLSLargeBody(t *testing.T) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
