@@ -12,7 +12,9 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -36,9 +38,12 @@ type Purger interface {
 
 // Options are the hooks the admin routes work through.
 type Options struct {
-	// Token returns the admin token in force (it changes on reload). A nil
-	// Token or an empty token leaves every route open.
-	Token func() string
+	// Token returns the admin token in force (it changes on reload).
+	// Tokens returns the named admin tokens in force: id → lower-case hex
+	// SHA-256 of the token. With neither (nil, or empty) every route is
+	// open to same-host requests.
+	Token  func() string
+	Tokens func() map[string]string
 	// Ready reports readiness and why, for /readyz. If nil, the process is
 	// always ready.
 	Ready func() (bool, string)
@@ -193,22 +198,55 @@ func (s *server) auth(next http.Handler) http.Handler {
 		if s.o.Token != nil {
 			token = s.o.Token()
 		}
-		if token == "" {
+		var named map[string]string
+		if s.o.Tokens != nil {
+			named = s.o.Tokens()
+		}
+		if token == "" && len(named) == 0 {
 			if _, cross := r.Header["Origin"]; cross || !loopbackHost(r.Host) {
 				httperr.Write(w, requestID(w), errNotLocal)
 				return
 			}
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, "local")))
 			return
 		}
 		got, ok := auth.CutBearer(r.Header.Get("Authorization"))
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		id := ""
+		if ok {
+			id = whose(got, token, named)
+		}
+		if id == "" {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			httperr.Write(w, requestID(w), errInvalidToken)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, id)))
 	})
+}
+
+// actorKey carries, in a request's context, who the admin routes let in:
+// "admin.token", a named token's id, or "local" (no token configured).
+type actorKey struct{}
+
+// whose returns the name of the admin token got is: "admin.token" for
+// token, the id of a named token whose digest it has, or "" for none.
+// Every comparison runs in constant time, and every one runs.
+func whose(got, token string, named map[string]string) string {
+	id := ""
+	if token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
+		id = "admin.token"
+	}
+	if len(named) == 0 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(got))
+	digest := []byte(hex.EncodeToString(sum[:]))
+	for name, want := range named {
+		if subtle.ConstantTimeCompare(digest, []byte(want)) == 1 {
+			id = name
+		}
+	}
+	return id
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback:

@@ -3,8 +3,6 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"trendgate/api"
-	"trendgate/auth"
 	"trendgate/internal/httperr"
 	"trendgate/keystore"
 )
@@ -334,15 +331,12 @@ func field[T any](v json.RawMessage) (keystore.Field[T], error) {
 	return keystore.Field[T]{Set: true, Value: &x}, nil
 }
 
-// actor names who made a request, for the audit log: "token:" and the
-// first 8 bytes of the SHA-256 of the admin token presented (it tells
-// tokens apart, and a log reader cannot use it), or "local" on a listener
+// actor names who made a request, for the audit log: the admin token's
+// name ("admin.token", or a named token's id), or "local" on a listener
 // without a token (same-host requests only).
 func (s *server) actor(r *http.Request) string {
-	tok, ok := auth.CutBearer(r.Header.Get("Authorization"))
-	if !ok || s.o.Token == nil || s.o.Token() == "" {
-		return "local"
+	if id, ok := r.Context().Value(actorKey{}).(string); ok {
+		return id
 	}
-	sum := sha256.Sum256([]byte(tok))
-	return "token:" + hex.EncodeToString(sum[:8])
+	return "local"
 }

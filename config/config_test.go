@@ -106,6 +106,7 @@ func TestExampleFile(t *testing.T) {
 	// Everything else equals the defaults: the comments say so.
 	want := Default()
 	want.Upstream.APIKey = "upstream-secret"
+	want.Admin.Tokens = []AdminToken{{ID: "example-operator", SHA256: strings.Repeat("0", 63) + "4"}}
 	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
 	want.TLS.ACME.Domains = []string{}
 	want.Server.CORS.AllowedOrigins = []string{}
@@ -658,5 +659,20 @@ func TestChanged(t *testing.T) {
 	want := []string{"server.listen", "server.trusted_proxies", "server.fast_http1", "upstream.api_key", "upstream.budget.per_minute", "redis.timeout", "keys"}
 	if got := Changed(a, b); !reflect.DeepEqual(got, want) {
 		t.Errorf("Changed = %v; want %v", got, want)
+	}
+}
+
+// TestNamedAdminTokensGuardTheListener: named admin tokens alone are a
+// token, so the admin listener may leave loopback with them.
+func TestNamedAdminTokensGuardTheListener(t *testing.T) {
+	cfg := Default()
+	cfg.Upstream.APIKey = "upstream-secret"
+	cfg.Admin.Listen = "0.0.0.0:9090"
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("an open admin listener without any token validated")
+	}
+	cfg.Admin.Tokens = []AdminToken{{ID: "alice", SHA256: strings.Repeat("ab", 32)}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("with a named admin token: %v", err)
 	}
 }

@@ -136,6 +136,11 @@ type Admin struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every admin route except the probes, /healthz and /readyz.
 	Token string `yaml:"token"`
+	// Tokens are further admin tokens, one per operator or tool, each
+	// named: only its SHA-256 digest is configured, and the key API's
+	// audit line names the one presented by its ID. They work beside
+	// Token, which the audit line names "admin.token".
+	Tokens []AdminToken `yaml:"tokens"`
 	// Pprof serves net/http/pprof under /debug/pprof/, guarded like the
 	// other routes (default false: no profiling routes).
 	Pprof bool `yaml:"pprof"`
@@ -146,6 +151,17 @@ type Admin struct {
 	// in front of the port (a firewall, a sidecar) keeps everyone else out.
 	AllowNoToken bool `yaml:"allow_no_token"`
 }
+
+// AdminToken is a named admin token: its ID (letters, digits, "_", "."
+// and "-") and the lower-case hex SHA-256 of the token itself.
+type AdminToken struct {
+	ID     string `yaml:"id"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// HasToken reports whether the admin routes need a token: admin.token or
+// admin.tokens is set.
+func (a Admin) HasToken() bool { return a.Token != "" || len(a.Tokens) > 0 }
 
 // Log configures logging. An empty Level fails Validate.
 type Log struct {

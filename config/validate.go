@@ -179,7 +179,7 @@ func (c *Config) validateAdminLog(p *problems) {
 		if c.Admin.Listen == c.Server.Listen {
 			p.add("admin.listen", "must differ from server.listen")
 		}
-		if c.Admin.Token == "" && !c.Admin.AllowNoToken && !LoopbackListen(c.Admin.Listen) {
+		if !c.Admin.HasToken() && !c.Admin.AllowNoToken && !LoopbackListen(c.Admin.Listen) {
 			what := "purge the cache and read per-key usage"
 			if c.Admin.Pprof {
 				what += " and profiles (admin.pprof is on)"
@@ -187,6 +187,26 @@ func (c *Config) validateAdminLog(p *problems) {
 			p.add("admin.listen", "%q is not a loopback address and admin.token is empty: anyone who reaches the port could %s; "+
 				"set admin.token (e.g. token: ${TRENDGATE_ADMIN_TOKEN}), listen on 127.0.0.1, or set admin.allow_no_token: true "+
 				"if a firewall keeps everyone else out", c.Admin.Listen, what)
+		}
+	}
+	ids := make(map[string]int, len(c.Admin.Tokens))
+	digests := make(map[string]int, len(c.Admin.Tokens))
+	for i, t := range c.Admin.Tokens {
+		path := fmt.Sprintf("admin.tokens[%d]", i)
+		if !idPattern.MatchString(t.ID) {
+			p.add(path+".id", "must match %s", idPattern)
+		} else if j, dup := ids[t.ID]; dup {
+			p.add(path+".id", "%q is already used by admin.tokens[%d]", t.ID, j)
+		} else {
+			ids[t.ID] = i
+		}
+		if !digestPattern.MatchString(t.SHA256) {
+			// Never echoed: it may be the token itself.
+			p.add(path+".sha256", "must be 64 lower-case hex digits: the SHA-256 of the token (printf %%s \"$TOKEN\" | sha256sum)")
+		} else if j, dup := digests[t.SHA256]; dup {
+			p.add(path+".sha256", "same digest as admin.tokens[%d]", j)
+		} else {
+			digests[t.SHA256] = i
 		}
 	}
 	switch c.Log.Level {

@@ -10,6 +10,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/certs"
+	"trendgate/config"
 	"trendgate/internal/breaker"
 	"trendgate/proxy"
 )
@@ -26,6 +27,7 @@ func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler(nil) }
 func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	return admin.New(admin.Options{
 		Token:        func() string { return g.Config().Admin.Token },
+		Tokens:       func() map[string]string { return namedTokens(g.Config().Admin.Tokens) },
 		Ready:        func() (bool, string) { return g.ready(sec) },
 		ReadyDetails: g.readyDetails,
 		Metrics:      promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
@@ -38,6 +40,15 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Pprof:        func() bool { return g.Config().Admin.Pprof },
 		Routes:       func() *api.Routes { return g.chain.Settings().Routes() },
 	})
+}
+
+// namedTokens maps each named admin token's id to its digest.
+func namedTokens(ts []config.AdminToken) map[string]string {
+	m := make(map[string]string, len(ts))
+	for _, t := range ts {
+		m[t.ID] = t.SHA256
+	}
+	return m
 }
 
 // Purge removes what sel selects from this instance's cache tiers (the

@@ -13,12 +13,16 @@ import (
 	"time"
 
 	"trendgate/admin"
+	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/testing/gatewaytest"
 	"trendgate/keystore"
 )
 
 const listPath = "/api4/public/topics/list/v1"
+
+// aliceToken is a named admin token (admin.tokens: id alice).
+const aliceToken = "alice-admin-token-for-tests"
 
 // withAccount gives the harness's full key an account "acme" of the full
 // plan with a daily quota, and the admin listener a token.
@@ -28,6 +32,7 @@ func withAccount(keysFile string) func(*config.Config) {
 		cfg.Accounts = []config.Account{{ID: "acme", Plan: "full", Daily: &daily}}
 		cfg.Keys[0].Account, cfg.Keys[0].Plan = "acme", ""
 		cfg.Admin.Token = adminToken
+		cfg.Admin.Tokens = []config.AdminToken{{ID: "alice", SHA256: auth.Digest(aliceToken)}}
 		cfg.KeysFile = keysFile
 	}
 }
@@ -93,8 +98,26 @@ func TestKeyAPIEndToEnd(t *testing.T) {
 		t.Fatal("a log holds the new key's secret")
 	}
 	audit := h.Logs.String()
-	if !strings.Contains(audit, `"msg":"key api","action":"create","admin":"token:`) || !strings.Contains(audit, `"key":"acme-ci"`) {
+	if !strings.Contains(audit, `"msg":"key api","action":"create","admin":"admin.token","key":"acme-ci"`) {
 		t.Fatalf("no audit line for the create in the log:\n%s", audit)
+	}
+	// A named admin token is let in, and named in the audit line; a
+	// token that is neither is refused.
+	req, _ := http.NewRequest(http.MethodPost, h.Admin+"/keys", strings.NewReader(`{"id":"acme-alice","account":"acme"}`))
+	req.Header.Set("Authorization", "Bearer "+aliceToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /keys with a named admin token: %v %v", resp.StatusCode, err)
+	}
+	resp.Body.Close()
+	if !strings.Contains(h.Logs.String(), `"action":"create","admin":"alice","key":"acme-alice"`) {
+		t.Fatalf("the audit line does not name the token alice:\n%s", h.Logs.String())
+	}
+	req, _ = http.NewRequest(http.MethodDelete, h.Admin+"/keys/acme-alice", nil)
+	req.Header.Set("Authorization", "Bearer "+aliceToken+"x")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a token that is no admin token: %v %v", resp.StatusCode, err)
 	}
 
 	// Rotation: both keys valid during the overlap, sharing the account's
@@ -125,7 +148,7 @@ func TestKeyAPIEndToEnd(t *testing.T) {
 	// An account's quota, patched and reset.
 	var acct admin.AccountSettings
 	if code, ec := adminSend(t, h.Admin, http.MethodPatch, "/accounts/acme", `{"daily":5}`, &acct); code != http.StatusOK ||
-		acct.Daily != 5 || acct.Plan != "full" || len(acct.Keys) != 3 || acct.Monthly == 0 {
+		acct.Daily != 5 || acct.Plan != "full" || len(acct.Keys) != 4 || acct.Monthly == 0 {
 		t.Fatalf("PATCH /accounts/acme: %d %s, %+v", code, ec, acct)
 	}
 	for i := 4; i <= 5; i++ {

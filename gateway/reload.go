@@ -15,7 +15,7 @@ import (
 // also covers the settings under it); every other setting, including any
 // added later until it is listed here, takes effect only after a restart.
 var liveSettings = []string{
-	"plans", "accounts", "keys", "routes", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token",
+	"plans", "accounts", "keys", "routes", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token", "admin.tokens",
 	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
 	"cache.fetch_timeout", "cache.ttl", "tracing.ratio",
 }
