@@ -16,7 +16,6 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/testing/gatewaytest"
-	"trendgate/keystore"
 )
 
 const listPath = "/api4/public/topics/list/v1"
@@ -357,5 +356,4 @@ func TestKeyAPIAcrossInstances(t *testing.T) {
 	}) {
 		t.Fatal("B's own poll never took in the revocation")
 	}
-	_ = keystore.PollEvery
 }

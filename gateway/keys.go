@@ -54,11 +54,7 @@ func (g *Gateway) openKeys(cfg *config.Config, rdb redis.UniversalClient) (*conf
 // checkKeys reports whether d, laid over the configuration file in force,
 // gives settings this instance can serve.
 func (g *Gateway) checkKeys(d *keystore.Doc) error {
-	eff := d.Apply(g.base.Load())
-	if err := eff.Validate(); err != nil {
-		return err
-	}
-	_, err := proxy.Compile(eff)
+	_, err := compileValid(d.Apply(g.base.Load()))
 	return err
 }
 
