@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"sync"
@@ -30,9 +31,12 @@ import (
 // to find out.
 const PollEvery = 500 * time.Millisecond
 
-// maxTries bounds how often an edit is redone after losing a race to
-// another instance's edit.
-const maxTries = 16
+// editBudget bounds how long an edit keeps being redone after losing
+// races to other instances' edits. It is a time, not a count: an instance
+// that has to fetch the newer Doc before each try is slower than the one
+// that just won, so under a burst of edits it can lose many times in a
+// row, but the burst is finite and the edit lands once it is over.
+const editBudget = 5 * time.Second
 
 // ErrUnavailable wraps what keeps an edit from being stored: Redis
 // unreachable in cluster mode, the keys file not writable. Nothing changed.
@@ -260,51 +264,79 @@ func (s *Store) PatchAccount(ctx context.Context, id string, p AccountPatch) err
 func (s *Store) edit(ctx context.Context, e edit) (*Doc, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.o.Redis == nil && s.o.Path == "" {
-		return nil, ErrReadOnly
-	}
-	for try := 0; try < maxTries; try++ {
-		cur := s.doc
-		if s.o.Redis != nil {
-			v, err := s.remoteVersion(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if v > cur.Version {
-				if cur, err = s.remote(ctx); err != nil {
-					return nil, err
-				}
-				s.adopt(cur)
-			}
-		}
-		next, err := e(cur, s.o.Base(), s.o.Clock.Now())
+	switch {
+	case s.o.Redis != nil:
+		return s.editShared(ctx, e)
+	case s.o.Path != "":
+		next, err := s.next(s.doc, e)
 		if err != nil {
 			return nil, err
 		}
-		next.Version = cur.Version + 1
-		if s.o.Check != nil {
-			if err := s.o.Check(next); err != nil {
-				return nil, &Error{Kind: Invalid, Msg: err.Error()}
+		if err := Save(s.o.Path, next); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		s.doc = next
+		s.changed()
+		return next, nil
+	default:
+		return nil, ErrReadOnly
+	}
+}
+
+// editShared is edit in cluster mode. A lost race costs one fetch of the
+// newer Doc and a short random pause, so that instances editing at once
+// do not keep colliding in step. The Docs fetched on the way are not put
+// in force one by one (each would rewrite the keys file and rebuild the
+// keys): only the last one is, once the edit is stored or given up.
+func (s *Store) editShared(ctx context.Context, e edit) (*Doc, error) {
+	ctx, cancel := context.WithTimeout(ctx, editBudget)
+	defer cancel()
+	latest := s.doc
+	defer func() { s.adopt(latest) }()
+	for try := 0; ; try++ {
+		v, err := s.remoteVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if v > latest.Version {
+			if latest, err = s.remote(ctx); err != nil {
+				return nil, err
 			}
 		}
-		if s.o.Redis == nil {
-			if err := Save(s.o.Path, next); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-			}
-			s.doc = next
-			s.changed()
-			return next, nil
+		next, err := s.next(latest, e)
+		if err != nil {
+			return nil, err
 		}
-		won, err := s.swap(ctx, cur.Version, next)
+		won, err := s.swap(ctx, latest.Version, next)
 		if err != nil {
 			return nil, err
 		}
 		if won {
-			s.adopt(next)
+			latest = next
 			return next, nil
 		}
+		pause := time.Duration(rand.Int64N(int64(min(try+1, 20)) * int64(time.Millisecond)))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: other edits kept coming first for %v; try again", ErrUnavailable, editBudget)
+		case <-time.After(pause):
+		}
 	}
-	return nil, fmt.Errorf("%w: %d other edits came first; try again", ErrUnavailable, maxTries)
+}
+
+// next is e applied to cur, checked, as the version after cur's.
+func (s *Store) next(cur *Doc, e edit) (*Doc, error) {
+	next, err := e(cur, s.o.Base(), s.o.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	next.Version = cur.Version + 1
+	if s.o.Check != nil {
+		if err := s.o.Check(next); err != nil {
+			return nil, &Error{Kind: Invalid, Msg: err.Error()}
+		}
+	}
+	return next, nil
 }
 
 // adopt makes d, newer than the Doc in force, the one in force, and

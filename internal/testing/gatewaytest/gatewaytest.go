@@ -144,11 +144,16 @@ func (h *Harness) Serve() {
 	done := make(chan error, 1)
 	go func() { done <- h.Gateway.Serve(ctx, gateway.Listeners{Public: pub, Admin: adm}) }()
 	t.Cleanup(func() {
+		// Idle client connections go first: a connection the server has
+		// accepted but seen no request on (a client transport dialed it
+		// for a request another connection then took) keeps
+		// http.Server.Shutdown waiting 5 s.
+		h.Client.CloseIdleConnections()
+		http.DefaultClient.CloseIdleConnections()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		h.Client.CloseIdleConnections()
 		_ = h.Gateway.Close()
 	})
 }
