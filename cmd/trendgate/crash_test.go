@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -88,6 +89,12 @@ keys:
 	defer client.CloseIdleConnections()
 
 	first := startTrendgate(t, bin, cfgPath, admin)
+	// serve ran itself again with the steady runtime monitor (sysmon.go),
+	// in the same process, which the kill below stops.
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", first.cmd.Process.Pid)); err == nil &&
+		!bytes.Contains(env, []byte("GODEBUG="+steadySysmon)) {
+		t.Errorf("the serving process's environment has no GODEBUG=%s:\n%s", steadySysmon, bytes.ReplaceAll(env, []byte{0}, []byte{'\n'}))
+	}
 	if got := statuses(t, client, url, team, teamDaily+5); got[200] != teamDaily || got[429] != 5 {
 		t.Fatalf("analytics-team before the kill: %v; want %d × 200 and 5 × 429", got, teamDaily)
 	}

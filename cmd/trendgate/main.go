@@ -71,9 +71,20 @@ SIGINT/SIGTERM drain in-flight requests and stop.
 Memory: the Go soft memory limit is GOMEMLIMIT when set, else
 server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
 "memory limit" log line at start says which.
+
+Runtime: serve and demo mode run themselves again with schedtrace added to
+GODEBUG, which keeps the Go runtime's monitor thread from sleeping deeply
+between requests (less CPU per request; docs/performance.md). Set
+GODEBUG=schedtrace=0 to keep the runtime's default; the "runtime monitor"
+log line at start says which is in force.
 `
 
 func main() {
+	if serves(os.Args[1:]) {
+		if err := reexecWithSteadySysmon(); err != nil {
+			fmt.Fprintln(os.Stderr, "trendgate:", err)
+		}
+	}
 	if err := run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "trendgate:", err)
@@ -207,6 +218,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		log.Warn("config: " + w)
 	}
 	setMemoryLimit(cfg, os.Getenv, log)
+	logSysmon(os.Getenv, log)
 
 	certCheck := *poll
 	if certCheck <= 0 {
@@ -494,6 +506,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	cfg.Admin.Listen = o.admin
 	cfg.Log.Level = o.logLevel
 	setMemoryLimit(cfg, os.Getenv, log)
+	logSysmon(os.Getenv, log)
 	cfg.Upstream.BaseURL = upURL
 	cfg.Upstream.APIKey = upstreamKey
 	withExampleRoutes(cfg)
