@@ -18,8 +18,9 @@ import (
 // thread") 15–30 % of its CPU per request and about half its context
 // switches. While GODEBUG's schedtrace is set, sysmon never sleeps deeply
 // (it has a trace to print on time) and backs off to its 10 ms tick
-// instead; at the longest period, 2^31-1 ms, the trace is one line on
-// stderr each time the host's uptime passes a multiple of 24.8 days. The
+// instead; at the longest period, 2^31-1 ms (24.8 days), the trace is one
+// line on stderr 24.8 days after the host booted (at start, on a host up
+// longer) and every 24.8 days after that. The
 // runtime reads schedtrace only when the process starts, so the commands
 // that serve run themselves again with it set. golang/go#18236 asks the
 // runtime for a real setting.
