@@ -404,3 +404,44 @@ func TestRedisLosesTheDocAndGetsItBack(t *testing.T) {
 		t.Fatalf("OnChange saw versions %v, want [1 2]", changes)
 	}
 }
+
+// TestEditAfterRedisLostTheDoc: Redis restarted empty and no poll has run
+// yet. An edit is stored at once, on top of the instance's Doc, instead of
+// waiting for a version Redis no longer holds.
+func TestEditAfterRedisLostTheDoc(t *testing.T) {
+	cfg := base(t)
+	rdb := redistest.Client(t, redistest.Addr)
+	prefix := redistest.Prefix(t, rdb)
+	ctx := context.Background()
+	a, err := Open(ctx, Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
+		Base: func() *config.Config { return cfg }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Create(ctx, NewKey{ID: "acme-ci", Account: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, prefix+"{keys}:doc").Err(); err != nil {
+		t.Fatal(err)
+	}
+	edit, cancel := context.WithTimeout(ctx, time.Second) // well under editBudget
+	defer cancel()
+	if _, err := a.Revoke(edit, "acme-web"); err != nil {
+		t.Fatalf("an edit after Redis lost the Doc: %v", err)
+	}
+	if v, _ := rdb.HGet(ctx, prefix+"{keys}:doc", "version").Int64(); v != 2 {
+		t.Fatalf("Redis holds version %d, want 2", v)
+	}
+	b, err := Open(ctx, Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
+		Base: func() *config.Config { return cfg }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := b.Doc().Apply(cfg)
+	if _, ok := keyOf(eff, "acme-ci"); !ok {
+		t.Fatal("a new instance lost the key created before Redis lost the Doc")
+	}
+	if _, ok := keyOf(eff, "acme-web"); ok {
+		t.Fatal("a new instance sees the key revoked after Redis lost the Doc")
+	}
+}

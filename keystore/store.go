@@ -298,16 +298,22 @@ func (s *Store) editShared(ctx context.Context, e edit) (*Doc, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The version the swap expects Redis to hold: the one just read,
+		// or the newer Doc's once fetched. Below this instance's version,
+		// Redis lost the Doc (a restart, the TTL); the edit then stores
+		// this instance's Doc, edited, as Poll would have written it back.
+		from := v
 		if v > latest.Version {
 			if latest, err = s.remote(ctx); err != nil {
 				return nil, err
 			}
+			from = latest.Version
 		}
 		next, err := s.next(latest, e)
 		if err != nil {
 			return nil, err
 		}
-		won, err := s.swap(ctx, latest.Version, next)
+		won, err := s.swap(ctx, from, next)
 		if err != nil {
 			return nil, err
 		}
@@ -318,7 +324,7 @@ func (s *Store) editShared(ctx context.Context, e edit) (*Doc, error) {
 		pause := time.Duration(rand.Int64N(int64(min(try+1, 20)) * int64(time.Millisecond)))
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: other edits kept coming first for %v; try again", ErrUnavailable, editBudget)
+			return nil, fmt.Errorf("%w: other edits kept coming first; try again", ErrUnavailable)
 		case <-time.After(pause):
 		}
 	}
