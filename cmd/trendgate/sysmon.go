@@ -14,17 +14,16 @@ import (
 // it then polls every 20 µs for a millisecond before it backs off again.
 // A gateway serving a few thousand requests a second goes idle between
 // most of them, so it pays that wake-up and those polls per request: on
-// the open-loop bench (docs/performance.md, "The runtime's monitor
-// thread") 15–30 % of its CPU per request and about half its context
+// the open-loop bench (docs/performance.md, "the runtime's monitor
+// thread") 10–46 % of its CPU per request and about half its context
 // switches. While GODEBUG's schedtrace is set, sysmon never sleeps deeply
 // (it has a trace to print on time) and backs off to its 10 ms tick
-// instead; at the longest period, 2^31-1 ms (24.8 days), the trace is one
+// instead. At the longest period, 2^31-1 ms (24.8 days), the trace is one
 // line on stderr 24.8 days after the host booted (at start, on a host up
-// longer) and every 24.8 days after that. The
-// runtime reads schedtrace only when the process starts, so the commands
-// that serve run themselves again with it set. The price is the 10 ms tick
-// while idle, about 0.5 % of one CPU. golang/go#18236 asks the runtime for
-// a real setting.
+// longer) and every 24.8 days after that. The runtime reads schedtrace
+// only when the process starts, so the commands that serve run themselves
+// again with it set. The price is the 10 ms tick while idle, about 0.5 %
+// of one CPU. golang/go#18236 asks the runtime for a real setting.
 
 // steadySysmon is the GODEBUG setting that keeps sysmon out of deep sleep.
 const steadySysmon = "schedtrace=2147483647"
