@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/clock"
@@ -388,18 +390,7 @@ func TestRedisLosesTheDocAndGetsItBack(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, prefix+"{keys}:doc").Val(); ttl <= 0 {
 		t.Fatalf("the shared Doc has no TTL (%v)", ttl)
 	}
-	b, err := Open(ctx, Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
-		Base: func() *config.Config { return cfg }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eff := b.Doc().Apply(cfg)
-	if _, ok := keyOf(eff, "acme-ci"); !ok {
-		t.Fatal("a new instance does not see the created key")
-	}
-	if _, ok := keyOf(eff, "acme-web"); ok {
-		t.Fatal("a new instance sees a revoked key")
-	}
+	newInstanceSeesCreateAndRevoke(t, rdb, prefix, cfg)
 	if fmt.Sprint(changes) != "[1 2]" {
 		t.Fatalf("OnChange saw versions %v, want [1 2]", changes)
 	}
@@ -432,16 +423,24 @@ func TestEditAfterRedisLostTheDoc(t *testing.T) {
 	if v, _ := rdb.HGet(ctx, prefix+"{keys}:doc", "version").Int64(); v != 2 {
 		t.Fatalf("Redis holds version %d, want 2", v)
 	}
-	b, err := Open(ctx, Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
+	newInstanceSeesCreateAndRevoke(t, rdb, prefix, cfg)
+}
+
+// newInstanceSeesCreateAndRevoke opens a new instance, with an empty keys
+// file, on the Doc in Redis and checks that key acme-ci was created and
+// acme-web revoked there.
+func newInstanceSeesCreateAndRevoke(t *testing.T, rdb redis.UniversalClient, prefix string, cfg *config.Config) {
+	t.Helper()
+	b, err := Open(context.Background(), Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
 		Base: func() *config.Config { return cfg }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eff := b.Doc().Apply(cfg)
 	if _, ok := keyOf(eff, "acme-ci"); !ok {
-		t.Fatal("a new instance lost the key created before Redis lost the Doc")
+		t.Fatal("a new instance does not see the created key acme-ci")
 	}
 	if _, ok := keyOf(eff, "acme-web"); ok {
-		t.Fatal("a new instance sees the key revoked after Redis lost the Doc")
+		t.Fatal("a new instance sees the revoked key acme-web")
 	}
 }

@@ -23,6 +23,15 @@ type memKeeper struct {
 	fail   bool
 }
 
+// newKeptLocal returns a Local on clk whose counters a memKeeper keeps.
+func newKeptLocal(t *testing.T, clk clock.Clock) (*Local, *memKeeper) {
+	t.Helper()
+	l := newLocal(t, clk, nil)
+	k := &memKeeper{l: l, clk: clk}
+	l.SetKeeper(k)
+	return l, k
+}
+
 func (k *memKeeper) Sync(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -54,9 +63,7 @@ func (k *memKeeper) storedFor(subject string) (day, month int64) {
 // reservation ahead (1% of the quota here).
 func TestKeeperStoredNeverBelowReserved(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := newLocal(t, clk, nil)
-	k := &memKeeper{l: l, clk: clk}
-	l.SetKeeper(k)
+	l, k := newKeptLocal(t, clk)
 	p := Policy{Daily: 20000, Monthly: 400000}
 	for i := range 500 {
 		d, err := l.Admit(context.Background(), Subject{Key: "acme"}, p, 1)
@@ -82,9 +89,7 @@ func TestKeeperStoredNeverBelowReserved(t *testing.T) {
 // stores what was used, no reservation.
 func TestKeeperCleanCheckpointIsExact(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := newLocal(t, clk, nil)
-	k := &memKeeper{l: l, clk: clk}
-	l.SetKeeper(k)
+	l, _ := newKeptLocal(t, clk)
 	p := Policy{Daily: 30, Monthly: 1000}
 	admitN(t, l, "team", p, 1, 12)
 	cs := l.Checkpoint(clk.Now(), false)
@@ -97,9 +102,7 @@ func TestKeeperCleanCheckpointIsExact(t *testing.T) {
 // the quota, so a crash cannot show a key past it.
 func TestKeeperCeilingNeverPastQuota(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := newLocal(t, clk, nil)
-	k := &memKeeper{l: l, clk: clk}
-	l.SetKeeper(k)
+	l, k := newKeptLocal(t, clk)
 	p := Policy{Daily: 30}
 	got := admitN(t, l, "team", p, 1, 40)
 	if got[""] != 30 || got[ReasonDaily] != 10 {
@@ -202,9 +205,7 @@ func TestPresumeSpent(t *testing.T) {
 // the account (a key of its own account is stored under its key).
 func TestKeeperCountsByAccount(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := newLocal(t, clk, nil)
-	k := &memKeeper{l: l, clk: clk}
-	l.SetKeeper(k)
+	l, _ := newKeptLocal(t, clk)
 	ctx := context.Background()
 	p := Policy{Daily: 10, Monthly: 100}
 	for i, s := range []Subject{{Key: "web", Account: "acme"}, {Key: "batch", Account: "acme"}, {Key: "web", Account: "acme"}, {Key: "solo"}} {

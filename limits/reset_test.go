@@ -296,9 +296,7 @@ func TestLocalResetIsStored(t *testing.T) {
 // memory and the error says it is not stored.
 func TestLocalResetNotStored(t *testing.T) {
 	clk := clock.NewFake(t0)
-	l := newLocal(t, clk, nil)
-	k := &memKeeper{l: l, clk: clk}
-	l.SetKeeper(k)
+	l, k := newKeptLocal(t, clk)
 	ctx := context.Background()
 	p := Policy{Daily: 100, Monthly: 1000}
 	admitN(t, l, "solo", p, 1, 3)
