@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"trendgate/upstream"
@@ -28,6 +29,25 @@ type metrics struct {
 	// upAbandoned counts upstream calls whose requesting client had left
 	// before the answer came, by key id.
 	upAbandoned *prometheus.CounterVec
+
+	// The children every request touches, by their labels: a sync.Map
+	// read costs no allocation and a fraction of WithLabelValues, which
+	// validates, hashes and locks on each call. The label sets are bounded
+	// (routes, statuses, plans, key ids) and no child is ever deleted.
+	served  sync.Map // servedLabels → *servedChildren
+	charged sync.Map // key id → prometheus.Counter of quotaCharged
+}
+
+// servedLabels are the labels of a finished request's counter and
+// histogram.
+type servedLabels struct {
+	route, plan string
+	status      int
+}
+
+type servedChildren struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -81,26 +101,40 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-// statusLabels avoids formatting the common statuses on every request.
-var statusLabels = map[int]string{200: "200", 304: "304", 400: "400", 401: "401", 403: "403", 404: "404", 405: "405", 429: "429", 500: "500", 502: "502", 503: "503", 504: "504"}
-
 // observe counts one request and its duration; traceID, when not "",
 // becomes the duration's exemplar (shown by /metrics in the OpenMetrics
 // format).
 func (m *metrics) observe(route string, status int, plan string, d time.Duration, traceID string) {
-	s, ok := statusLabels[status]
-	if !ok {
-		s = strconv.Itoa(status)
-	}
-	m.requests.WithLabelValues(route, s, plan).Inc()
-	h := m.duration.WithLabelValues(route)
+	ch := m.servedChildren(servedLabels{route: route, plan: plan, status: status})
+	ch.requests.Inc()
 	if traceID != "" {
-		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+		if eo, ok := ch.duration.(prometheus.ExemplarObserver); ok {
 			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": traceID})
 			return
 		}
 	}
-	h.Observe(d.Seconds())
+	ch.duration.Observe(d.Seconds())
+}
+
+// servedChildren returns the children of requests and duration for l.
+func (m *metrics) servedChildren(l servedLabels) *servedChildren {
+	if ch, ok := m.served.Load(l); ok {
+		return ch.(*servedChildren)
+	}
+	ch, _ := m.served.LoadOrStore(l, &servedChildren{
+		requests: m.requests.WithLabelValues(l.route, strconv.Itoa(l.status), l.plan),
+		duration: m.duration.WithLabelValues(l.route),
+	})
+	return ch.(*servedChildren)
+}
+
+// charge counts units of quota charged to keyID.
+func (m *metrics) charge(keyID string, units int) {
+	c, ok := m.charged.Load(keyID)
+	if !ok {
+		c, _ = m.charged.LoadOrStore(keyID, m.quotaCharged.WithLabelValues(keyID))
+	}
+	c.(prometheus.Counter).Add(float64(units))
 }
 
 // countUpstreamByKey records the result of a cold fetch caused by keyID.

@@ -284,7 +284,7 @@ func (c *Chain) limit(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 		if sw, _ := w.(*statusWriter); sw != nil && delivered(sw.status) {
-			c.metrics.quotaCharged.WithLabelValues(in.keyID).Add(float64(in.cost))
+			c.metrics.charge(in.keyID, in.cost)
 			return
 		}
 		refund()

@@ -38,9 +38,9 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	var res cache.Result
 	var err error
 	if req.Route != nil {
-		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in, in.set))
+		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in))
 	} else {
-		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in, in.set))
+		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in))
 	}
 	if in.traced {
 		traceLookup(sp, res, err)
@@ -129,61 +129,70 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 // (trendgate_upstream_calls_abandoned_by_key_total and the key's usage);
 // the account's fair share counted them already, since a call is claimed
 // for the account before it is sent.
-func (c *Chain) fetcher(in *info, set *Settings) cache.Fetcher {
-	req, keyID, account, p, usage := in.req, in.keyID, in.account, in.plan, in.usage
-	return func(ctx context.Context, background bool) (e *cache.Entry, err error) {
-		reason := cache.ReasonFrom(ctx).String()
-		if background && c.tracer != nil {
-			var sp trace.Span
-			ctx, sp = c.startFetchSpan(ctx, true, reason)
-			defer func() { err = endFetchSpan(sp, e, err) }()
-		}
-		if e := c.fromWider(ctx, req, set, false); e != nil {
-			return e, nil
-		}
-		start := c.clk.Now()
-		fctx, sp := ctx, noSpan
-		if !background && c.tracer != nil {
-			fctx, sp = c.startFetchSpan(ctx, false, reason)
-		}
-		var sent int // calls made; Sent runs on this goroutine
-		e, err = c.fetch(fctx, in, req, set, start, upstream.Request{
-			Endpoint:   req.Endpoint,
-			Path:       req.UpstreamPath(),
-			RawQuery:   req.UpstreamQuery(),
-			Background: background,
-			Reason:     reason,
-			Tenant:     account,
-			Weight:     p.upWeight,
-			PerMinute:  p.upPerMin,
-			Sent: func() {
-				sent++
-				now := c.clk.Now()
-				c.act.UpstreamCall(now, req.Topic)
-				if !background && usage != nil {
-					usage.UpstreamCall(now)
-				}
-			},
-		})
-		err = endFetchSpan(sp, e, err)
-		if !background {
-			in.upstreamNanos.Store(int64(c.clk.Now().Sub(start)))
-			c.metrics.countUpstreamByKey(keyID, err)
-			if sent > 0 && cache.Abandoned(ctx) {
-				c.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
-				if usage != nil {
-					usage.UpstreamAbandoned(c.clk.Now(), sent)
-				}
-			}
-		}
-		if err != nil && ctx.Err() == nil {
-			// Every failure a stale entry answers, a stale cut answers.
-			if stale := c.fromWider(ctx, req, set, true); stale != nil {
-				return stale, nil
-			}
-		}
-		return e, err
+//
+// The function made per request holds only c and in (a hit never calls
+// it); what it needs of in is read when it runs, and in does not change
+// once the request is authenticated.
+func (c *Chain) fetcher(in *info) cache.Fetcher {
+	return func(ctx context.Context, background bool) (*cache.Entry, error) {
+		return c.fetchFor(ctx, in, background)
 	}
+}
+
+// fetchFor is in's fetcher (see fetcher).
+func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cache.Entry, err error) {
+	req, set, keyID, account, p, usage := in.req, in.set, in.keyID, in.account, in.plan, in.usage
+	reason := cache.ReasonFrom(ctx).String()
+	if background && c.tracer != nil {
+		var sp trace.Span
+		ctx, sp = c.startFetchSpan(ctx, true, reason)
+		defer func() { err = endFetchSpan(sp, e, err) }()
+	}
+	if e := c.fromWider(ctx, req, set, false); e != nil {
+		return e, nil
+	}
+	start := c.clk.Now()
+	fctx, sp := ctx, noSpan
+	if !background && c.tracer != nil {
+		fctx, sp = c.startFetchSpan(ctx, false, reason)
+	}
+	var sent int // calls made; Sent runs on this goroutine
+	e, err = c.fetch(fctx, in, req, set, start, upstream.Request{
+		Endpoint:   req.Endpoint,
+		Path:       req.UpstreamPath(),
+		RawQuery:   req.UpstreamQuery(),
+		Background: background,
+		Reason:     reason,
+		Tenant:     account,
+		Weight:     p.upWeight,
+		PerMinute:  p.upPerMin,
+		Sent: func() {
+			sent++
+			now := c.clk.Now()
+			c.act.UpstreamCall(now, req.Topic)
+			if !background && usage != nil {
+				usage.UpstreamCall(now)
+			}
+		},
+	})
+	err = endFetchSpan(sp, e, err)
+	if !background {
+		in.upstreamNanos.Store(int64(c.clk.Now().Sub(start)))
+		c.metrics.countUpstreamByKey(keyID, err)
+		if sent > 0 && cache.Abandoned(ctx) {
+			c.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
+			if usage != nil {
+				usage.UpstreamAbandoned(c.clk.Now(), sent)
+			}
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		// Every failure a stale entry answers, a stale cut answers.
+		if stale := c.fromWider(ctx, req, set, true); stale != nil {
+			return stale, nil
+		}
+	}
+	return e, err
 }
 
 // fetch asks the upstream for req with ur (its widened week instead, when
