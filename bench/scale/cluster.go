@@ -92,7 +92,7 @@ func (e *env) cluster(ctx context.Context, dir string, ks *keySet, prefix string
 // counters, and the cache tier the gateway puts in the next database).
 func cleanRedis(addr, prefix string) error {
 	if !strings.HasPrefix(prefix, "tgscale:") {
-		return errors.New("refusing to delete keys outside tgscale:")
+		return errors.New("refusing to delete keys without the tgscale: prefix")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

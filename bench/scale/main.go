@@ -20,7 +20,8 @@
 //     -conns keep-alive connections, spread over the keys used above): p50,
 //     p99, max, CPU time per hit (utime+stime of /proc/PID/stat over the
 //     load divided by the hits) and the disk writes meanwhile;
-//   - the size of one /metrics scrape after that load;
+//   - the size of one /metrics scrape after that load, and how long
+//     `trendgate keys usage` (every key) takes, or why it fails;
 //   - `trendgate config check` of the file with a YAML syntax mistake on
 //     its last line;
 //   - with -cluster, two instances on the Redis at -redis (a unique key
@@ -106,7 +107,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.firstUse, "first-use", 2000, "never-used keys that make their first request (at most the configuration's keys)")
 	fs.IntVar(&o.creates, "creates", 20, "keys created through POST /keys")
 	fs.DurationVar(&o.startTimeout, "start-timeout", 3*time.Minute, "bound on a gateway's start")
-	fs.DurationVar(&o.stepTimeout, "step-timeout", time.Minute, "bound on one reload, one key create, one /metrics scrape, config check and the cluster step")
+	fs.DurationVar(&o.stepTimeout, "step-timeout", time.Minute, "bound on one reload, all the key creates together, the /metrics scrape, config check and the cluster step")
 	fs.DurationVar(&o.firstTimeout, "first-use-timeout", 2*time.Minute, "bound on all the first uses of one configuration")
 	fs.BoolVar(&o.cluster, "cluster", false, "also measure two instances in cluster mode on -redis")
 	fs.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "Redis for -cluster (database 0 and 1, under a key prefix of its own, deleted at the end)")

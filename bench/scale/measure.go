@@ -90,6 +90,7 @@ func (e *env) measureRunning(ctx context.Context, inst *instance, ks *keySet, co
 		{rowIdleWrites, func(ctx context.Context) error { return e.idleWrites(ctx, inst, col) }},
 		{rowHits, func(ctx context.Context) error { return e.hits(ctx, inst, col) }},
 		{rowMetrics, func(ctx context.Context) error { return e.metricsSize(ctx, inst, col) }},
+		{rowUsage, func(ctx context.Context) error { return e.keysUsage(ctx, inst, col) }},
 	}
 	for _, st := range steps {
 		if ctx.Err() != nil {
@@ -484,21 +485,9 @@ func (e *env) configCheck(ctx context.Context, dir string, file []byte, col *col
 		col.fail(rowCheck, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.stepTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.o.bin, "config", "check", "-config", path)
-	cmd.Env = append(os.Environ(), e.childEnv()...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	began := time.Now()
-	err := cmd.Run()
-	took := time.Since(began)
+	out, took, err := e.runTool(ctx, nil, "config", "check", "-config", path)
 	var exit *exec.ExitError
 	switch {
-	case ctx.Err() != nil:
-		col.fail(rowCheck, fmt.Errorf("no answer within %s (killed)", e.o.stepTimeout))
-		return
 	case err == nil:
 		col.fail(rowCheck, errors.New("exit status 0: the broken file was accepted"))
 		return
@@ -507,8 +496,57 @@ func (e *env) configCheck(ctx context.Context, dir string, file []byte, col *col
 		return
 	}
 	col.value("config_check_broken_seconds", took.Seconds())
-	said := strings.ReplaceAll(out.String(), path+": ", "")
+	said := strings.ReplaceAll(out.head.String(), path+": ", "")
 	col.set(rowCheck, fmt.Sprintf("refused in %s (exit %d): %s", ms(took), exit.ExitCode(), firstLine(said, 70)))
+}
+
+// keysUsage runs `trendgate keys usage` against inst's admin listener and
+// reports how long it takes and how much it prints.
+func (e *env) keysUsage(ctx context.Context, inst *instance, col *column) error {
+	out, took, err := e.runTool(ctx, []string{"TRENDGATE_ADMIN_TOKEN=" + inst.token}, "keys", "usage", "-admin", inst.admin)
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, firstLine(out.head.String(), 200))
+	}
+	col.value("keys_usage_seconds", took.Seconds())
+	col.value("keys_usage_lines", float64(out.lines))
+	col.set(rowUsage, fmt.Sprintf("%d lines (%s) in %s", out.lines, bytesText(float64(out.n)), ms(took)))
+	return nil
+}
+
+// runTool runs the trendgate binary with args (and env added to the
+// generated files' environment), bounded by -step-timeout, and returns its
+// output's size and first bytes, and how long it ran. A run cut short by
+// the bound is an error saying so.
+func (e *env) runTool(ctx context.Context, env []string, args ...string) (*outputTally, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.o.stepTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.o.bin, args...)
+	cmd.Env = append(append(os.Environ(), e.childEnv()...), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out := &outputTally{}
+	cmd.Stdout, cmd.Stderr = out, out
+	began := time.Now()
+	err := cmd.Run()
+	took := time.Since(began)
+	if ctx.Err() != nil {
+		return out, took, fmt.Errorf("no answer within %s (killed)", e.o.stepTimeout)
+	}
+	return out, took, err
+}
+
+// outputTally counts a child's output and keeps its first 4 KiB.
+type outputTally struct {
+	n, lines int
+	head     bytes.Buffer
+}
+
+func (t *outputTally) Write(p []byte) (int, error) {
+	t.n += len(p)
+	t.lines += bytes.Count(p, []byte{'\n'})
+	if room := 4096 - t.head.Len(); room > 0 {
+		t.head.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 // get sends one GET with the key and returns the status and the

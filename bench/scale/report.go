@@ -23,13 +23,14 @@ const (
 	rowCPU        = "CPU per cached hit"
 	rowLoadWrites = "disk writes under that load"
 	rowMetrics    = "/metrics size"
+	rowUsage      = "trendgate keys usage, every key"
 	rowCheck      = "config check, syntax mistake on the last line"
 	rowCluster    = "cluster: key created on A, then in force on B"
 )
 
 var rows = []string{
 	rowStart, rowRSS, rowReload, rowReloadKey, rowCreate, rowFirstUse, rowIdleWrites,
-	rowHits, rowCPU, rowLoadWrites, rowMetrics, rowCheck, rowCluster,
+	rowHits, rowCPU, rowLoadWrites, rowMetrics, rowUsage, rowCheck, rowCluster,
 }
 
 // column is one setup's results: the table's cells and, for the JSON
