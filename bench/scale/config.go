@@ -176,13 +176,17 @@ func (ks *keySet) keyLines(id, secret string) []byte {
 	return b.Bytes()
 }
 
-// breakLastLine returns file with its last line replaced by one that is
-// not YAML (an unterminated quoted string), for config check.
+// breakLastLine returns file with its last line indented one space less
+// than the lines of its block: a YAML syntax mistake ("did not find
+// expected '-' indicator") that the parser reports at the line where the
+// keys section begins, so that finding the line of the mistake is left to
+// the gateway (config check names the line).
 func breakLastLine(file []byte) []byte {
 	body := bytes.TrimRight(file, "\n")
 	i := bytes.LastIndexByte(body, '\n')
 	out := append([]byte(nil), body[:i+1]...)
-	return append(out, "    plan: \"bench\n"...)
+	last := body[i+1:]
+	return append(append(out, bytes.TrimPrefix(last, []byte(" "))...), '\n')
 }
 
 // writeFile writes data to path (mode 0600: it names the digests of keys).

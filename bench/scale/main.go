@@ -35,7 +35,7 @@
 // ./cmd/trendgate unless -bin is given):
 //
 //	go run ./bench/scale
-//	go run ./bench/scale -keys 100,10000 -rate 500 -dur 3s   # about half a minute
+//	go run ./bench/scale -keys 100,10000 -rate 500 -dur 3s -first-use 200 -step-timeout 10s   # under a minute
 //
 // Every step is bounded (a step that cannot finish in time says "failed:"
 // and why in its cell, and the run goes on) and everything it starts is

@@ -71,8 +71,12 @@ func (e *env) measure(ctx context.Context, s setup, col *column) {
 	if ctx.Err() == nil && file != nil {
 		e.configCheck(ctx, dir, file, col)
 	}
-	if ctx.Err() == nil && e.o.cluster {
+	switch {
+	case ctx.Err() != nil:
+	case e.o.cluster:
 		e.measureCluster(ctx, dir, ks, col)
+	default:
+		col.Cells[rowCluster] = "off (-cluster)"
 	}
 }
 
@@ -341,7 +345,10 @@ func (e *env) creates(ctx context.Context, inst *instance, ks *keySet, col *colu
 	col.value("create_max_seconds", mx.Seconds())
 	col.value("creates_ok", float64(len(took)))
 	text := fmt.Sprintf("median %s, max %s (%d created)", ms(med), ms(mx), len(took))
-	if failure != nil {
+	if failure != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		text = fmt.Sprintf("median %s, max %s: %d of %d created within -step-timeout %s", ms(med), ms(mx), len(took), e.o.creates, e.o.stepTimeout)
+		col.Failures[rowCreate] = failure.Error()
+	} else if failure != nil {
 		text += ", then failed: " + firstLine(failure.Error(), 60)
 		col.Failures[rowCreate] = failure.Error()
 	}

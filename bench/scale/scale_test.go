@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,8 +99,9 @@ func TestRenderedFileLoads(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = config.Load(path)
-			if err == nil || !strings.Contains(err.Error(), "line") {
-				t.Errorf("config.Load of the broken file: %v; want a syntax error naming its line", err)
+			lastLine := strings.Count(strings.TrimRight(string(file), "\n"), "\n") + 1
+			if want := fmt.Sprintf("line %d:", lastLine); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("config.Load of the broken file: %v; want a syntax error naming its last line (%q)", err, want)
 			}
 		})
 	}
