@@ -192,6 +192,7 @@ func run() error {
 
 	rep := &report{Date: time.Now().UTC(), Host: hostFacts(), Options: map[string]string{}}
 	rep.Options["args"] = strings.Join(os.Args[1:], " ")
+	rep.Options["bin"] = o.bin
 	for _, s := range o.setups {
 		col := newColumn(s)
 		rep.Columns = append(rep.Columns, col)

@@ -161,3 +161,28 @@ func TestQuantile(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUTraceUntil checks that the CPU time read back for an instant is
+// that of the first sample at or after it.
+func TestCPUTraceUntil(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	tr := &cpuTrace{samples: []cpuSample{
+		{t0, 100 * clockTick},
+		{t0.Add(10 * time.Millisecond), 103 * clockTick},
+		{t0.Add(20 * time.Millisecond), 110 * clockTick},
+	}}
+	for _, tc := range []struct {
+		at   time.Time
+		want time.Duration
+	}{
+		{t0, 0},
+		{t0.Add(5 * time.Millisecond), 3 * clockTick},
+		{t0.Add(10 * time.Millisecond), 3 * clockTick},
+		{t0.Add(time.Second), 10 * clockTick}, // past the last sample: all of it
+	} {
+		got, err := tr.until(tc.at)
+		if err != nil || got != tc.want {
+			t.Errorf("until(%s) = %s, %v; want %s", tc.at.Sub(t0), got, err, tc.want)
+		}
+	}
+}
