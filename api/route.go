@@ -725,7 +725,7 @@ func (qp *QueryParam) UnmarshalYAML(node *yaml.Node) error {
 		return nil
 	}
 	if node.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a query parameter is a name or a mapping with name, type, values, min, max", node.Line)
+		return fmt.Errorf("a query parameter is a name or a mapping with name, type, values, min, max (line %d)", node.Line)
 	}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		switch k := node.Content[i]; k.Value {

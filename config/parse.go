@@ -106,27 +106,39 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 }
 
 // decodeStrict decodes one YAML document from data into cfg with unknown
-// fields refused. It returns every type error and unknown field, and
-// whether decoding stopped early (a syntax error or several documents), in
-// which case cfg is only partly filled.
+// fields refused. It returns every unknown field and value of the wrong
+// type (checkSchema), and whether decoding stopped early (a syntax error,
+// several documents, or a value a type's own reader refused), in which
+// case cfg is only partly filled.
 func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err := dec.Decode(cfg)
-	var terr *yaml.TypeError
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-		// An empty document keeps every default.
-	case errors.As(err, &terr):
-		problems = append(problems, describe(data, terr.Errors)...)
-	default:
+	var doc yaml.Node
+	switch err := dec.Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil, false // an empty document keeps every default
+	case err != nil:
 		return syntaxProblems(data, err), true
 	}
-	if err == nil {
-		var extra yaml.Node
-		if dec.Decode(&extra) != io.EOF {
-			return append(problems, "the file must hold exactly one YAML document"), true
+	var extra yaml.Node
+	if dec.Decode(&extra) != io.EOF {
+		return []string{"the file must hold exactly one YAML document"}, true
+	}
+	problems = checkSchema(&doc)
+	// Unknown fields are reported above; decoding sets every known one it
+	// can, so that validation can still report the file's other problems.
+	err := doc.Decode(cfg)
+	var terr *yaml.TypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &terr):
+		if len(problems) == 0 {
+			problems = terr.Errors // not expected: the check above names each
 		}
+	default:
+		if len(problems) == 0 {
+			problems = []string{err.Error()}
+		}
+		return problems, true
 	}
 	return problems, false
 }
