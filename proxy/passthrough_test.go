@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,4 +66,25 @@ func TestPassThroughRoute(t *testing.T) {
 	if n := upstreamCalls(h, path); n != 2 {
 		t.Errorf("upstream calls = %d; want 2 (the refused call is not sent)", n)
 	}
+}
+
+// TestPassThroughRouteOpenAPI: a pass-through route's answer, with its
+// Cache-Status and Cache-Control, matches the document the admin listener
+// serves, which says the route is never cached.
+func TestPassThroughRouteOpenAPI(t *testing.T) {
+	h := gatewaytest.New(t, withPassThrough)
+	resp, err := h.Client.Get(h.Admin + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml: %d, %v", resp.StatusCode, err)
+	}
+	if !strings.Contains(string(data), "never cached: every call is sent to the upstream") {
+		t.Errorf("the served document does not say creators_list is never cached")
+	}
+	c := newContractFrom(t, h.Base, data)
+	c.run(h, exchange{name: "creators, pass-through", target: "/api4/public/creators/list/v1", key: h.Limited, status: http.StatusOK})
 }
