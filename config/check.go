@@ -37,6 +37,14 @@ type schemaCheck struct {
 	problems []string
 	path     []pathSegment                            // from the document's root to the node being checked
 	fields   map[reflect.Type]map[string]reflect.Type // yamlFields, once per struct type
+	anchored map[anchorUse]bool                       // anchored nodes checked, made on the first
+}
+
+// anchorUse is an anchored node checked as a value of a type: an alias to
+// it is checked again only where it stands for another type.
+type anchorUse struct {
+	node *yaml.Node
+	t    reflect.Type
 }
 
 // pathSegment is a mapping key (name) or a list index (index >= 0).
@@ -73,11 +81,28 @@ func (c *schemaCheck) walk(node *yaml.Node, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if node.Kind == yaml.AliasNode || node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
-		return // an alias is checked where its anchor is; null keeps the value
+	if node.Kind == yaml.AliasNode {
+		if node.Alias != nil {
+			c.walk(node.Alias, t) // as decoding reads it: the anchored node in this place
+		}
+		return
+	}
+	if node.Anchor != "" {
+		use := anchorUse{node, t}
+		if c.anchored[use] {
+			return // checked as this type already (and an alias cannot loop)
+		}
+		if c.anchored == nil {
+			c.anchored = make(map[anchorUse]bool)
+		}
+		c.anchored[use] = true
+	}
+	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+		return // null keeps the value
 	}
 	switch {
 	case t.Kind() == reflect.Struct && t != timeType && node.Kind == yaml.MappingNode:
+		c.merged(node, t)
 		c.structFields(node, t)
 	case reflect.PointerTo(t).Implements(unmarshalerType):
 		// A type that reads its own nodes: as decoding would.
@@ -85,6 +110,7 @@ func (c *schemaCheck) walk(node *yaml.Node, t reflect.Type) {
 			c.problems = append(c.problems, c.pathString()+": "+err.Error())
 		}
 	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
+		c.merged(node, t)
 		seen := seenKeys(node)
 		for i := 0; i+1 < len(node.Content); i += 2 {
 			if k := node.Content[i]; c.keyOK(node, i, seen) {
@@ -142,15 +168,15 @@ func (c *schemaCheck) structFields(node *yaml.Node, t reflect.Type) {
 }
 
 // keyOK reports whether the i-th entry of a mapping node is to be
-// checked: not a merge key (<<: merges an anchored mapping, checked where
-// it is), and not a key set before in the mapping, which it reports (the
-// library refuses it too).
+// checked as a setting: not a merge key (<<:, see merged), and not a key
+// set before in the mapping, which it reports (the library refuses it
+// too).
 // A mapping of more keys than smallMapping remembers them in seen, the
 // first line of each; a smaller one is searched (no allocation).
 func (c *schemaCheck) keyOK(node *yaml.Node, i int, seen map[string]int) bool {
 	k := node.Content[i]
 	if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-		return false
+		return false // see merged
 	}
 	first := 0
 	if seen != nil {
@@ -181,6 +207,24 @@ func seenKeys(node *yaml.Node) map[string]int {
 		return nil
 	}
 	return make(map[string]int, len(node.Content)/2)
+}
+
+// merged checks the mappings a mapping node of type t merges in with <<:
+// (one, or a list of them), as part of a value of type t.
+func (c *schemaCheck) merged(node *yaml.Node, t reflect.Type) {
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		if k := node.Content[i]; k.Kind != yaml.ScalarNode || k.Tag != "!!merge" {
+			continue
+		}
+		v := node.Content[i+1]
+		if v.Kind == yaml.SequenceNode {
+			for _, m := range v.Content {
+				c.walk(m, t)
+			}
+			continue
+		}
+		c.walk(v, t)
+	}
 }
 
 // nodeWords says in words what a node holds: a mapping, a list, or the
