@@ -11,9 +11,10 @@ import (
 )
 
 // TestSyntaxProblemLines: a YAML syntax mistake is reported at the line
-// where it is. yaml.v3 alone names the line where the enclosing block
-// began ("line 1: did not find expected '-' indicator" for a mistake on
-// line 6), and calls a tab "found character that cannot start any token".
+// where it is. The YAML library alone names the line where the enclosing
+// block began ("line 1: did not find expected '-' indicator" for a mistake
+// on line 6), and calls a tab "found character that cannot start any
+// token".
 func TestSyntaxProblemLines(t *testing.T) {
 	tests := []struct {
 		name string
