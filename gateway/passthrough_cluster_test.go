@@ -11,8 +11,8 @@ import (
 // TestClusterPassThroughRoute: in cluster mode a route with cache: false
 // sends every call upstream from whichever instance takes it: two calls on
 // two instances make two upstream requests, both answered, neither a hit,
-// both charged to the shared daily counter, and no entry (nor lease) is
-// written to the Redis cache tier (issue 41: such a route was cached).
+// both charged to the shared daily counter, and no entry is written to
+// the Redis cache tier (issue 41: such a route was cached).
 func TestClusterPassThroughRoute(t *testing.T) {
 	onEachRedis(t, func(t *testing.T, rc *redistest.Cluster) {
 		c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Redis: rc, Instances: 2, Mutate: func(cfg *config.Config) {
