@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // OpenAPI is the OpenAPI 3.1 description of the public API (openapi.yaml
@@ -86,13 +86,17 @@ func (rt *Route) pathItem() map[string]any {
 		params = append(params, map[string]any{"name": qp.Name, "in": "query", "schema": qp.schema()})
 	}
 	ref := func(name string) map[string]any { return map[string]any{"$ref": "#/components/responses/" + name} }
+	caching := fmt.Sprintf("fresh for %s, then served stale for up to %s", rt.Fresh, rt.Stale)
+	if rt.PassThrough() {
+		caching = "never cached: every call is sent to the upstream"
+	}
 	op := map[string]any{
 		"operationId": "route_" + rt.Name,
 		"tags":        []string{"configured routes"},
 		"summary":     "Configured route " + rt.Name + ", the upstream's answer as is.",
-		"description": fmt.Sprintf("Operator-configured read endpoint. Cost %d; fresh for %s, then served stale for up to %s. "+
+		"description": fmt.Sprintf("Operator-configured read endpoint. Cost %d; %s. "+
 			"Keys of a limited plan get only the allowed fields of each data item, or 403 when the route has no allowlist.",
-			max(rt.Cost, 1), rt.Fresh, rt.Stale),
+			max(rt.Cost, 1), caching),
 		"responses": map[string]any{
 			"200": map[string]any{"description": "The upstream's JSON object.",
 				"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"type": "object"}}}},

@@ -12,8 +12,9 @@ import (
 	"trendgate/internal/httperr"
 )
 
-// canonicalTopic is the topic rule from DESIGN.md, written independently of
-// decodeTopic so the fuzzer checks one against the other.
+// canonicalTopic is the topic rule of docs/api.md ("Endpoints and
+// parsing"), written independently of decodeTopic so the fuzzer checks one
+// against the other.
 var canonicalTopic = regexp.MustCompile(`^[a-z0-9#$]([a-z0-9 #$]*[a-z0-9#$])?$`)
 
 // fuzzEpoch and fuzzSpan keep the fuzzed clock between 2009 and 2109, where

@@ -11,14 +11,15 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"trendgate/internal/httperr"
 )
 
 // RouteConfig is one operator-configured read endpoint of the upstream
 // (the routes: section of the config file). Its zero value is not valid:
-// Name, Path, Cost and Fresh are required (see ValidateRoutes).
+// Name, Path, Cost and Fresh (unless Cache is false) are required (see
+// ValidateRoutes).
 type RouteConfig struct {
 	// Name names the route in plans, metrics and logs.
 	Name string `yaml:"name"`
@@ -45,11 +46,21 @@ type RouteConfig struct {
 	// fails. Stale 0 never serves a stale answer.
 	Fresh time.Duration `yaml:"fresh"`
 	Stale time.Duration `yaml:"stale"`
+	// Cache false makes the route pass-through, for upstream endpoints
+	// whose calls change something there (such as a GET that deletes a
+	// saved search): every request is sent to the upstream on its own,
+	// metered and charged like any other, and its answer is never looked
+	// up in, stored in or shared through any cache tier. Fresh and Stale
+	// are then left out. Nil (absent) and true cache the route.
+	Cache *bool `yaml:"cache"`
 	// LimitedFields is the allowlist of the fields of each "data" item a
 	// key of a limited plan receives. Nil (absent) refuses such keys with
 	// 403: a route without an allowlist fails closed.
 	LimitedFields []string `yaml:"limited_fields"`
 }
+
+// PassThrough reports whether the route is never cached (cache: false).
+func (rc *RouteConfig) PassThrough() bool { return rc.Cache != nil && !*rc.Cache }
 
 // QueryParam is one accepted query parameter of a route and how its value
 // is checked. In YAML a plain name stands for {name: <name>, type: string}.
@@ -288,11 +299,20 @@ func compileRoute(rc RouteConfig) (*Route, []fieldError) {
 	if rc.Cost < 1 {
 		problem(".cost", "must be at least 1 (limiter tokens and quota units per request)")
 	}
-	if rc.Fresh <= 0 {
-		problem(".fresh", "must be a duration above 0, such as 60s")
-	}
-	if rc.Stale < 0 {
-		problem(".stale", "must not be negative (0 never serves a stale answer)")
+	if rc.PassThrough() {
+		if rc.Fresh != 0 {
+			problem(".fresh", "must be left out with cache: false (the route's answers are never stored)")
+		}
+		if rc.Stale != 0 {
+			problem(".stale", "must be left out with cache: false (the route's answers are never stored)")
+		}
+	} else {
+		if rc.Fresh <= 0 {
+			problem(".fresh", "must be a duration above 0, such as 60s (or cache: false for a route never cached)")
+		}
+		if rc.Stale < 0 {
+			problem(".stale", "must not be negative (0 never serves a stale answer)")
+		}
 	}
 	for i, f := range rc.LimitedFields {
 		if f == "" || strings.ContainsAny(f, `"\`) {
@@ -705,7 +725,7 @@ func (qp *QueryParam) UnmarshalYAML(node *yaml.Node) error {
 		return nil
 	}
 	if node.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a query parameter is a name or a mapping with name, type, values, min, max", node.Line)
+		return fmt.Errorf("a query parameter is a name or a mapping with name, type, values, min, max (line %d)", node.Line)
 	}
 	for i := 0; i+1 < len(node.Content); i += 2 {
 		switch k := node.Content[i]; k.Value {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"trendgate/internal/httperr"
 )
@@ -98,6 +98,7 @@ func TestRoutesParse(t *testing.T) {
 
 func TestValidateRoutes(t *testing.T) {
 	ok := RouteConfig{Name: "a", Path: "/api4/public/a/v1", Cost: 1, Fresh: time.Minute}
+	no, yes := false, true
 	for _, tc := range []struct {
 		name  string
 		route RouteConfig
@@ -116,6 +117,9 @@ func TestValidateRoutes(t *testing.T) {
 		{"enum without values", RouteConfig{Name: "b", Path: "/api4/b", Cost: 1, Fresh: time.Minute, Query: []QueryParam{{Name: "s", Type: QueryEnum}}}, "[1].query[0]: an enum needs values"},
 		{"unknown type", RouteConfig{Name: "b", Path: "/api4/b", Cost: 1, Fresh: time.Minute, Query: []QueryParam{{Name: "s", Type: "float"}}}, `unknown type "float"`},
 		{"PUT", RouteConfig{Name: "b", Path: "/api4/b", Methods: []string{"PUT"}, Cost: 1, Fresh: time.Minute}, `[1].methods[0]: "PUT" is not allowed`},
+		{"no fresh", RouteConfig{Name: "b", Path: "/api4/b", Cost: 1}, "[1].fresh: must be a duration above 0, such as 60s (or cache: false"},
+		{"pass-through with fresh", RouteConfig{Name: "b", Path: "/api4/b", Cost: 1, Fresh: time.Minute, Cache: &no}, "[1].fresh: must be left out with cache: false"},
+		{"pass-through with stale", RouteConfig{Name: "b", Path: "/api4/b", Cost: 1, Stale: time.Minute, Cache: &no}, "[1].stale: must be left out with cache: false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateRoutes([]RouteConfig{ok, tc.route})
@@ -132,6 +136,13 @@ func TestValidateRoutes(t *testing.T) {
 		{Name: "by_id", Path: "/api4/public/topic/{id}/whatsup/v1", Params: map[string]string{"id": "id"}, Cost: 1, Fresh: time.Minute},
 	}); err == nil || !strings.Contains(err.Error(), "[2].path: shadows the built-in endpoint whatsup") || strings.Contains(err.Error(), "[0]") || strings.Contains(err.Error(), "[1]") {
 		t.Errorf("ValidateRoutes = %v; want only routes[2] refused (an id topic can be all digits)", err)
+	}
+	// A pass-through route needs no lifetimes; cache: true is the default.
+	if err := ValidateRoutes([]RouteConfig{
+		{Name: "delete_search", Path: "/api4/public/searches/{slug}/delete", Params: map[string]string{"slug": "slug"}, Cost: 1, Cache: &no},
+		{Name: "b", Path: "/api4/b", Cost: 1, Fresh: time.Minute, Cache: &yes},
+	}); err != nil {
+		t.Errorf("ValidateRoutes = %v; want a pass-through route without fresh accepted", err)
 	}
 }
 

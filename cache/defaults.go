@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// DefaultConfig returns the cache defaults from DESIGN.md.
+// DefaultConfig returns the cache defaults (config.example.yaml shows each).
 func DefaultConfig() Config {
 	return Config{
 		MaxBytes:             256 << 20,

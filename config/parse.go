@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Error reports every problem found in a configuration at once. Each
@@ -108,27 +106,39 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 }
 
 // decodeStrict decodes one YAML document from data into cfg with unknown
-// fields refused. It returns every type error and unknown field, and
-// whether decoding stopped early (a syntax error or several documents), in
-// which case cfg is only partly filled.
+// fields refused. It returns every unknown field and value of the wrong
+// type (checkSchema), and whether decoding stopped early (a syntax error,
+// several documents, or a value a type's own reader refused), in which
+// case cfg is only partly filled.
 func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	err := dec.Decode(cfg)
-	var terr *yaml.TypeError
-	switch {
-	case err == nil, errors.Is(err, io.EOF):
-		// An empty document keeps every default.
-	case errors.As(err, &terr):
-		problems = append(problems, describe(data, terr.Errors)...)
-	default:
+	var doc yaml.Node
+	switch err := dec.Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil, false // an empty document keeps every default
+	case err != nil:
 		return syntaxProblems(data, err), true
 	}
-	if err == nil {
-		var extra yaml.Node
-		if dec.Decode(&extra) != io.EOF {
-			return append(problems, "the file must hold exactly one YAML document"), true
+	var extra yaml.Node
+	if dec.Decode(&extra) != io.EOF {
+		return []string{"the file must hold exactly one YAML document"}, true
+	}
+	problems = checkSchema(&doc)
+	// Unknown fields are reported above; decoding sets every known one it
+	// can, so that validation can still report the file's other problems.
+	err := doc.Decode(cfg)
+	var terr *yaml.TypeError
+	switch {
+	case err == nil:
+	case errors.As(err, &terr):
+		if len(problems) == 0 {
+			problems = terr.Errors // not expected: the check above names each
 		}
+	default:
+		if len(problems) == 0 {
+			problems = []string{err.Error()}
+		}
+		return problems, true
 	}
 	return problems, false
 }
@@ -160,54 +170,4 @@ func AdminAccess(data []byte, lookupEnv func(string) (string, bool)) (Admin, err
 		return Admin{}, fmt.Errorf("config: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return Admin{Listen: doc.Admin.Listen, Token: doc.Admin.Token}, nil
-}
-
-// syntaxLineRE splits a yaml.v3 syntax error into its line and message.
-var syntaxLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-
-// syntaxProblems describes a YAML syntax error in data. yaml.v3 reports
-// the line where the enclosing block began rather than where the mistake
-// is ("line 41: did not find expected '-' indicator" for a key indented
-// one space too far on line 49), so the line is found again: the first
-// line at which the text read so far fails with the same message, since a
-// document cut at any line before the mistake still parses. Tabs in
-// indentation, which YAML forbids, are named as such.
-func syntaxProblems(data []byte, err error) []string {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	var problems []string
-	tabs := make(map[int]bool)
-	for i, line := range lines {
-		indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
-		rest := bytes.TrimSpace(line)
-		if bytes.IndexByte(indent, '\t') >= 0 && len(rest) > 0 && rest[0] != '#' {
-			tabs[i+1] = true
-			problems = append(problems, fmt.Sprintf("line %d: a tab character; YAML indents with spaces", i+1))
-		}
-	}
-	m := syntaxLineRE.FindStringSubmatch(msg)
-	if m == nil {
-		return append(problems, msg)
-	}
-	reported, _ := strconv.Atoi(m[1])
-	what := m[2]
-	line := reported
-	for n := reported; n <= len(lines); n++ {
-		var node yaml.Node
-		perr := yaml.Unmarshal(bytes.Join(lines[:n], nil), &node)
-		if perr == nil {
-			continue
-		}
-		if pm := syntaxLineRE.FindStringSubmatch(strings.TrimPrefix(perr.Error(), "yaml: ")); pm != nil && pm[2] == what {
-			line = n
-			break
-		}
-	}
-	switch {
-	case tabs[line], len(tabs) > 0 && (strings.Contains(what, "tab character") || strings.Contains(what, "cannot start any token")):
-		return problems // the tab is the mistake, and is named already
-	case line >= 1 && line <= len(lines) && bytes.IndexByte(lines[line-1], '\t') >= 0 && strings.Contains(what, "cannot start any token"):
-		return append(problems, fmt.Sprintf("line %d: a tab character; YAML separates with spaces", line))
-	}
-	return append(problems, fmt.Sprintf("line %d: %s", line, what))
 }

@@ -8,17 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
-// yaml.v3 reports decoding problems by line and Go type ("line 3: field
-// colour not found in type config.Server"); these patterns find them so
-// that describe can name the setting by its YAML path instead.
 var (
-	unknownFieldRE   = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
-	lineProblemRE    = regexp.MustCompile(`^line (\d+): (.*)$`)
-	cannotDecodeRE   = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)$")
+	lineProblemRE    = regexp.MustCompile(`^line (\d+): (.*)$`) // a problem of ours found line by line (env.go)
 	timeType         = reflect.TypeOf(time.Time{})
+	durationType     = reflect.TypeOf(time.Duration(0))
 	configType       = reflect.TypeOf(Config{})
 	maxSuggestionGap = 2 // edit distance up to which a known name is suggested
 )
@@ -30,17 +26,10 @@ type nodeKey struct {
 	text string
 }
 
-// unknownSetting is a mapping key that names no setting.
-type unknownSetting struct {
-	path    string // YAML path, e.g. server.listn
-	suggest string // the nearest known setting's path, or ""
-}
-
 // schemaIndex locates the nodes of one YAML document in the schema of
-// Config: the path of every value, and every key that is not a setting.
+// Config: the path of every value.
 type schemaIndex struct {
-	values  map[nodeKey]string
-	unknown map[nodeKey]unknownSetting
+	values map[nodeKey]string
 }
 
 // indexOf indexes the settings of data when there are problems to place
@@ -53,25 +42,9 @@ func indexOf(data []byte, problems []string) *schemaIndex {
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
 		return nil
 	}
-	idx := &schemaIndex{values: make(map[nodeKey]string), unknown: make(map[nodeKey]unknownSetting)}
+	idx := &schemaIndex{values: make(map[nodeKey]string)}
 	idx.walk(doc.Content[0], configType, "")
 	return idx
-}
-
-// describe rewrites yaml.v3's decoding problems about data (unknown
-// fields, values of the wrong type) to start with the YAML path of the
-// setting, suggesting the nearest known setting for a typo. Problems it
-// cannot place are returned unchanged.
-func describe(data []byte, problems []string) []string {
-	idx := indexOf(data, problems)
-	if idx == nil {
-		return problems
-	}
-	out := make([]string, 0, len(problems))
-	for _, p := range problems {
-		out = append(out, idx.rewrite(p))
-	}
-	return out
 }
 
 // describeLines rewrites problems found line by line in the raw text data
@@ -107,58 +80,28 @@ func describeLines(data []byte, problems []string) []string {
 	return out
 }
 
-func (idx *schemaIndex) rewrite(p string) string {
-	if m := unknownFieldRE.FindStringSubmatch(p); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		if u, ok := idx.unknown[nodeKey{line, m[2]}]; ok {
-			msg := fmt.Sprintf("%s: unknown setting (line %d)", u.path, line)
-			if u.suggest != "" {
-				msg += "; did you mean " + u.suggest + "?"
-			}
-			return msg
-		}
-		return p
-	}
-	if m := cannotDecodeRE.FindStringSubmatch(p); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		text, got := m[3], "`"+m[3]+"`"
-		switch m[2] {
-		case "map":
-			text, got = "!!map", "a mapping"
-		case "seq":
-			text, got = "!!seq", "a list"
-		}
-		path, ok := idx.values[nodeKey{line, text}]
-		want := typeWords(m[4])
-		if !ok || want == "" {
-			return p
-		}
-		return fmt.Sprintf("%s: want %s, got %s (line %d)", path, want, got, line)
-	}
-	return p
-}
-
-// typeWords says in words what a Go type named in a yaml.v3 error holds.
-func typeWords(goType string) string {
+// typeWords says in words what a value of type t holds.
+func typeWords(t reflect.Type) string {
 	switch {
-	case goType == "time.Duration":
+	case t == durationType:
 		return "a duration such as 5s"
-	case goType == "time.Time":
+	case t == timeType:
 		return "a time such as 2027-01-01T00:00:00Z"
-	case goType == "bool":
-		return "true or false"
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "a whole number"
-	case strings.HasPrefix(goType, "float"):
-		return "a number"
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	case strings.HasPrefix(goType, "map["), strings.Contains(goType, "."):
-		return "a mapping"
 	}
-	return ""
+	switch t.Kind() {
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	}
+	return "a mapping"
 }
 
 // walk records the paths under node, which decodes into a value of type t.
@@ -185,12 +128,9 @@ func (idx *schemaIndex) walk(node *yaml.Node, t reflect.Type, path string) {
 		for i := 0; i+1 < len(node.Content); i += 2 {
 			k, v := node.Content[i], node.Content[i+1]
 			child := join(path, k.Value)
-			ft, ok := fields[k.Value]
-			if !ok {
-				idx.unknown[nodeKey{k.Line, k.Value}] = unknownSetting{path: child, suggest: suggest(k.Value, path, fields)}
-				continue
+			if ft, ok := fields[k.Value]; ok {
+				idx.walk(v, ft, child)
 			}
-			idx.walk(v, ft, child)
 		}
 	case t.Kind() == reflect.Map && node.Kind == yaml.MappingNode:
 		for i := 0; i+1 < len(node.Content); i += 2 {

@@ -651,7 +651,8 @@ func (c *Config) Warnings() []string {
 }
 
 // routeWarnings returns the routes' settings that are valid but cannot
-// work as written: a stale lifetime the cache caps, and a limited plan
+// work as written: a stale lifetime the cache caps, a cached route whose
+// path names a change of state (stateChangeWord), and a limited plan
 // listing a route without limited_fields (its keys are refused there).
 func (c *Config) routeWarnings() []string {
 	var w []string
@@ -659,6 +660,11 @@ func (c *Config) routeWarnings() []string {
 	for i, r := range c.Routes {
 		if r.Stale > c.Cache.MaxStale {
 			w = append(w, fmt.Sprintf("routes[%d].stale: %s is above cache.max_stale (%s), which caps it", i, r.Stale, c.Cache.MaxStale))
+		}
+		if word := stateChangeWord(r.Path); word != "" && !r.PassThrough() {
+			w = append(w, fmt.Sprintf("routes[%d].path: %q names a change of state (%s), yet the route is cached: "+
+				"a repeated call would be answered from the cache and never reach the upstream; "+
+				"set cache: false to send every call", i, r.Path, word))
 		}
 		limited[r.Name] = r.LimitedFields != nil
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// DefaultConfig returns the limits defaults from DESIGN.md.
+// DefaultConfig returns the limits defaults (config.example.yaml shows each).
 func DefaultConfig() Config {
 	return Config{
 		Costs:        Costs{List: 1, Series: 1, Whatsup: 5, TSV: 1},

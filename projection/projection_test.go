@@ -13,7 +13,7 @@ import (
 	"trendgate/config"
 )
 
-// testLimitedPlan mirrors the built-in "limited" plan of DESIGN.md: list
+// testLimitedPlan mirrors the built-in "limited" plan (config.Default): list
 // without interactions_24h, series with time and the social metrics,
 // whatsup with summary only.
 func testLimitedPlan() config.Plan {
@@ -43,7 +43,8 @@ func mustCompile(t testing.TB, plan config.Plan) *Projection {
 	return p
 }
 
-// Fixtures shaped like the upstream's bodies (upstream-facts.md, section 1).
+// Fixtures shaped like the upstream's bodies (docs/api.md and
+// api/openapi.yaml describe them).
 const (
 	// An hourly bitcoin row: all 19 fields, market fields included.
 	testAssetRow = `{"time":1760572800,"contributors_active":27113,"contributors_created":1310,` +

@@ -25,9 +25,9 @@ import (
 	"trendgate/upstream"
 )
 
-// The differential oracle of issue 26 (point 4; DESIGN.md "Truth before
-// economy"): a seeded, bounded random driver sends the same requests to the
-// gateway and, through upstreamRef, straight to the upstream, and holds
+// The differential oracle of issue 26 (point 4; docs/design.md, "Truth
+// before economy"): a seeded, bounded random driver sends the same requests
+// to the gateway and, through upstreamRef, straight to the upstream, and holds
 // every 200 the gateway sends to the upstream's own answer to that client
 // request at the instant the gateway's data was fetched.
 //

@@ -37,9 +37,13 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	cctx, sp := c.startSpan(ctx, in, "cache lookup")
 	var res cache.Result
 	var err error
-	if req.Route != nil {
+	bypass := req.Route != nil && req.Route.PassThrough()
+	switch {
+	case bypass:
+		res, err = c.passThrough(cctx, in)
+	case req.Route != nil:
 		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in))
-	} else {
+	default:
 		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in))
 	}
 	if in.traced {
@@ -56,6 +60,9 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.cache = res.Outcome.String()
+	if bypass {
+		in.cache = "bypass"
+	}
 	e := res.Entry
 	// While this response is written from e, an eviction of e does not
 	// free its memory: the cache keeps counting it (cache.Entry.Pin).
@@ -69,6 +76,9 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h["Cache-Status"] = cacheStatus(res, now)
+	if bypass {
+		h["Cache-Status"] = statusBypass
+	}
 	if res.Outcome == cache.Miss && !res.Coalesced && !e.Derived && in.upstreamReason.Load() == &reasonWiden {
 		// Cut from the week fetched for it: forwarded, and says how.
 		h["Cache-Status"] = statusWidened
@@ -554,6 +564,9 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 	}
 	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
 	h["Cache-Control"] = t.cacheControl
+	if in.req.Route != nil && in.req.Route.PassThrough() {
+		h["Cache-Control"] = noStore
+	}
 	h["Age"] = t.ageValue
 	if in.plan.proj != nil {
 		h["X-Data-Mode"] = modeLimited

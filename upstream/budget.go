@@ -37,7 +37,8 @@ type tokenReporter interface {
 	tokens() (minute, day int64)
 }
 
-// Upstream rate-limit headers (research/upstream-facts.md §2.1).
+// The rate-limit headers the upstream sends on every answer: how many
+// requests are left in the current minute and day, and when each resets.
 const (
 	hdrMinuteRemaining = "X-Rate-Limit-Minute-Remaining"
 	hdrMinuteReset     = "X-Rate-Limit-Minute-Reset"

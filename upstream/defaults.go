@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// DefaultConfig returns the upstream defaults from DESIGN.md.
+// DefaultConfig returns the upstream defaults (config.example.yaml shows each).
 func DefaultConfig() Config {
 	return Config{
 		BaseURL:               "https://lunarcrush.com",
@@ -28,9 +28,9 @@ func DefaultConfig() Config {
 // planLimits is one upstream plan's budget preset.
 type planLimits struct{ perMinute, perDay int }
 
-// planPresets hold about 90% of each real plan's limits
-// (research/upstream-facts.md §2.2 and (b)), so interactive calls keep
-// headroom against the upstream's own counters.
+// planPresets hold about 90% of each real plan's limits (the upstream's
+// published plans, written beside each preset; docs/caching.md), so
+// interactive calls keep headroom against the upstream's own counters.
 var planPresets = map[string]planLimits{
 	"hobby":      {perMinute: 3, perDay: 90},      // real: 4/min, 100/day
 	"individual": {perMinute: 9, perDay: 1800},    // real: 10/min, 2,000/day

@@ -141,7 +141,7 @@ func checkBody(e api.Endpoint, body []byte) (checked, error) {
 
 // dataItems reads the value of "data" from dec: an array of objects (it
 // returns their count), or an empty object (the upstream's unknown-topic
-// answer seen in the wild, research/upstream-facts.md §2.3: count 0).
+// answer seen in the wild for a topic it does not know: count 0).
 // Items are decoded one at a time into *raw. shape reports a value of
 // another shape; err, JSON that does not parse.
 func dataItems(dec *json.Decoder, raw *json.RawMessage) (n int, shape, err error) {

@@ -53,12 +53,11 @@ func (u *UpstreamRef) AnswerAt(target string, at time.Time) (int, []byte) {
 
 // UpstreamTarget is the request the oracle asks the upstream for a client
 // request-target: the query exactly as the client sent it (that is where
-// the readings of start and end differ), and the topic as DESIGN.md
-// ("Canonical requests") says the client meant it: '+' a space, one
+// the readings of start and end differ), and the topic as docs/api.md
+// ("Endpoints and parsing") says the client meant it: '+' a space, one
 // percent-decoding, ASCII upper case folded, re-encoded by the fixed
 // encoder. The spec has topics in lower case and the upstream does not
-// fold case (research/upstream-facts.md: a wrong-case name returns empty
-// data), so asking it for "BITCOIN" would compare the gateway's bitcoin
+// fold case (a name in the wrong case returns empty data), so asking it for "BITCOIN" would compare the gateway's bitcoin
 // with nobody's. This decoding is written here on purpose instead of
 // calling the gateway's parser, so a bug there cannot hide itself.
 func UpstreamTarget(target string) string {
