@@ -48,8 +48,21 @@ func hasQuota(p limits.Policy) bool { return p.Daily > 0 || p.Monthly > 0 }
 // newKeyIndex indexes set's keys and accounts.
 func newKeyIndex(set *proxy.Settings) *keyIndex {
 	cfg := set.Config()
-	idx := &keyIndex{set: set, keys: cfg.ResolvedKeys()}
-	slices.SortFunc(idx.keys, func(a, b config.ResolvedKey) int { return cmp.Compare(a.Key.ID, b.Key.ID) })
+	resolved := cfg.ResolvedKeys()
+	// Sort small (id, place) pairs rather than the large ResolvedKeys.
+	type ref struct {
+		id    string
+		place int
+	}
+	refs := make([]ref, len(resolved))
+	for i := range resolved {
+		refs[i] = ref{resolved[i].Key.ID, i}
+	}
+	slices.SortFunc(refs, func(a, b ref) int { return cmp.Compare(a.id, b.id) })
+	idx := &keyIndex{set: set, keys: make([]config.ResolvedKey, len(resolved))}
+	for i, r := range refs {
+		idx.keys[i] = resolved[r.place]
+	}
 	idx.keyPos = make(map[string]int, len(idx.keys))
 	for i, rk := range idx.keys {
 		idx.keyPos[rk.Key.ID] = i

@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/limits"
+	"trendgate/proxy"
 )
 
 // TestTopQuotaHoldsTheLargestShares: with many more accounts than the heap
@@ -87,5 +89,29 @@ func BenchmarkTopQuotaNote(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		top.note(s, d)
+	}
+}
+
+// BenchmarkKeyIndex is what the first admin view read after a reload pays
+// at 100,000 keys in 10,000 accounts: indexing the snapshot's keys and
+// accounts by id.
+func BenchmarkKeyIndex(b *testing.B) {
+	cfg := config.Default()
+	daily := int64(1000)
+	for a := range 10_000 {
+		cfg.Accounts = append(cfg.Accounts, config.Account{ID: fmt.Sprintf("acct-%06d", a), Plan: "full", Daily: &daily})
+	}
+	for i := range 100_000 {
+		cfg.Keys = append(cfg.Keys, config.Key{ID: fmt.Sprintf("key-%06d", (i*7919)%100_000), Account: fmt.Sprintf("acct-%06d", i/10), SHA256: fmt.Sprintf("%064x", i+1)})
+	}
+	set, err := proxy.Compile(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if idx := newKeyIndex(set); len(idx.keys) != 100_000 || len(idx.accounts) != 10_000 {
+			b.Fatalf("indexed %d keys, %d accounts", len(idx.keys), len(idx.accounts))
+		}
 	}
 }
