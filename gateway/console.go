@@ -145,7 +145,7 @@ func (g *Gateway) AccountsPage(ctx context.Context, q admin.PageQuery) (admin.Ac
 		a := &accounts[i]
 		p := a.Policy
 		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
-		kps[i] = limits.KeyPolicy{Account: a.ID, Policy: p}
+		kps[i] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
 		au := admin.AccountUsage{ID: a.ID, Plan: a.Plan, Keys: make([]string, 0, len(a.keys)),
 			Last24h: admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}}
 		for _, k := range a.keys {
@@ -380,7 +380,7 @@ func (g *Gateway) topLists(ctx context.Context, set *proxy.Settings, now time.Ti
 		a := &idx.accounts[i]
 		p := a.Policy
 		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
-		kps[j] = limits.KeyPolicy{Account: a.ID, Policy: p}
+		kps[j] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
 	}
 	us, err := g.usage.Usage(ctx, kps)
 	if err != nil {

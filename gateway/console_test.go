@@ -323,5 +323,25 @@ func TestClusterKeyUsageSameOnEveryInstance(t *testing.T) {
 		if ku.Last24h.Requests != want {
 			t.Errorf("instance %d: got %d requests in its 24 h; want %d (its own)", i, ku.Last24h.Requests, want)
 		}
+		// The account page and the summary's top list read the same
+		// counters, on an instance that admitted none of the requests too.
+		resp, body := h.AdminDo(http.MethodGet, "/accounts", "")
+		var al admin.AccountList
+		if err := json.Unmarshal(body, &al); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("instance %d: GET /accounts: %d %v %s", i, resp.StatusCode, err, body)
+		}
+		for _, a := range al.Accounts {
+			if a.ID == "team-full" && (a.Source != "redis" || a.Daily.Used != 6) {
+				t.Errorf("instance %d: account %+v; want source redis, 6 units today", i, a)
+			}
+		}
+		resp, body = h.AdminDo(http.MethodGet, "/summary", "")
+		var sum admin.Summary
+		if err := json.Unmarshal(body, &sum); resp.StatusCode != 200 || err != nil || len(sum.TopKeys) == 0 {
+			t.Fatalf("instance %d: GET /summary: %d %v %s", i, resp.StatusCode, err, body)
+		}
+		if tk := sum.TopKeys[0]; tk.ID != "team-full" || tk.Used != 6 {
+			t.Errorf("instance %d: top key %+v; want team-full with 6 units used", i, tk)
+		}
 	}
 }

@@ -112,6 +112,15 @@ func (idx *keyIndex) account(id string) (*indexedAccount, bool) {
 	return &idx.accounts[i], true
 }
 
+// firstKey returns the id of a's first key, or a's own id when it has none
+// (the limiter reads an account's quotas through any of its keys).
+func (idx *keyIndex) firstKey(a *indexedAccount) string {
+	if len(a.keys) == 0 {
+		return a.ID
+	}
+	return idx.keys[a.keys[0]].Key.ID
+}
+
 // keysAfter returns the place of the first key whose id sorts after after
 // ("" for the first key).
 func (idx *keyIndex) keysAfter(after string) int {
