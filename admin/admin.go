@@ -2,7 +2,8 @@
 // readiness, Prometheus metrics, cache purge, per-key usage, the key API
 // (create, revoke and rotate keys; change and reset accounts), the live
 // dashboard page and the public API's OpenAPI document, behind the admin
-// token (all but the two probes, which carry no secret).
+// tokens and their scopes (all but the two probes, which carry no secret;
+// see auth.go).
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key, other than the
@@ -68,8 +69,8 @@ type Options struct {
 	// NewID returns a fresh request id for each admin request. If nil,
 	// responses carry no X-Request-Id and error bodies an empty request_id.
 	NewID func() string
-	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
-	// are no /keys routes.
+	// Usage serves GET /keys, GET /keys/{id} and GET /accounts (keys.go).
+	// If nil, there are no such routes.
 	Usage UsageSource
 	// Keys serves the key API's changes: POST /keys, DELETE /keys/{id},
 	// POST /keys/{id}/rotate, PATCH /accounts/{id} and POST
@@ -111,7 +112,8 @@ var errMethod = httperr.New(http.StatusMethodNotAllowed, api.CodeMethodNotAllowe
 // scheme in any case, as RFC 9110 has it). Without one, those routes
 // refuse requests that carry an Origin header or name a Host that is not
 // a loopback name or address, so a web page cannot reach them through the
-// operator's browser (cross-site requests, DNS rebinding). Every response
+// operator's browser (cross-site requests, DNS rebinding). A named token
+// reaches only the routes its scopes cover (routeScopes). Every response
 // carries X-Request-Id, and every error is the usual JSON body, an unknown
 // route (404) or method (405, with Allow) included, whichever routes the
 // mux has.
