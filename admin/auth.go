@@ -82,13 +82,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // route not listed is the key and account API's when its path starts with
 // /keys or /accounts, and needs ScopeAdmin otherwise.
 var routeScopes = map[string][]string{
-	"GET /metrics":      {ScopeRead},
-	"GET /summary":      {ScopeRead},
-	"GET /openapi.yaml": {ScopeRead},
-	"GET /keys":         {ScopeRead, ScopeKeys},
-	"GET /keys/{id}":    {ScopeRead, ScopeKeys},
-	"GET /accounts":     {ScopeRead, ScopeKeys},
-	"POST /purge":       {ScopePurge},
+	"GET /metrics":       {ScopeRead},
+	"GET /summary":       {ScopeRead},
+	"GET /openapi.yaml":  {ScopeRead},
+	"GET /keys":          {ScopeRead, ScopeKeys},
+	"GET /keys/{id}":     {ScopeRead, ScopeKeys},
+	"GET /accounts":      {ScopeRead, ScopeKeys},
+	"GET /accounts/{id}": {ScopeRead, ScopeKeys},
+	"POST /purge":        {ScopePurge},
 }
 
 // scopesFor returns the scopes that may use the route of pattern.
