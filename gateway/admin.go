@@ -52,8 +52,12 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 // at start).
 func (g *Gateway) initConsole(cfg *config.Config) {
 	g.adminRefusals = admin.NewMetrics(g.reg)
-	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxTrackedIPs)
+	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
 }
+
+// maxAdminIPs bounds the addresses whose failed admin tokens are tracked
+// (the least recently failing is forgotten first).
+const maxAdminIPs = 10_000
 
 // namedTokens maps each named admin token's id to its digest and scopes.
 func namedTokens(ts []config.AdminToken) map[string]admin.Token {

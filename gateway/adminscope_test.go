@@ -4,14 +4,23 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/promtest"
 )
+
+// TestScopesAgree: config validates the scopes the admin routes know.
+func TestScopesAgree(t *testing.T) {
+	if !slices.Equal(config.AdminScopes, admin.Scopes) {
+		t.Errorf("config.AdminScopes %v; admin.Scopes %v: want the same", config.AdminScopes, admin.Scopes)
+	}
+}
 
 // TestReadScopedToken (issue 41): a token configured with scopes: [read]
 // reads /metrics, /summary and GET /keys, and gets 403 missing_scope on
