@@ -85,11 +85,10 @@ func TestSummaryTopListsMatchEveryKey(t *testing.T) {
 		// The ranking of every entry: the largest share of a quota first, then
 		// units used, then id; entries without a quota last.
 		type ranked struct {
-			id      string
-			quota   bool
-			pct     float64
-			used    int64
-			account string
+			id    string
+			quota bool
+			pct   float64
+			used  int64
 		}
 		rank := func(id string, d admin.QuotaUsage) ranked {
 			r := ranked{id: id, used: d.Used}
