@@ -2,7 +2,8 @@
 // readiness, Prometheus metrics, cache purge, per-key usage, the key API
 // (create, revoke and rotate keys; change and reset accounts), the live
 // dashboard page and the public API's OpenAPI document, behind the admin
-// token (all but the two probes, which carry no secret).
+// tokens and their scopes (all but the two probes, which carry no secret;
+// see auth.go).
 //
 // It holds no state of its own: everything it reports or changes comes
 // through the hooks of Options. It never sees an API key, other than the
@@ -12,9 +13,6 @@ package admin
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -24,8 +22,9 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap"
+
 	"trendgate/api"
-	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/internal/clock"
 	"trendgate/internal/httperr"
@@ -38,12 +37,20 @@ type Purger interface {
 
 // Options are the hooks the admin routes work through.
 type Options struct {
-	// Token returns the admin token in force (it changes on reload).
-	// Tokens returns the named admin tokens in force: id → lower-case hex
-	// SHA-256 of the token. With neither (nil, or empty) every route is
-	// open to same-host requests.
+	// Token returns the admin token in force (it changes on reload); it
+	// has every scope. Tokens returns the named admin tokens in force, by
+	// id. With neither (nil, or empty) every route is open to same-host
+	// requests.
 	Token  func() string
-	Tokens func() map[string]string
+	Tokens func() map[string]Token
+	// Log receives a line for every refused admin request (see auth.go);
+	// nil means zap.NewNop().
+	Log *zap.Logger
+	// Refusals counts refused admin requests; nil counts nothing.
+	Refusals *Metrics
+	// Failures slows repeated failed authentication from one address; nil
+	// never slows anyone.
+	Failures FailureLimiter
 	// Ready reports readiness and why, for /readyz. If nil, the process is
 	// always ready.
 	Ready func() (bool, string)
@@ -62,8 +69,8 @@ type Options struct {
 	// NewID returns a fresh request id for each admin request. If nil,
 	// responses carry no X-Request-Id and error bodies an empty request_id.
 	NewID func() string
-	// Usage serves GET /keys and GET /keys/{id} (keys.go). If nil, there
-	// are no /keys routes.
+	// Usage serves GET /keys, GET /keys/{id} and GET /accounts (keys.go).
+	// If nil, there are no such routes.
 	Usage UsageSource
 	// Keys serves the key API's changes: POST /keys, DELETE /keys/{id},
 	// POST /keys/{id}/rotate, PATCH /accounts/{id} and POST
@@ -86,8 +93,6 @@ type Options struct {
 var errNotLocal = httperr.New(http.StatusForbidden, api.CodeAdminNotLocal,
 	"without admin.token the admin routes answer only same-host requests: no Origin header, and a loopback Host")
 
-var errInvalidToken = httperr.New(http.StatusUnauthorized, api.CodeInvalidAdminToken, "the admin token is missing or wrong")
-
 var errInvalidPurge = httperr.New(http.StatusBadRequest, api.CodeInvalidPurge,
 	"give one of url=<public request URL, e.g. /api4/public/topic/bitcoin/whatsup/v1>, topic=<topic>, key=<canonical cache key> or all=true")
 
@@ -107,7 +112,8 @@ var errMethod = httperr.New(http.StatusMethodNotAllowed, api.CodeMethodNotAllowe
 // scheme in any case, as RFC 9110 has it). Without one, those routes
 // refuse requests that carry an Origin header or name a Host that is not
 // a loopback name or address, so a web page cannot reach them through the
-// operator's browser (cross-site requests, DNS rebinding). Every response
+// operator's browser (cross-site requests, DNS rebinding). A named token
+// reaches only the routes its scopes cover (routeScopes). Every response
 // carries X-Request-Id, and every error is the usual JSON body, an unknown
 // route (404) or method (405, with Allow) included, whichever routes the
 // mux has.
@@ -117,6 +123,9 @@ func New(o Options) http.Handler {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
 	}
 	s := &server{o: o}
 	mux := http.NewServeMux()
@@ -191,63 +200,6 @@ func (s *server) now() time.Time { return s.o.Clock.Now().UTC() }
 
 // requestID is the id New gave the response.
 func requestID(w http.ResponseWriter) string { return w.Header().Get("X-Request-Id") }
-
-func (s *server) auth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token := ""
-		if s.o.Token != nil {
-			token = s.o.Token()
-		}
-		var named map[string]string
-		if s.o.Tokens != nil {
-			named = s.o.Tokens()
-		}
-		if token == "" && len(named) == 0 {
-			if _, cross := r.Header["Origin"]; cross || !loopbackHost(r.Host) {
-				httperr.Write(w, requestID(w), errNotLocal)
-				return
-			}
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, "local")))
-			return
-		}
-		got, ok := auth.CutBearer(r.Header.Get("Authorization"))
-		id := ""
-		if ok {
-			id = whose(got, token, named)
-		}
-		if id == "" {
-			w.Header().Set("WWW-Authenticate", "Bearer")
-			httperr.Write(w, requestID(w), errInvalidToken)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), actorKey{}, id)))
-	})
-}
-
-// actorKey carries, in a request's context, who the admin routes let in:
-// "admin.token", a named token's id, or "local" (no token configured).
-type actorKey struct{}
-
-// whose returns the name of the admin token got is: "admin.token" for
-// token, the id of a named token whose digest it has, or "" for none.
-// Every comparison runs in constant time, and every one runs.
-func whose(got, token string, named map[string]string) string {
-	id := ""
-	if token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1 {
-		id = "admin.token"
-	}
-	if len(named) == 0 {
-		return id
-	}
-	sum := sha256.Sum256([]byte(got))
-	digest := []byte(hex.EncodeToString(sum[:]))
-	for name, want := range named {
-		if subtle.ConstantTimeCompare(digest, []byte(want)) == 1 {
-			id = name
-		}
-	}
-	return id
-}
 
 // loopbackHost reports whether a Host header names this machine's loopback:
 // "localhost" or a loopback address, with or without a port.

@@ -5,30 +5,80 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"trendgate/api"
 	"trendgate/internal/httperr"
 )
 
-// UsageSource reports per-key usage for GET /keys and GET /keys/{id};
-// gateway.Gateway implements it. KeyUsage returns ErrUnknownKey for an id no
-// configured key has.
+// UsageSource reports per-key and per-account usage for GET /keys, GET
+// /keys/{id} and GET /accounts; gateway.Gateway implements it. Each call
+// costs what it returns, not what is configured. KeyUsage returns
+// ErrUnknownKey for an id no configured key has; KeysPage returns
+// ErrUnknownAccount when q.Account names no account.
 type UsageSource interface {
-	KeysUsage(ctx context.Context) ([]KeyUsage, error)
+	KeysPage(ctx context.Context, q KeyQuery) (KeyPage, error)
 	KeyUsage(ctx context.Context, id string) (KeyUsage, error)
+	AccountsPage(ctx context.Context, q PageQuery) (AccountPage, error)
 }
 
 // ErrUnknownKey is returned by UsageSource.KeyUsage for an id that names no
 // configured key; the route answers 404 unknown_key.
 var ErrUnknownKey = errors.New("admin: unknown key id")
 
-// KeyList is the body of GET /keys: every key, and every account with its
-// keys (see Accounts).
+// ErrUnknownAccount is returned by UsageSource.KeysPage for an account
+// filter that names no account; the route answers 404 unknown_account.
+var ErrUnknownAccount = errors.New("admin: unknown account id")
+
+// PageQuery asks for one page of a list ordered by id: at most Limit
+// entries whose id sorts after After ("" for the first page).
+type PageQuery struct {
+	Limit int
+	After string
+}
+
+// KeyQuery is a page of keys, filtered: only the keys of Account and only
+// keys in State (one of KeyStates), each when not "".
+type KeyQuery struct {
+	PageQuery
+	Account string
+	State   string
+}
+
+// KeyPage is one page of keys in id order; More says that keys follow the
+// last one.
+type KeyPage struct {
+	Keys []KeyUsage
+	More bool
+}
+
+// AccountPage is one page of accounts in id order; More says that accounts
+// follow the last one.
+type AccountPage struct {
+	Accounts []AccountUsage
+	More     bool
+}
+
+// KeyStates are the states a key can be in, as KeyUsage.State and the
+// state filter of GET /keys name them.
+var KeyStates = []string{"active", "disabled", "expired", "not_yet_valid"}
+
+// KeyList is the body of GET /keys: one page of keys in id order, and the
+// cursor of the next page (null on the last).
 type KeyList struct {
+	GeneratedAt time.Time  `json:"generated_at"`
+	Keys        []KeyUsage `json:"keys"`
+	NextCursor  *string    `json:"next_cursor"`
+}
+
+// AccountList is the body of GET /accounts: one page of accounts in id
+// order, and the cursor of the next page (null on the last).
+type AccountList struct {
 	GeneratedAt time.Time      `json:"generated_at"`
-	Keys        []KeyUsage     `json:"keys"`
 	Accounts    []AccountUsage `json:"accounts"`
+	NextCursor  *string        `json:"next_cursor"`
 }
 
 // KeyUsage is one configured key's standing, the body of GET /keys/{id}.
@@ -162,24 +212,68 @@ type UsageCount struct {
 
 var errUnknownKey = httperr.New(http.StatusNotFound, api.CodeUnknownKey, "no configured key has this id")
 
+var errUnknownAccount = httperr.New(http.StatusNotFound, api.CodeUnknownAccount, "no account has this id")
+
 var errInternal = httperr.New(http.StatusInternalServerError, api.CodeInternalError, "internal error")
 
-// registerKeys adds GET /keys and GET /keys/{id}, behind the admin token.
+// registerKeys adds GET /keys, GET /keys/{id} and GET /accounts, for
+// tokens with the read or the keys scope.
 func (s *server) registerKeys(mux *http.ServeMux) {
 	mux.Handle("GET /keys", s.auth(http.HandlerFunc(s.serveKeys)))
 	mux.Handle("GET /keys/{id}", s.auth(http.HandlerFunc(s.serveKey)))
+	mux.Handle("GET /accounts", s.auth(http.HandlerFunc(s.serveAccounts)))
 }
 
 func (s *server) serveKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.o.Usage.KeysUsage(r.Context())
+	var q KeyQuery
+	he := readListQuery(r.URL.RawQuery, keysCursor, &q.PageQuery, map[string]*string{"account": &q.Account, "state": &q.State})
+	if he == nil && q.State != "" && !slices.Contains(KeyStates, q.State) {
+		he = httperr.New(http.StatusBadRequest, api.CodeInvalidParameter, "state must be one of "+strings.Join(KeyStates, ", "))
+	}
+	if he != nil {
+		httperr.Write(w, requestID(w), he)
+		return
+	}
+	page, err := s.o.Usage.KeysPage(r.Context(), q)
+	switch {
+	case errors.Is(err, ErrUnknownAccount):
+		httperr.Write(w, requestID(w), errUnknownAccount)
+		return
+	case err != nil:
+		httperr.Write(w, requestID(w), errInternal)
+		return
+	}
+	list := KeyList{GeneratedAt: s.now(), Keys: page.Keys}
+	if list.Keys == nil {
+		list.Keys = []KeyUsage{}
+	}
+	if page.More && len(page.Keys) > 0 {
+		c := keysCursor.encode(page.Keys[len(page.Keys)-1].ID)
+		list.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *server) serveAccounts(w http.ResponseWriter, r *http.Request) {
+	var q PageQuery
+	if he := readListQuery(r.URL.RawQuery, accountsCursor, &q, nil); he != nil {
+		httperr.Write(w, requestID(w), he)
+		return
+	}
+	page, err := s.o.Usage.AccountsPage(r.Context(), q)
 	if err != nil {
 		httperr.Write(w, requestID(w), errInternal)
 		return
 	}
-	if keys == nil {
-		keys = []KeyUsage{}
+	list := AccountList{GeneratedAt: s.now(), Accounts: page.Accounts}
+	if list.Accounts == nil {
+		list.Accounts = []AccountUsage{}
 	}
-	writeJSON(w, http.StatusOK, KeyList{GeneratedAt: s.now(), Accounts: Accounts(keys), Keys: keys})
+	if page.More && len(page.Accounts) > 0 {
+		c := accountsCursor.encode(page.Accounts[len(page.Accounts)-1].ID)
+		list.NextCursor = &c
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *server) serveKey(w http.ResponseWriter, r *http.Request) {

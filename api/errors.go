@@ -56,6 +56,8 @@ const (
 const (
 	CodeAdminNotLocal     = "admin_not_local"
 	CodeInvalidAdminToken = "invalid_admin_token"
+	CodeInvalidCursor     = "invalid_cursor"
+	CodeMissingScope      = "missing_scope"
 	CodeInvalidBody       = "invalid_body"
 	CodeInvalidKeyChange  = "invalid_key_change"
 	CodeInvalidPurge      = "invalid_purge"

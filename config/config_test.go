@@ -106,7 +106,7 @@ func TestExampleFile(t *testing.T) {
 	// Everything else equals the defaults: the comments say so.
 	want := Default()
 	want.Upstream.APIKey = "upstream-secret"
-	want.Admin.Tokens = []AdminToken{{ID: "example-operator", SHA256: strings.Repeat("0", 63) + "4"}}
+	want.Admin.Tokens = []AdminToken{{ID: "example-operator", SHA256: strings.Repeat("0", 63) + "4", Scopes: []string{"read", "keys", "purge"}}}
 	want.Server.TrustedProxies = []string{} // the file spells the empty lists out
 	want.TLS.ACME.Domains = []string{}
 	want.Server.CORS.AllowedOrigins = []string{}

@@ -157,7 +157,15 @@ type Admin struct {
 type AdminToken struct {
 	ID     string `yaml:"id"`
 	SHA256 string `yaml:"sha256"`
+	// Scopes are what the token may do: read (metrics, summary, usage,
+	// dashboard, openapi), keys (the key and account API), purge, admin
+	// (everything, pprof included: what Token has). Empty means admin.
+	Scopes []string `yaml:"scopes"`
 }
+
+// AdminScopes are the scopes an admin token can hold (admin.Scopes says
+// what each admits).
+var AdminScopes = []string{"read", "keys", "purge", "admin"}
 
 // HasToken reports whether the admin routes need a token: admin.token or
 // admin.tokens is set.

@@ -208,6 +208,11 @@ func (c *Config) validateAdminLog(p *problems) {
 		} else {
 			digests[t.SHA256] = i
 		}
+		for j, sc := range t.Scopes {
+			if !slices.Contains(AdminScopes, sc) {
+				p.add(fmt.Sprintf("%s.scopes[%d]", path, j), "unknown scope %q (known: %s)", sc, strings.Join(AdminScopes, ", "))
+			}
+		}
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

@@ -12,6 +12,7 @@ import (
 	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/breaker"
+	"trendgate/limits"
 	"trendgate/proxy"
 )
 
@@ -27,7 +28,10 @@ func (g *Gateway) AdminHandler() http.Handler { return g.adminHandler(nil) }
 func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	return admin.New(admin.Options{
 		Token:        func() string { return g.Config().Admin.Token },
-		Tokens:       func() map[string]string { return namedTokens(g.Config().Admin.Tokens) },
+		Tokens:       func() map[string]admin.Token { return namedTokens(g.Config().Admin.Tokens) },
+		Log:          g.log.Named("admin"),
+		Refusals:     g.adminRefusals,
+		Failures:     g.adminFailures,
 		Ready:        func() (bool, string) { return g.ready(sec) },
 		ReadyDetails: g.readyDetails,
 		Metrics:      promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
@@ -42,11 +46,24 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 	})
 }
 
-// namedTokens maps each named admin token's id to its digest.
-func namedTokens(ts []config.AdminToken) map[string]string {
-	m := make(map[string]string, len(ts))
+// initConsole sets up what the admin listener keeps beside the routes:
+// the counter of refused admin requests and the per-address budget of
+// failed admin tokens (limits.auth_failures, as on the public side; read
+// at start).
+func (g *Gateway) initConsole(cfg *config.Config) {
+	g.adminRefusals = admin.NewMetrics(g.reg)
+	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
+}
+
+// maxAdminIPs bounds the addresses whose failed admin tokens are tracked
+// (the least recently failing is forgotten first).
+const maxAdminIPs = 10_000
+
+// namedTokens maps each named admin token's id to its digest and scopes.
+func namedTokens(ts []config.AdminToken) map[string]admin.Token {
+	m := make(map[string]admin.Token, len(ts))
 	for _, t := range ts {
-		m[t.ID] = t.SHA256
+		m[t.ID] = admin.Token{SHA256: t.SHA256, Scopes: t.Scopes}
 	}
 	return m
 }

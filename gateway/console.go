@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,7 @@ import (
 
 	"trendgate/activity"
 	"trendgate/admin"
+	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/limits"
 	"trendgate/proxy"
@@ -66,48 +68,159 @@ const topN = 10
 // mode, which falls back to local figures when it fails).
 const usageTimeout = 2 * time.Second
 
-// KeysUsage implements admin.UsageSource: every configured key, in
-// configuration order.
-func (g *Gateway) KeysUsage(ctx context.Context) ([]admin.KeyUsage, error) {
-	return g.keysUsage(ctx, g.chain.Settings(), "")
+// KeysPage implements admin.UsageSource: one page of keys in id order,
+// found through the snapshot's index and read key by key.
+func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage, error) {
+	set := g.chain.Settings()
+	idx := g.keyIdx.of(set)
+	now := g.clk.Now()
+	var places []int // ascending places in idx.keys, or nil for all keys
+	if q.Account != "" {
+		a, ok := idx.account(q.Account)
+		if !ok {
+			return admin.KeyPage{}, admin.ErrUnknownAccount
+		}
+		places = a.keys
+	}
+	page := make([]config.ResolvedKey, 0, min(q.Limit, 64))
+	more := false
+	take := func(rk config.ResolvedKey) bool {
+		if q.State != "" && keyState(rk, now) != q.State {
+			return true
+		}
+		if len(page) == q.Limit {
+			more = true
+			return false
+		}
+		page = append(page, rk)
+		return true
+	}
+	first := idx.keysAfter(q.After)
+	if places == nil {
+		for i := first; i < len(idx.keys) && take(idx.keys[i]); i++ {
+		}
+	} else {
+		for _, i := range places[sort.SearchInts(places, first):] {
+			if !take(idx.keys[i]) {
+				break
+			}
+		}
+	}
+	keys, err := g.usageOfKeys(ctx, set, page)
+	if err != nil {
+		return admin.KeyPage{}, err
+	}
+	return admin.KeyPage{Keys: keys, More: more}, nil
 }
 
-// KeyUsage implements admin.UsageSource.
+// KeyUsage implements admin.UsageSource: a lookup in the snapshot's index.
 func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, error) {
-	ks, err := g.keysUsage(ctx, g.chain.Settings(), id)
+	set := g.chain.Settings()
+	rk, ok := g.keyIdx.of(set).key(id)
+	if !ok {
+		return admin.KeyUsage{}, admin.ErrUnknownKey
+	}
+	ks, err := g.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
 	if err != nil {
 		return admin.KeyUsage{}, err
-	}
-	if len(ks) == 0 {
-		return admin.KeyUsage{}, admin.ErrUnknownKey
 	}
 	return ks[0], nil
 }
 
-// keysUsage reads the usage of every key of set, or of the key named only
-// ("" for all).
+// AccountsPage implements admin.UsageSource: one page of accounts in id
+// order, each with its quotas (read once per account) and the sum of its
+// keys' traffic.
+func (g *Gateway) AccountsPage(ctx context.Context, q admin.PageQuery) (admin.AccountPage, error) {
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	defer cancel()
+	set := g.chain.Settings()
+	idx := g.keyIdx.of(set)
+	now := g.clk.Now()
+	first := idx.accountsAfter(q.After)
+	last := min(first+q.Limit, len(idx.accounts))
+	accounts := idx.accounts[first:last]
+	kps := make([]limits.KeyPolicy, len(accounts))
+	out := make([]admin.AccountUsage, len(accounts))
+	for i := range accounts {
+		a := &accounts[i]
+		p := a.Policy
+		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
+		kps[i] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
+		au := admin.AccountUsage{ID: a.ID, Plan: a.Plan, Keys: make([]string, 0, len(a.keys)),
+			Last24h: admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}}
+		for _, k := range a.keys {
+			id := idx.keys[k].Key.ID
+			au.Keys = append(au.Keys, id)
+			ka := set.KeyActivity(id)
+			if ka == nil {
+				continue
+			}
+			win := ka.Window(now)
+			w := &au.Last24h
+			if w.Since.IsZero() || (!win.Since.IsZero() && win.Since.Before(w.Since)) {
+				w.Since = win.Since
+			}
+			w.Requests += win.Requests
+			w.Units += win.Units
+			w.UpstreamCalls += win.UpstreamCalls
+			w.UpstreamAbandoned += win.UpstreamAbandoned
+		}
+		out[i] = au
+	}
+	if len(kps) > 0 {
+		us, err := g.usage.Usage(ctx, kps)
+		if err != nil {
+			g.log.Warn("reading account usage failed", zap.Error(err))
+			return admin.AccountPage{}, fmt.Errorf("gateway: account usage: %w", err)
+		}
+		for i, u := range us {
+			out[i].Source = u.Source
+			out[i].Daily = quotaUsage(u.DayUsed, u.Policy.Daily, u.DayEnd)
+			out[i].Monthly = quotaUsage(u.MonthUsed, u.Policy.Monthly, u.MonthEnd)
+		}
+	}
+	return admin.AccountPage{Accounts: out, More: last < len(idx.accounts)}, nil
+}
+
+// keyState is rk's state at now: one of admin.KeyStates.
+func keyState(rk config.ResolvedKey, now time.Time) string {
+	switch {
+	case rk.Key.Disabled:
+		return "disabled"
+	case rk.Key.Expires != nil && !now.Before(*rk.Key.Expires):
+		return "expired"
+	case rk.Key.NotBefore != nil && now.Before(*rk.Key.NotBefore):
+		return "not_yet_valid"
+	}
+	return "active"
+}
+
+// keysUsage reads the usage of every key of set in id order, or of the key
+// named only ("" for all). It walks every key (one limiter lock per key):
+// the admin views read pages and lookups instead (KeysPage, KeyUsage).
 func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only string) ([]admin.KeyUsage, error) {
+	idx := g.keyIdx.of(set)
+	if only == "" {
+		return g.usageOfKeys(ctx, set, idx.keys)
+	}
+	rk, ok := idx.key(only)
+	if !ok {
+		return nil, nil
+	}
+	return g.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
+}
+
+// usageOfKeys reads the usage of the keys rks of set, in their order.
+func (g *Gateway) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []config.ResolvedKey) ([]admin.KeyUsage, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
 	now := g.clk.Now()
-	resolved := set.Config().ResolvedKeys()
-	kps := make([]limits.KeyPolicy, 0, len(resolved))
-	out := make([]admin.KeyUsage, 0, len(resolved))
-	for _, rk := range resolved {
-		if only != "" && rk.Key.ID != only {
-			continue
-		}
+	kps := make([]limits.KeyPolicy, 0, len(rks))
+	out := make([]admin.KeyUsage, 0, len(rks))
+	for _, rk := range rks {
 		kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy})
-		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: "active", Expires: rk.Key.Expires,
+		ku := admin.KeyUsage{ID: rk.Key.ID, Account: rk.Account, Plan: rk.Plan, State: keyState(rk, now), Expires: rk.Key.Expires,
 			NotBefore: rk.Key.NotBefore, Created: rk.Key.Created}
-		switch {
-		case rk.Key.Disabled:
-			ku.State = "disabled"
-		case rk.Key.Expires != nil && !now.Before(*rk.Key.Expires):
-			ku.State = "expired"
-		case rk.Key.NotBefore != nil && now.Before(*rk.Key.NotBefore):
-			ku.State = "not_yet_valid"
-		}
 		ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
 		if k := set.KeyActivity(rk.Key.ID); k != nil {
 			w := k.Window(now)
@@ -222,34 +335,80 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 			s.Cache.FillPct = round(100*float64(s.Cache.Bytes+s.Cache.PinnedBytes)/float64(s.Cache.MaxBytes), 1)
 		}
 	}
-	keys, err := g.keysUsage(ctx, set, "")
-	if err != nil {
+	var err error
+	if s.TopKeys, s.TopAccounts, err = g.topLists(ctx, set, now); err != nil {
 		return admin.Summary{}, err
 	}
-	s.TopKeys = topKeys(keys, topN)
-	s.TopAccounts = topAccounts(admin.Accounts(keys), topN)
 	return s, nil
 }
 
-// topKeys orders keys by their highest share of a quota used (ties by
-// id), keys without quotas last by units used today.
-func topKeys(keys []admin.KeyUsage, n int) []admin.TopKey {
-	out := make([]admin.TopKey, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, admin.TopKey{ID: k.ID, Account: k.Account, Plan: k.Plan, State: k.State, QuotaRank: rankOf(k.Daily, k.Monthly)})
+// topLists returns the summary's top keys and accounts without reading
+// every key: the candidates are the accounts g.top holds (the largest
+// shares of a quota its admissions saw), and, for the entries that used
+// nothing, the first accounts and keys by id with a quota and without one.
+// Each candidate account's quotas are read once (one limiter lock each),
+// and the lists are ordered from those figures.
+func (g *Gateway) topLists(ctx context.Context, set *proxy.Settings, now time.Time) ([]admin.TopKey, []admin.TopAccount, error) {
+	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+	defer cancel()
+	idx := g.keyIdx.of(set)
+	var places []int // in idx.accounts
+	seen := make(map[int]bool)
+	add := func(i int) {
+		if !seen[i] && len(idx.accounts[i].keys) > 0 {
+			seen[i] = true
+			places = append(places, i)
+		}
 	}
-	slices.SortStableFunc(out, func(a, b admin.TopKey) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
-	return out[:min(n, len(out))]
-}
-
-// topAccounts orders accounts as topKeys orders keys.
-func topAccounts(accounts []admin.AccountUsage, n int) []admin.TopAccount {
-	out := make([]admin.TopAccount, 0, len(accounts))
-	for _, a := range accounts {
-		out = append(out, admin.TopAccount{ID: a.ID, Plan: a.Plan, Keys: a.Keys, QuotaRank: rankOf(a.Daily, a.Monthly)})
+	for account := range g.top.candidates() {
+		if i, ok := idx.accountPos[account]; ok {
+			add(i)
+		}
 	}
-	slices.SortStableFunc(out, func(a, b admin.TopAccount) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
-	return out[:min(n, len(out))]
+	for _, list := range [][]int{idx.quotaAccounts, idx.freeAccounts} {
+		for _, i := range list[:min(topN, len(list))] {
+			add(i)
+		}
+	}
+	for _, list := range [][]int{idx.quotaKeys, idx.freeKeys} {
+		for _, k := range list[:min(topN, len(list))] {
+			add(idx.accountPos[idx.keys[k].Account])
+		}
+	}
+	kps := make([]limits.KeyPolicy, len(places))
+	for j, i := range places {
+		a := &idx.accounts[i]
+		p := a.Policy
+		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
+		kps[j] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
+	}
+	us, err := g.usage.Usage(ctx, kps)
+	if err != nil {
+		g.log.Warn("reading the top accounts' usage failed", zap.Error(err))
+		return nil, nil, fmt.Errorf("gateway: top accounts: %w", err)
+	}
+	accounts := make([]admin.TopAccount, 0, len(places))
+	var keys []admin.TopKey
+	for j, i := range places {
+		a := &idx.accounts[i]
+		u := us[j]
+		rank := rankOf(quotaUsage(u.DayUsed, u.Policy.Daily, u.DayEnd), quotaUsage(u.MonthUsed, u.Policy.Monthly, u.MonthEnd))
+		ta := admin.TopAccount{ID: a.ID, Plan: a.Plan, Keys: make([]string, 0, len(a.keys)), QuotaRank: rank}
+		for n, k := range a.keys {
+			rk := idx.keys[k]
+			ta.Keys = append(ta.Keys, rk.Key.ID)
+			if n < topN { // the account's first keys by id are the only ones that can make the list
+				keys = append(keys, admin.TopKey{ID: rk.Key.ID, Account: a.ID, Plan: rk.Plan, State: keyState(rk, now), QuotaRank: rank})
+			}
+		}
+		accounts = append(accounts, ta)
+	}
+	slices.SortFunc(accounts, func(a, b admin.TopAccount) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
+	slices.SortFunc(keys, func(a, b admin.TopKey) int { return compareRanks(a.QuotaRank, b.QuotaRank, a.ID, b.ID) })
+	if keys == nil {
+		keys = []admin.TopKey{}
+	}
+	return keys[:min(topN, len(keys))], accounts[:min(topN, len(accounts))], nil
 }
 
 // rankOf is the highest share of the two quota windows used.

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,12 +90,56 @@ func TestKeyUsage(t *testing.T) {
 		}
 	}
 
-	// The list: every configured key, in configuration order, and no key
-	// material anywhere.
+	// The list: every configured key, in id order, and no key material
+	// anywhere.
 	resp, list := h.AdminDo(http.MethodGet, "/keys", "")
 	var kl admin.KeyList
-	if err := json.Unmarshal(list, &kl); resp.StatusCode != 200 || err != nil || len(kl.Keys) != 4 || kl.Keys[0].ID != "team-full" || kl.Keys[3].ID != "old" {
+	if err := json.Unmarshal(list, &kl); resp.StatusCode != 200 || err != nil || len(kl.Keys) != 4 || kl.Keys[0].ID != "off" || kl.Keys[3].ID != "team-limited" || kl.NextCursor != nil {
 		t.Fatalf("GET /keys: %d %v %s", resp.StatusCode, err, list)
+	}
+	// Pages of two, the second through the first's cursor; filters.
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"limit=2", []string{"off", "old"}},
+		{"state=disabled", []string{"off"}},
+		{"state=active", []string{"team-full", "team-limited"}},
+		{"state=expired&account=old", []string{"old"}},
+		{"account=team-full", []string{"team-full"}},
+	} {
+		resp, body := h.AdminDo(http.MethodGet, "/keys?"+tc.query, "")
+		var page admin.KeyList
+		if err := json.Unmarshal(body, &page); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("GET /keys?%s: %d %v %s", tc.query, resp.StatusCode, err, body)
+		}
+		var got []string
+		for _, k := range page.Keys {
+			got = append(got, k.ID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("GET /keys?%s: got %v; want %v", tc.query, got, tc.want)
+		}
+		if tc.query == "limit=2" {
+			if page.NextCursor == nil {
+				t.Fatalf("GET /keys?limit=2: no next_cursor")
+			}
+			_, body := h.AdminDo(http.MethodGet, "/keys?limit=2&cursor="+*page.NextCursor, "")
+			var next admin.KeyList
+			if err := json.Unmarshal(body, &next); err != nil || len(next.Keys) != 2 || next.Keys[0].ID != "team-full" || next.NextCursor != nil {
+				t.Errorf("second page: %s; want team-full, team-limited and no cursor", body)
+			}
+		}
+	}
+	if resp, body := h.AdminDo(http.MethodGet, "/keys?account=nobody", ""); resp.StatusCode != 404 || !strings.Contains(string(body), `"unknown_account"`) {
+		t.Errorf("GET /keys?account=nobody: %d %s; want 404 unknown_account", resp.StatusCode, body)
+	}
+	// The accounts: one per key here (none configured), with its quotas.
+	resp, accounts := h.AdminDo(http.MethodGet, "/accounts?limit=3", "")
+	var al admin.AccountList
+	if err := json.Unmarshal(accounts, &al); resp.StatusCode != 200 || err != nil || len(al.Accounts) != 3 || al.NextCursor == nil ||
+		al.Accounts[2].ID != "team-full" || al.Accounts[2].Daily.Used != 18 || al.Accounts[2].Last24h.Requests != 7 {
+		t.Errorf("GET /accounts?limit=3: %d %v %s; want off, old, team-full (18 units used, 7 requests) and a cursor", resp.StatusCode, err, accounts)
 	}
 	for _, secret := range []string{h.Full, h.Limited, disabled, expired} {
 		if strings.Contains(string(list), secret) || strings.Contains(string(list), auth.Digest(secret)) {
@@ -277,6 +322,26 @@ func TestClusterKeyUsageSameOnEveryInstance(t *testing.T) {
 		gatewaytest.WaitFor(func() bool { _, ku, _ = h.KeyUsage("team-full"); return ku.Last24h.Requests == want })
 		if ku.Last24h.Requests != want {
 			t.Errorf("instance %d: got %d requests in its 24 h; want %d (its own)", i, ku.Last24h.Requests, want)
+		}
+		// The account page and the summary's top list read the same
+		// counters, on an instance that admitted none of the requests too.
+		resp, body := h.AdminDo(http.MethodGet, "/accounts", "")
+		var al admin.AccountList
+		if err := json.Unmarshal(body, &al); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("instance %d: GET /accounts: %d %v %s", i, resp.StatusCode, err, body)
+		}
+		for _, a := range al.Accounts {
+			if a.ID == "team-full" && (a.Source != "redis" || a.Daily.Used != 6) {
+				t.Errorf("instance %d: account %+v; want source redis, 6 units today", i, a)
+			}
+		}
+		resp, body = h.AdminDo(http.MethodGet, "/summary", "")
+		var sum admin.Summary
+		if err := json.Unmarshal(body, &sum); resp.StatusCode != 200 || err != nil || len(sum.TopKeys) == 0 {
+			t.Fatalf("instance %d: GET /summary: %d %v %s", i, resp.StatusCode, err, body)
+		}
+		if tk := sum.TopKeys[0]; tk.ID != "team-full" || tk.Used != 6 {
+			t.Errorf("instance %d: top key %+v; want team-full with 6 units used", i, tk)
 		}
 	}
 }

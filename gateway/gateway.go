@@ -67,6 +67,14 @@ type Gateway struct {
 	quotas  limits.QuotaResetter // the same limiter, whose quota counters ResetQuota clears
 	act     *activity.Recorder   // recent traffic for the dashboard
 	closers []func() error       // cluster resources, closed by Close
+	// keyIdx is the admin views' index of keys and accounts (keyindex.go);
+	// top the accounts using most of a quota, for the summary
+	// (topquota.go); adminRefusals counts refused admin requests, and
+	// adminFailures slows failed admin tokens per address (initConsole).
+	keyIdx        keyIndexCache
+	top           topQuota
+	adminRefusals *admin.Metrics
+	adminFailures *limits.AuthFailures
 	// lastUsed shares the keys' last use among instances; nil without
 	// cluster mode (lastused.go).
 	lastUsed *activity.LastUsed
@@ -135,6 +143,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.metrics = newMetrics(g.reg)
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
+	g.initConsole(cfg)
 
 	if _, err := proxy.Compile(cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -162,6 +171,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
+	deps.Limiter = g.top.observe(deps.Limiter)
 	g.chain = proxy.New(set, deps)
 	g.keys.Start()
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL

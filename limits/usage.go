@@ -67,34 +67,42 @@ var (
 	_ UsageReader = (*Redis)(nil)
 )
 
-// Usage implements UsageReader from this instance's memory.
+// Usage implements UsageReader from this instance's memory. It takes the
+// limiter's mutex once per key, never across the whole list, so a reader
+// of many keys (an admin view) delays an admission by at most one key's
+// read.
 func (l *Local) Usage(ctx context.Context, keys []KeyPolicy) ([]Usage, error) {
 	now := l.clk.Now()
 	w := windowAt(now)
 	out := make([]Usage, len(keys))
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	for i, kp := range keys {
-		p := kp.Policy
-		if p.PerSecond > 0 {
-			p.Burst = effectiveBurst(p)
-		}
-		u := Usage{Policy: p, DayEnd: w.dayEnd, MonthEnd: w.monthEnd, Source: SourceLocal, BurstTokens: p.Burst}
-		u.DayUsed, u.MonthUsed = l.presumedLocked(w, p)
-		if q := l.quotas[kp.subject().account()]; q != nil {
-			if q.day == w.day {
-				u.DayUsed = q.dayUsed
-			}
-			if q.month == w.month {
-				u.MonthUsed = q.monthUsed
-			}
-		}
-		if st := l.keys[kp.Key]; st != nil && p.PerSecond > 0 && st.bucket != nil {
-			u.BurstTokens = min(max(int(math.Floor(st.bucket.TokensAt(now))), 0), p.Burst)
-		}
-		out[i] = u
+		out[i] = l.usageOf(kp, now, w)
 	}
 	return out, nil
+}
+
+// usageOf reads one key's standing under l.mu.
+func (l *Local) usageOf(kp KeyPolicy, now time.Time, w window) Usage {
+	p := kp.Policy
+	if p.PerSecond > 0 {
+		p.Burst = effectiveBurst(p)
+	}
+	u := Usage{Policy: p, DayEnd: w.dayEnd, MonthEnd: w.monthEnd, Source: SourceLocal, BurstTokens: p.Burst}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u.DayUsed, u.MonthUsed = l.presumedLocked(w, p)
+	if q := l.quotas[kp.subject().account()]; q != nil {
+		if q.day == w.day {
+			u.DayUsed = q.dayUsed
+		}
+		if q.month == w.month {
+			u.MonthUsed = q.monthUsed
+		}
+	}
+	if st := l.keys[kp.Key]; st != nil && p.PerSecond > 0 && st.bucket != nil {
+		u.BurstTokens = min(max(int(math.Floor(st.bucket.TokensAt(now))), 0), p.Burst)
+	}
+	return u
 }
 
 // Usage implements UsageReader from Redis, so every instance reports the

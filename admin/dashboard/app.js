@@ -240,6 +240,11 @@ async function poll() {
       return;
     }
     const body = await resp.json();
+    if (resp.status === 403 && body.code === "missing_scope") {
+      // A token that may not read: polling on would only be refused again.
+      askToken("That token lacks the read scope the dashboard needs.");
+      return;
+    }
     if (!resp.ok) {
       setStatus("Error " + resp.status + ": " + (body.error || "unexpected answer"));
       document.body.dataset.state = "error";

@@ -46,7 +46,7 @@ Usage:
                                              -plan); prints the secret once and the config
                                              lines to paste
   trendgate keys hash                        read a key on stdin, print its sha256 digest
-  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID | -account ID] [-state STATE] [-json]
                                              per-key quota, bucket and 24 h traffic from the
                                              admin listener (address and token from FILE's
                                              admin section; $TRENDGATE_ADMIN_TOKEN overrides)
@@ -372,7 +372,7 @@ const keysUsage = `Usage:
                                          -plan: a key of that account); prints the
                                          secret once and the config lines to paste
   trendgate keys hash                    read a key on stdin, print its sha256 digest
-  trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]
+  trendgate keys usage [-config FILE | -admin ADDR] [-id ID | -account ID] [-state STATE] [-json]
                                          per-key usage from a running gateway's admin
                                          listener (address and token from FILE, or
                                          ADDR and $TRENDGATE_ADMIN_TOKEN)

@@ -22,61 +22,155 @@ import (
 // token from (a flag would show it in the process list).
 const adminTokenEnv = "TRENDGATE_ADMIN_TOKEN"
 
-// runKeysUsage fetches GET /keys (or /keys/{id}) from the admin listener
-// and prints an aligned table, or the JSON itself with -json.
+// usagePageLimit is the page size keys usage asks for: the admin API's
+// largest, so 100,000 keys take 100 requests of about 1 MB each.
+const usagePageLimit = admin.MaxPageLimit
+
+// runKeysUsage fetches GET /accounts and GET /keys page by page (or GET
+// /keys/{id}) from the admin listener and prints aligned tables, or the
+// JSON with -json.
 func runKeysUsage(args []string, stdout io.Writer) error {
-	fs := newFlags("keys usage", "Usage: trendgate keys usage [-config FILE | -admin ADDR] [-id ID] [-json]\n\n"+
+	fs := newFlags("keys usage", "Usage: trendgate keys usage [-config FILE | -admin ADDR] [-id ID | -account ID] [-state STATE] [-json]\n\n"+
 		"Per-key usage from a running gateway's admin listener: the one the config\n"+
 		"FILE's admin.listen sets up (a wildcard host is reached on loopback), or ADDR\n"+
 		"(127.0.0.1:9090 or http://127.0.0.1:9090; -admin wins over the file's address).\n"+
-		"The admin token is $"+adminTokenEnv+" when set, else the file's admin.token.\n")
+		"The admin token is $"+adminTokenEnv+" when set, else the file's admin.token;\n"+
+		"it needs the read (or keys) scope. Keys and accounts are read a page at a time,\n"+
+		"in id order, however many there are.\n")
 	base, path := adminFlags(fs)
 	id := fs.String("id", "", "show only the key with this `ID`, with its requests by endpoint and status")
-	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table")
+	account := fs.String("account", "", "show only the keys of the account with this `ID`")
+	state := fs.String("state", "", "show only the keys in this `STATE` ("+strings.Join(admin.KeyStates, ", ")+")")
+	asJSON := fs.Bool("json", false, "print the admin API's JSON instead of a table: one object with generated_at, keys and (without filters) accounts")
 	if help, err := parseFlags(fs, args, stdout); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("keys usage: unexpected argument %q", fs.Arg(0))
 	}
+	if *id != "" && (*account != "" || *state != "") {
+		return errors.New("keys usage: -id shows one key; it does not combine with -account or -state")
+	}
 	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {
 		return fmt.Errorf("keys usage: %w", err)
 	}
-	target := root + "/keys"
 	if *id != "" {
-		target += "/" + url.PathEscape(*id)
-	}
-	body, err := adminGet(target, token)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		var out bytes.Buffer
-		if err := json.Indent(&out, body, "", "  "); err != nil {
-			return fmt.Errorf("keys usage: %s did not answer JSON: %w", target, err)
+		target := root + "/keys/" + url.PathEscape(*id)
+		body, err := adminGet(target, token)
+		if err != nil {
+			return err
 		}
-		out.WriteByte('\n')
-		_, err := stdout.Write(out.Bytes())
-		return err
-	}
-	var keys []admin.KeyUsage
-	if *id != "" {
+		if *asJSON {
+			return writeIndented(stdout, target, body)
+		}
 		var k admin.KeyUsage
 		if err := json.Unmarshal(body, &k); err != nil {
 			return fmt.Errorf("keys usage: %s: %w", target, err)
 		}
-		keys = []admin.KeyUsage{k}
-	} else {
-		var list admin.KeyList
-		if err := json.Unmarshal(body, &list); err != nil {
+		printUsage(stdout, []admin.KeyUsage{k}, true)
+		return nil
+	}
+	filter := url.Values{}
+	if *account != "" {
+		filter.Set("account", *account)
+	}
+	if *state != "" {
+		filter.Set("state", *state)
+	}
+	var dump usageDump
+	if len(filter) == 0 {
+		if err := readPages(root+"/accounts", token, nil, func(body []byte) (string, error) {
+			var page admin.AccountList
+			err := json.Unmarshal(body, &page)
+			dump.Accounts = append(dump.Accounts, page.Accounts...)
+			return deref(page.NextCursor), err
+		}); err != nil {
+			return err
+		}
+	}
+	if err := readPages(root+"/keys", token, filter, func(body []byte) (string, error) {
+		var page admin.KeyList
+		err := json.Unmarshal(body, &page)
+		if dump.GeneratedAt.IsZero() {
+			dump.GeneratedAt = page.GeneratedAt
+		}
+		dump.Keys = append(dump.Keys, page.Keys...)
+		return deref(page.NextCursor), err
+	}); err != nil {
+		return err
+	}
+	if dump.Keys == nil {
+		dump.Keys = []admin.KeyUsage{}
+	}
+	if *asJSON {
+		b, err := json.MarshalIndent(dump, "", "  ")
+		if err != nil {
+			return fmt.Errorf("keys usage: %w", err)
+		}
+		_, err = stdout.Write(append(b, '\n'))
+		return err
+	}
+	printAccounts(stdout, dump.Accounts)
+	printUsage(stdout, dump.Keys, false)
+	return nil
+}
+
+// usageDump is what keys usage -json prints: every page put together.
+type usageDump struct {
+	GeneratedAt time.Time            `json:"generated_at"`
+	Keys        []admin.KeyUsage     `json:"keys"`
+	Accounts    []admin.AccountUsage `json:"accounts,omitempty"`
+}
+
+// readPages GETs list (with the query filter) page by page, handing each
+// page's body to read, which returns the page's next cursor ("" on the
+// last page).
+func readPages(list, token string, filter url.Values, read func(body []byte) (string, error)) error {
+	next := ""
+	for {
+		q := url.Values{"limit": {strconv.Itoa(usagePageLimit)}}
+		for k, v := range filter {
+			q[k] = v
+		}
+		if next != "" {
+			q.Set("cursor", next)
+		}
+		target := list + "?" + q.Encode()
+		body, err := adminGet(target, token)
+		if err != nil {
+			return err
+		}
+		cursor, err := read(body)
+		if err != nil {
 			return fmt.Errorf("keys usage: %s: %w", target, err)
 		}
-		keys = list.Keys
-		printAccounts(stdout, list.Accounts)
+		if cursor == "" {
+			return nil
+		}
+		if cursor == next {
+			return fmt.Errorf("keys usage: %s answered the same cursor again", target)
+		}
+		next = cursor
 	}
-	printUsage(stdout, keys, *id != "")
-	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// writeIndented writes the JSON body indented, followed by a newline.
+func writeIndented(w io.Writer, target string, body []byte) error {
+	var out bytes.Buffer
+	if err := json.Indent(&out, body, "", "  "); err != nil {
+		return fmt.Errorf("keys usage: %s did not answer JSON: %w", target, err)
+	}
+	out.WriteByte('\n')
+	_, err := w.Write(out.Bytes())
+	return err
 }
 
 // adminTarget resolves the admin listener's base URL and token: from the

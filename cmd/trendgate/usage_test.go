@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -133,6 +134,65 @@ func TestKeysUsageJSONAndToken(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "\n  \"keys\": [") {
 		t.Errorf("got JSON not indented:\n%s", out.String())
+	}
+}
+
+// TestKeysUsagePages: keys usage reads every key of a gateway with more
+// keys than one page holds (it used to read one answer, at most 32 MiB),
+// and the filters reach the admin API.
+func TestKeysUsagePages(t *testing.T) {
+	const n = 2*usagePageLimit + 5
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = "http://127.0.0.1:1" // never called
+	cfg.Accounts = []config.Account{{ID: "crowd", Plan: "limited"}}
+	for i := range n {
+		k := config.Key{ID: fmt.Sprintf("k%05d", i), SHA256: fmt.Sprintf("%064x", i+1), Account: "crowd"}
+		if i%2 == 1 {
+			k.Disabled = true
+		}
+		cfg.Keys = append(cfg.Keys, k)
+	}
+	g, err := gateway.New(cfg, gateway.Options{Clock: clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	srv := httptest.NewServer(g.AdminHandler())
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, n},
+		{[]string{"-state", "disabled"}, n / 2},
+		{[]string{"-account", "crowd", "-state", "active"}, n - n/2},
+	} {
+		var out bytes.Buffer
+		if err := run(append([]string{"keys", "usage", "-admin", srv.URL, "-json"}, tc.args...), nil, &out, &out); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		var dump struct {
+			Keys     []admin.KeyUsage
+			Accounts []admin.AccountUsage
+		}
+		if err := json.Unmarshal(out.Bytes(), &dump); err != nil {
+			t.Fatal(err)
+		}
+		if len(dump.Keys) != tc.want {
+			t.Errorf("%v: got %d keys; want %d", tc.args, len(dump.Keys), tc.want)
+		}
+		for i := 1; i < len(dump.Keys); i++ {
+			if dump.Keys[i-1].ID >= dump.Keys[i].ID {
+				t.Fatalf("%v: keys out of order or repeated at %d: %s, %s", tc.args, i, dump.Keys[i-1].ID, dump.Keys[i].ID)
+			}
+		}
+		if tc.args == nil && (len(dump.Accounts) != 1 || len(dump.Accounts[0].Keys) != n) {
+			t.Errorf("got %d accounts; want crowd with its %d keys", len(dump.Accounts), n)
+		}
+	}
+	var out bytes.Buffer
+	if err := run([]string{"keys", "usage", "-admin", srv.URL, "-id", "k00001", "-state", "active"}, nil, &out, &out); err == nil {
+		t.Errorf("-id with -state: want an error")
 	}
 }
 
