@@ -14,6 +14,7 @@ import (
 	"trendgate/activity"
 	"trendgate/admin"
 	"trendgate/internal/buildinfo"
+	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/proxy"
 	"trendgate/upstream"
@@ -311,13 +312,15 @@ func round(x float64, decimals int) float64 {
 	return math.Round(x*p) / p
 }
 
-// quotaCollector exports trendgate_key_quota_used_units and
-// trendgate_key_quota_limit_units per key and window (day, month), and
-// trendgate_account_quota_used_units and trendgate_account_quota_limit_units
-// per account and window, read from the limiter at scrape time; a quota
-// that is off has no limit series. The account label takes only configured
-// accounts and the ids of keys configured without one: it is bounded by
-// the configuration, like key_id.
+// quotaCollector exports trendgate_account_quota_used_units and
+// trendgate_account_quota_limit_units per account and window (day, month),
+// and trendgate_key_quota_used_units and trendgate_key_quota_limit_units
+// per key and window, read from the limiter at scrape time; a quota that
+// is off has no limit series. So that a scrape does not grow with the keys
+// configured, the account gauges are those of the metrics.detail_accounts
+// and of the metrics.max_accounts accounts with the highest share of a
+// quota used (those an alert on quota is for), and the key gauges those
+// of metrics.detail_keys only; the usage API has every key and account.
 type quotaCollector struct {
 	g                        *Gateway
 	used, limt               *prometheus.Desc
@@ -328,16 +331,16 @@ func newQuotaCollector(g *Gateway) *quotaCollector {
 	return &quotaCollector{
 		g: g,
 		used: prometheus.NewDesc("trendgate_key_quota_used_units",
-			"Quota units a key has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
+			"Quota units a key of metrics.detail_keys has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"key_id", "window"}, nil),
 		limt: prometheus.NewDesc("trendgate_key_quota_limit_units",
-			"A key's quota for the window (day or month); absent when that quota is unlimited.",
+			"A key's quota for the window (day or month), for metrics.detail_keys; absent when that quota is unlimited.",
 			[]string{"key_id", "window"}, nil),
 		accountUsed: prometheus.NewDesc("trendgate_account_quota_used_units",
-			"Quota units an account (all its keys) has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
+			"Quota units an account (all its keys) has used in the current UTC window (day or month), for metrics.detail_accounts and the metrics.max_accounts accounts with the highest share of a quota used; from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"account", "window"}, nil),
 		accountLimt: prometheus.NewDesc("trendgate_account_quota_limit_units",
-			"An account's quota for the window (day or month), shared by its keys; absent when that quota is unlimited.",
+			"An account's quota for the window (day or month), shared by its keys, for the accounts of trendgate_account_quota_used_units; absent when that quota is unlimited.",
 			[]string{"account", "window"}, nil),
 	}
 }
@@ -357,12 +360,45 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(c.used, err)
 		return
 	}
+	labels := c.g.labels
 	for _, k := range keys {
-		collectQuotas(ch, c.used, c.limt, k.ID, k.Daily, k.Monthly)
+		if labels.DetailKey(k.ID) {
+			collectQuotas(ch, c.used, c.limt, k.ID, k.Daily, k.Monthly)
+		}
 	}
-	for _, a := range admin.Accounts(keys) {
+	for _, a := range gaugedAccounts(admin.Accounts(keys), labels) {
 		collectQuotas(ch, c.accountUsed, c.accountLimt, a.ID, a.Daily, a.Monthly)
 	}
+}
+
+// gaugedAccounts returns the accounts whose quota gauges are exported: the
+// detail accounts, and the labels.MaxAccounts() others with the highest
+// share of a quota used (all of them for a nil labels).
+func gaugedAccounts(accounts []admin.AccountUsage, labels *tenantlabel.Labels) []admin.AccountUsage {
+	n := labels.MaxAccounts()
+	if n < 0 || len(accounts) <= n {
+		return accounts
+	}
+	out := make([]admin.AccountUsage, 0, n)
+	type ranked struct {
+		i    int
+		rank admin.QuotaRank
+	}
+	var rest []ranked
+	for i, a := range accounts {
+		if labels.DetailAccount(a.ID) {
+			out = append(out, a)
+			continue
+		}
+		rest = append(rest, ranked{i, rankOf(a.Daily, a.Monthly)})
+	}
+	slices.SortFunc(rest, func(a, b ranked) int {
+		return compareRanks(a.rank, b.rank, accounts[a.i].ID, accounts[b.i].ID)
+	})
+	for _, r := range rest[:min(n, len(rest))] {
+		out = append(out, accounts[r.i])
+	}
+	return out
 }
 
 // collectQuotas sends the used and limit gauges of one key or account.

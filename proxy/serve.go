@@ -178,9 +178,9 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 	err = endFetchSpan(sp, e, err)
 	if !background {
 		in.upstreamNanos.Store(int64(c.clk.Now().Sub(start)))
-		c.metrics.countUpstreamByKey(keyID, err)
+		c.metrics.countUpstream(keyID, account, err)
 		if sent > 0 && cache.Abandoned(ctx) {
-			c.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
+			c.metrics.abandoned(keyID, account, sent)
 			if usage != nil {
 				usage.UpstreamAbandoned(c.clk.Now(), sent)
 			}
