@@ -353,50 +353,82 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.accountLimt
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. It reads the limiter once per
+// account (one of its keys stands for it: the quotas are the account's)
+// and once per detail key, and nothing of the keys' recent traffic.
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
-	keys, err := c.g.keysUsage(context.Background(), c.g.chain.Settings(), "")
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.used, err)
-		return
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
+	defer cancel()
 	labels := c.g.labels
-	for _, k := range keys {
-		if labels.DetailKey(k.ID) {
-			collectQuotas(ch, c.used, c.limt, k.ID, k.Daily, k.Monthly)
+	resolved := c.g.chain.Settings().Config().ResolvedKeys()
+	kps := make([]limits.KeyPolicy, 0, len(resolved))
+	var accounts, keys []int // indexes in kps
+	seen := make(map[string]struct{}, len(resolved))
+	for _, rk := range resolved {
+		kp := limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy}
+		_, dup := seen[rk.Account]
+		detail := labels.DetailKey(rk.Key.ID)
+		if !dup {
+			seen[rk.Account] = struct{}{}
+			accounts = append(accounts, len(kps))
+		}
+		if detail {
+			keys = append(keys, len(kps))
+		}
+		if !dup || detail {
+			kps = append(kps, kp)
 		}
 	}
-	for _, a := range gaugedAccounts(admin.Accounts(keys), labels) {
-		collectQuotas(ch, c.accountUsed, c.accountLimt, a.ID, a.Daily, a.Monthly)
+	if len(kps) == 0 {
+		return
+	}
+	us, err := c.g.usage.Usage(ctx, kps)
+	if err != nil {
+		c.g.log.Warn("reading quota usage for metrics failed", zap.Error(err))
+		ch <- prometheus.NewInvalidMetric(c.accountUsed, err)
+		return
+	}
+	quotas := func(i int) (daily, monthly admin.QuotaUsage) {
+		u := us[i]
+		return quotaUsage(u.DayUsed, u.Policy.Daily, u.DayEnd), quotaUsage(u.MonthUsed, u.Policy.Monthly, u.MonthEnd)
+	}
+	for _, i := range keys {
+		d, m := quotas(i)
+		collectQuotas(ch, c.used, c.limt, kps[i].Key, d, m)
+	}
+	for _, i := range gaugedAccounts(kps, accounts, quotas, labels) {
+		d, m := quotas(i)
+		collectQuotas(ch, c.accountUsed, c.accountLimt, kps[i].Account, d, m)
 	}
 }
 
-// gaugedAccounts returns the accounts whose quota gauges are exported: the
-// detail accounts, and the labels.MaxAccounts() others with the highest
-// share of a quota used (all of them for a nil labels).
-func gaugedAccounts(accounts []admin.AccountUsage, labels *tenantlabel.Labels) []admin.AccountUsage {
+// gaugedAccounts returns, of the accounts (indexes in kps), those whose
+// quota gauges are exported: the detail accounts, and the
+// labels.MaxAccounts() others with the highest share of a quota used (all
+// of them for a nil labels).
+func gaugedAccounts(kps []limits.KeyPolicy, accounts []int, quotas func(int) (admin.QuotaUsage, admin.QuotaUsage), labels *tenantlabel.Labels) []int {
 	n := labels.MaxAccounts()
 	if n < 0 || len(accounts) <= n {
 		return accounts
 	}
-	out := make([]admin.AccountUsage, 0, n)
 	type ranked struct {
 		i    int
 		rank admin.QuotaRank
 	}
-	var rest []ranked
-	for i, a := range accounts {
-		if labels.DetailAccount(a.ID) {
-			out = append(out, a)
+	out := make([]int, 0, n)
+	rest := make([]ranked, 0, len(accounts))
+	for _, i := range accounts {
+		if labels.DetailAccount(kps[i].Account) {
+			out = append(out, i)
 			continue
 		}
-		rest = append(rest, ranked{i, rankOf(a.Daily, a.Monthly)})
+		rest = append(rest, ranked{i, rankOf(quotas(i))})
 	}
 	slices.SortFunc(rest, func(a, b ranked) int {
-		return compareRanks(a.rank, b.rank, accounts[a.i].ID, accounts[b.i].ID)
+		return compareRanks(a.rank, b.rank, kps[a.i].Account, kps[b.i].Account)
 	})
 	for _, r := range rest[:min(n, len(rest))] {
-		out = append(out, accounts[r.i])
+		out = append(out, r.i)
 	}
 	return out
 }

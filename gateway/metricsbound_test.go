@@ -139,3 +139,27 @@ func TestMetricsDetailKeys(t *testing.T) {
 		t.Errorf("acme-web's quota gauges stay after it left detail_keys")
 	}
 }
+
+// TestAccountGaugesBounded: past metrics.max_accounts, the account quota
+// gauges are those of the accounts nearest a quota, plus the detail
+// accounts; the others have none (their use is in GET /keys).
+func TestAccountGaugesBounded(t *testing.T) {
+	web, batch := gatewaytest.NewKey(t), gatewaytest.NewKey(t)
+	h := gatewaytest.New(t, func(c *config.Config) {
+		usageAccount(c, web, batch) // acme: daily quota 100
+		c.Metrics.MaxAccounts = 1
+		c.Metrics.DetailAccounts = []string{"team-limited"}
+	})
+	h.Get("/api4/public/topic/bitcoin/whatsup/v1", web) // 5 of acme's 100
+	h.Get("/api4/public/topics/list/v1", h.Full)        // 1 of team-full's 100,000
+	_, body := h.AdminDo(http.MethodGet, "/metrics", "")
+	for _, tc := range []struct {
+		account string
+		want    bool
+	}{{"acme", true}, {"team-limited", true}, {"team-full", false}} {
+		got := strings.Contains(string(body), `trendgate_account_quota_used_units{account="`+tc.account+`",window="day"}`)
+		if got != tc.want {
+			t.Errorf("%s has account gauges: got %v; want %v", tc.account, got, tc.want)
+		}
+	}
+}
