@@ -6,6 +6,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
+	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/state"
 	"trendgate/tracing"
@@ -80,6 +81,7 @@ func Default() *Config {
 		Cache:    cache.DefaultConfig(),
 		Limits:   limits.DefaultConfig(),
 		Tracing:  tracing.DefaultConfig(),
+		Metrics:  tenantlabel.DefaultConfig(),
 		State:    state.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",

@@ -6,6 +6,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
+	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/state"
 	"trendgate/tracing"
@@ -26,6 +27,8 @@ type Config struct {
 	Redis    Redis           `yaml:"redis"`
 	State    state.Config    `yaml:"state"`
 	Tracing  tracing.Config  `yaml:"tracing"`
+	// Metrics bounds the tenant labels of /metrics (docs/operations.md).
+	Metrics tenantlabel.Config `yaml:"metrics"`
 	// Plans maps a plan name to its definition. Default holds the built-in
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.

@@ -77,6 +77,7 @@ func (c *Config) Validate() error {
 	p.addSection("cache.", c.Cache.Validate())
 	p.addSection("limits.", c.Limits.Validate())
 	p.addSection("tracing.", c.Tracing.Validate())
+	p.addSection("metrics.", c.Metrics.Validate())
 	p.addSection("state.", c.State.Validate())
 	if len(p) == 0 {
 		return nil

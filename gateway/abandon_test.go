@@ -274,14 +274,14 @@ func TestAbandonedRequestFloods(t *testing.T) {
 				afterG, afterH := settle(), gatewaytest.LiveHeap()
 				t.Logf("round %d: upstream answered: %d goroutines (+%d), live heap %.1f MB (%+.1f); upstream calls abandoned so far: %d",
 					round, afterG, afterG-baseG, float64(afterH)/1e6, (float64(afterH)-float64(baseH))/1e6,
-					g.MetricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.Config.Keys[0].ID))
+					g.MetricOf(t, "trendgate_upstream_calls_abandoned_total", "account", g.Config.Keys[0].ID))
 				if afterG > baseG+afterGoroutines {
 					t.Errorf("round %d: %d goroutines after the flood, baseline %d; want at most %d more", round, afterG, baseG, afterGoroutines)
 				}
 				if int64(afterH) > int64(baseH)+afterHeap {
 					t.Errorf("round %d: live heap %d bytes after the flood, baseline %d; want at most %d more", round, afterH, baseH, afterHeap)
 				}
-				if g.MetricOf(t, "trendgate_upstream_calls_abandoned_by_key_total", "key_id", g.Config.Keys[0].ID) == 0 {
+				if g.MetricOf(t, "trendgate_upstream_calls_abandoned_total", "account", g.Config.Keys[0].ID) == 0 {
 					t.Errorf("round %d: no upstream call counted as abandoned for the key", round)
 				}
 			}

@@ -30,6 +30,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 	upMetrics := upstream.NewMetrics(g.reg)
 	cacheMetrics := cache.NewMetrics(g.reg)
 	limitMetrics := limits.NewMetrics(g.reg)
+	limitMetrics.Labels = g.labels
 
 	local, err := limits.NewLocal(cfg.Limits, g.clk, limitMetrics)
 	if err != nil {

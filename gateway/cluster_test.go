@@ -142,7 +142,7 @@ func TestClusterDailyQuotaShared(t *testing.T) {
 				}
 				var charged float64
 				for _, h := range c.Nodes {
-					charged += gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_quota_charged_units_total", "key_id", "team-full")
+					charged += gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_quota_charged_units_total", "account", "team-full")
 				}
 				if int64(charged) != wantUnits {
 					t.Errorf("charged units summed over the instances' metrics: got %v; want %d", charged, wantUnits)

@@ -16,6 +16,7 @@ import (
 	"trendgate/admin"
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
+	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/proxy"
 	"trendgate/upstream"
@@ -470,13 +471,15 @@ func round(x float64, decimals int) float64 {
 	return math.Round(x*p) / p
 }
 
-// quotaCollector exports trendgate_key_quota_used_units and
-// trendgate_key_quota_limit_units per key and window (day, month), and
-// trendgate_account_quota_used_units and trendgate_account_quota_limit_units
-// per account and window, read from the limiter at scrape time; a quota
-// that is off has no limit series. The account label takes only configured
-// accounts and the ids of keys configured without one: it is bounded by
-// the configuration, like key_id.
+// quotaCollector exports trendgate_account_quota_used_units and
+// trendgate_account_quota_limit_units per account and window (day, month),
+// and trendgate_key_quota_used_units and trendgate_key_quota_limit_units
+// per key and window, read from the limiter at scrape time; a quota that
+// is off has no limit series. So that a scrape does not grow with the keys
+// configured, the account gauges are those of the metrics.detail_accounts
+// and of the metrics.max_accounts accounts with the highest share of a
+// quota used (those an alert on quota is for), and the key gauges those
+// of metrics.detail_keys only; the usage API has every key and account.
 type quotaCollector struct {
 	g                        *Gateway
 	used, limt               *prometheus.Desc
@@ -487,16 +490,16 @@ func newQuotaCollector(g *Gateway) *quotaCollector {
 	return &quotaCollector{
 		g: g,
 		used: prometheus.NewDesc("trendgate_key_quota_used_units",
-			"Quota units a key has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
+			"Quota units a key of metrics.detail_keys has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"key_id", "window"}, nil),
 		limt: prometheus.NewDesc("trendgate_key_quota_limit_units",
-			"A key's quota for the window (day or month); absent when that quota is unlimited.",
+			"A key's quota for the window (day or month), for metrics.detail_keys; absent when that quota is unlimited.",
 			[]string{"key_id", "window"}, nil),
 		accountUsed: prometheus.NewDesc("trendgate_account_quota_used_units",
-			"Quota units an account (all its keys) has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
+			"Quota units an account (all its keys) has used in the current UTC window (day or month), for metrics.detail_accounts and the metrics.max_accounts accounts with the highest share of a quota used; from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"account", "window"}, nil),
 		accountLimt: prometheus.NewDesc("trendgate_account_quota_limit_units",
-			"An account's quota for the window (day or month), shared by its keys; absent when that quota is unlimited.",
+			"An account's quota for the window (day or month), shared by its keys, for the accounts of trendgate_account_quota_used_units; absent when that quota is unlimited.",
 			[]string{"account", "window"}, nil),
 	}
 }
@@ -509,19 +512,84 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.accountLimt
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. It reads the limiter once per
+// account (one of its keys stands for it: the quotas are the account's)
+// and once per detail key, and nothing of the keys' recent traffic.
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
-	keys, err := c.g.keysUsage(context.Background(), c.g.chain.Settings(), "")
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.used, err)
+	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
+	defer cancel()
+	labels := c.g.labels
+	resolved := c.g.chain.Settings().Config().ResolvedKeys()
+	kps := make([]limits.KeyPolicy, 0, len(resolved))
+	var accounts, keys []int // indexes in kps
+	seen := make(map[string]struct{}, len(resolved))
+	for _, rk := range resolved {
+		kp := limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy}
+		_, dup := seen[rk.Account]
+		detail := labels.DetailKey(rk.Key.ID)
+		if !dup {
+			seen[rk.Account] = struct{}{}
+			accounts = append(accounts, len(kps))
+		}
+		if detail {
+			keys = append(keys, len(kps))
+		}
+		if !dup || detail {
+			kps = append(kps, kp)
+		}
+	}
+	if len(kps) == 0 {
 		return
 	}
-	for _, k := range keys {
-		collectQuotas(ch, c.used, c.limt, k.ID, k.Daily, k.Monthly)
+	us, err := c.g.usage.Usage(ctx, kps)
+	if err != nil {
+		c.g.log.Warn("reading quota usage for metrics failed", zap.Error(err))
+		ch <- prometheus.NewInvalidMetric(c.accountUsed, err)
+		return
 	}
-	for _, a := range admin.Accounts(keys) {
-		collectQuotas(ch, c.accountUsed, c.accountLimt, a.ID, a.Daily, a.Monthly)
+	quotas := func(i int) (daily, monthly admin.QuotaUsage) {
+		u := us[i]
+		return quotaUsage(u.DayUsed, u.Policy.Daily, u.DayEnd), quotaUsage(u.MonthUsed, u.Policy.Monthly, u.MonthEnd)
 	}
+	for _, i := range keys {
+		d, m := quotas(i)
+		collectQuotas(ch, c.used, c.limt, kps[i].Key, d, m)
+	}
+	for _, i := range gaugedAccounts(kps, accounts, quotas, labels) {
+		d, m := quotas(i)
+		collectQuotas(ch, c.accountUsed, c.accountLimt, kps[i].Account, d, m)
+	}
+}
+
+// gaugedAccounts returns, of the accounts (indexes in kps), those whose
+// quota gauges are exported: the detail accounts, and the
+// labels.MaxAccounts() others with the highest share of a quota used (all
+// of them for a nil labels).
+func gaugedAccounts(kps []limits.KeyPolicy, accounts []int, quotas func(int) (admin.QuotaUsage, admin.QuotaUsage), labels *tenantlabel.Labels) []int {
+	n := labels.MaxAccounts()
+	if n < 0 || len(accounts) <= n {
+		return accounts
+	}
+	type ranked struct {
+		i    int
+		rank admin.QuotaRank
+	}
+	out := make([]int, 0, n)
+	rest := make([]ranked, 0, len(accounts))
+	for _, i := range accounts {
+		if labels.DetailAccount(kps[i].Account) {
+			out = append(out, i)
+			continue
+		}
+		rest = append(rest, ranked{i, rankOf(quotas(i))})
+	}
+	slices.SortFunc(rest, func(a, b ranked) int {
+		return compareRanks(a.rank, b.rank, kps[a.i].Account, kps[b.i].Account)
+	})
+	for _, r := range rest[:min(n, len(rest))] {
+		out = append(out, r.i)
+	}
+	return out
 }
 
 // collectQuotas sends the used and limit gauges of one key or account.

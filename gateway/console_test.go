@@ -251,10 +251,11 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-// TestQuotaGauges: the per-key quota gauges are read at scrape time; an
-// unlimited quota has no limit series.
+// TestQuotaGauges: the per-key quota gauges (of metrics.detail_keys) are
+// read at scrape time; an unlimited quota has no limit series.
 func TestQuotaGauges(t *testing.T) {
 	h := gatewaytest.New(t, func(c *config.Config) {
+		c.Metrics.DetailKeys = []string{"team-full", "team-limited"}
 		p := c.Plans["limited"]
 		p.Monthly = 0
 		c.Plans["limited"] = p

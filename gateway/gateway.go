@@ -21,6 +21,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
+	"trendgate/internal/tenantlabel"
 	"trendgate/keystore"
 	"trendgate/limits"
 	"trendgate/proxy"
@@ -113,6 +114,9 @@ type Gateway struct {
 	lastReload atomic.Pointer[admin.ReloadStatus]
 	// tracing exports spans; nil with tracing off.
 	tracing *tracing.Provider
+	// labels bounds the tenant labels of the metrics (metrics: in the
+	// config); Reload configures it.
+	labels *tenantlabel.Labels
 
 	// keys keeps the key API's changes (keys.go); base is the
 	// configuration file's settings in force, which they are laid over.
@@ -141,6 +145,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		g.reg = prometheus.NewRegistry()
 	}
 	g.metrics = newMetrics(g.reg)
+	g.labels = tenantlabel.New(cfg.Metrics)
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
 	g.initConsole(cfg)
@@ -172,6 +177,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
 	deps.Limiter = g.top.observe(deps.Limiter)
+	deps.Labels = g.labels
 	g.chain = proxy.New(set, deps)
 	g.keys.Start()
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
@@ -192,7 +198,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 const tracingFlushTimeout = 5 * time.Second
 
 // Reload swaps keys, plans, costs, cache lifetimes, trusted proxies, the
-// CORS origins, the admin token and the tracing sampler's ratio atomically. Counters and cached entries survive; a
+// CORS origins, the admin token, the tracing sampler's ratio and whether
+// an incoming trace is trusted, and the metrics' tenant labels atomically. Counters and cached entries survive; a
 // removed key stops working with the next request. A config that does not
 // validate is refused and the old one keeps serving. Other settings
 // (listeners, TLS, Redis, upstream, ...) need a restart: each one changed
@@ -232,6 +239,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
+	g.labels.Configure(cfg.Metrics)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
 	pending := g.reportReload(old, eff)
 	at := g.clk.Now().UTC()

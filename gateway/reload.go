@@ -18,6 +18,7 @@ var liveSettings = []string{
 	"plans", "accounts", "keys", "routes", "limits.costs", "server.trusted_proxies", "server.cors", "admin.token", "admin.tokens",
 	"cache.stale_while_revalidate", "cache.max_stale", "cache.stale_if_error_wait",
 	"cache.fetch_timeout", "cache.ttl", "tracing.ratio",
+	"metrics", "tracing.trust_incoming",
 }
 
 // needsRestart reports whether a change of the setting at path takes

@@ -332,8 +332,8 @@ func TestLocalMetrics(t *testing.T) {
 	}{
 		{"allowed", testutil.ToFloat64(m.Decisions.WithLabelValues(resultAllowed)), 2},
 		{"rate_limited", testutil.ToFloat64(m.Decisions.WithLabelValues(resultRate)), 1},
-		{"reserved", testutil.ToFloat64(m.QuotaReserved.WithLabelValues("k")), 2},
-		{"refunded", testutil.ToFloat64(m.QuotaRefunded.WithLabelValues("k")), 1},
+		{"reserved", testutil.ToFloat64(m.QuotaReserved.WithLabelValues("k", "")), 2},
+		{"refunded", testutil.ToFloat64(m.QuotaRefunded.WithLabelValues("k", "")), 1},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v; want %v", c.name, c.got, c.want)

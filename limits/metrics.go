@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"trendgate/internal/tenantlabel"
 )
 
 // Result label values of Metrics.Decisions.
@@ -22,11 +24,15 @@ type Metrics struct {
 	// Decisions counts Admit outcomes by result (allowed, rate_limited,
 	// daily, monthly).
 	Decisions *prometheus.CounterVec
-	// QuotaReserved and QuotaRefunded count quota units per key id
-	// (label key_id; bounded by the configured keys, since only
-	// authenticated keys are admitted). Units charged = reserved - refunded.
+	// QuotaReserved and QuotaRefunded count quota units by account and
+	// key_id, as Labels decides: the key id only for a detail key.
+	// Units charged = reserved - refunded.
 	QuotaReserved *prometheus.CounterVec
 	QuotaRefunded *prometheus.CounterVec
+	// Labels bounds the account and key_id labels of QuotaReserved and
+	// QuotaRefunded; nil labels each event with its account and no key id.
+	// Set it before the first Admit.
+	Labels *tenantlabel.Labels
 	// BucketsEvicted counts per-key buckets dropped by Sweep or MaxKeys.
 	BucketsEvicted prometheus.Counter
 	// RedisFallbacks counts Admit and Refund calls served by the local
@@ -62,12 +68,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		QuotaReserved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "trendgate", Subsystem: "limits", Name: "quota_units_reserved_total",
-			Help: "Quota units reserved at admission, per key id.",
-		}, []string{"key_id"}),
+			Help: "Quota units reserved at admission, by account (the first metrics.max_accounts accounts counted, and metrics.detail_accounts; the rest under \"(other)\") and key_id (only for metrics.detail_keys, else empty).",
+		}, []string{"account", "key_id"}),
 		QuotaRefunded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "trendgate", Subsystem: "limits", Name: "quota_units_refunded_total",
-			Help: "Quota units given back for undelivered responses, per key id.",
-		}, []string{"key_id"}),
+			Help: "Quota units given back for undelivered responses, by account and key_id (labelled as trendgate_limits_quota_units_reserved_total).",
+		}, []string{"account", "key_id"}),
 		BucketsEvicted: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "trendgate", Subsystem: "limits", Name: "buckets_evicted_total",
 			Help: "Per-key token buckets evicted (idle or over max_keys).",
@@ -132,13 +138,13 @@ func (m *Metrics) decision(d Decision) {
 // reserved records quota units reserved through s's key.
 func (m *Metrics) reserved(s Subject, d Decision) {
 	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
-		m.QuotaReserved.WithLabelValues(s.Key).Add(float64(n))
+		m.QuotaReserved.WithLabelValues(m.Labels.Of(s.Key, s.account())).Add(float64(n))
 	}
 }
 
 // refunded records quota units given back through s's key.
 func (m *Metrics) refunded(s Subject, d Decision) {
 	if n := max(d.DayReserved, d.MonthReserved); n > 0 {
-		m.QuotaRefunded.WithLabelValues(s.Key).Add(float64(n))
+		m.QuotaRefunded.WithLabelValues(m.Labels.Of(s.Key, s.account())).Add(float64(n))
 	}
 }

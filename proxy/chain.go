@@ -16,6 +16,7 @@ import (
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 	"trendgate/internal/inflight"
+	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/series"
 	"trendgate/upstream"
@@ -70,6 +71,10 @@ type Deps struct {
 	Activity *activity.Recorder
 	// Tracer makes the chain's spans; nil means tracing off.
 	Tracer trace.Tracer
+	// Labels bounds the account and key_id labels of the chain's
+	// counters by tenant (metrics: in the config); nil labels each event
+	// with its account and no key id, without a bound.
+	Labels *tenantlabel.Labels
 	// StatedReading is upstream.window_reading; ReadingsRedis, when not
 	// nil, shares what the upstream's answers taught with the cluster,
 	// under ReadingsPrefix (see readings).
@@ -121,7 +126,7 @@ type Chain struct {
 // New builds the chain serving set (see Compile) on deps.
 func New(set *Settings, deps Deps) *Chain {
 	c := &Chain{
-		clk: deps.Clock, log: deps.Logger, access: zap.NewNop(), metrics: newMetrics(deps.Registry),
+		clk: deps.Clock, log: deps.Logger, access: zap.NewNop(), metrics: newMetrics(deps.Registry, deps.Labels),
 		up: deps.Upstream, cache: deps.Cache, local: deps.Local, limiter: deps.Limiter, usage: deps.Usage,
 		authFail: deps.AuthFailures, act: deps.Activity, inflight: deps.Inflight,
 		statedReading: deps.StatedReading, tracer: deps.Tracer,

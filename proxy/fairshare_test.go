@@ -70,17 +70,17 @@ func TestFairShareFloodSparesOtherKeys(t *testing.T) {
 					t.Errorf("B's cold %s after A's flood: %d %q %s; want 200 %q", target, r.Status, r.Header.Get("Cache-Status"), r.Text(), csMiss)
 				}
 			}
-			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "sent"); int(got) != c.wantAOK {
+			if got := h.Metric("trendgate_upstream_calls_by_account_total", "account", "team-full", "result", "sent"); int(got) != c.wantAOK {
 				t.Errorf("upstream calls caused by A: %v; want %d", got, c.wantAOK)
 			}
-			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-full", "result", "share_refused"); int(got) != c.wantShare {
+			if got := h.Metric("trendgate_upstream_calls_by_account_total", "account", "team-full", "result", "share_refused"); int(got) != c.wantShare {
 				t.Errorf("share refusals of A: %v; want %d", got, c.wantShare)
 			}
 			wantB := 3
 			if c.bFirst {
 				wantB = 4
 			}
-			if got := h.Metric("trendgate_upstream_calls_by_key_total", "key_id", "team-limited", "result", "sent"); int(got) != wantB {
+			if got := h.Metric("trendgate_upstream_calls_by_account_total", "account", "team-limited", "result", "sent"); int(got) != wantB {
 				t.Errorf("upstream calls caused by B: %v; want %d", got, wantB)
 			}
 			if got, want := h.Up.Count(), c.wantAOK+wantB; got != want {

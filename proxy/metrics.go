@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"trendgate/internal/tenantlabel"
 	"trendgate/upstream"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,23 +21,35 @@ type metrics struct {
 	authFailures *prometheus.CounterVec
 	limited      *prometheus.CounterVec
 	quotaCharged *prometheus.CounterVec
-	upByKey      *prometheus.CounterVec
+	upByAccount  *prometheus.CounterVec
 	rangeFills   prometheus.Counter
 	rangeWidened prometheus.Counter
 	// rangeWidenMisses counts widened answers that did not cover the
 	// window they were fetched for.
 	rangeWidenMisses prometheus.Counter
 	// upAbandoned counts upstream calls whose requesting client had left
-	// before the answer came, by key id.
+	// before the answer came, by account.
 	upAbandoned *prometheus.CounterVec
+	// labels bounds the account and key_id labels of the three counters
+	// by tenant (nil: every account its own, no key id).
+	labels *tenantlabel.Labels
 
 	// The children every request touches, by their labels: a sync.Map
 	// read costs no allocation and a fraction of WithLabelValues, which
 	// validates, hashes and locks on each call. The label sets are bounded
-	// (routes, statuses, plans, key ids) and no child is ever deleted.
+	// (routes, statuses, plans; accounts and detail keys by labels) and no
+	// child is ever deleted.
 	served  sync.Map // servedLabels → *servedChildren
-	charged sync.Map // key id → prometheus.Counter of quotaCharged
+	charged sync.Map // account label → prometheus.Counter of quotaCharged
+	// chargedKeys holds the children of detail keys (tenantLabels →
+	// prometheus.Counter), apart so that the common case looks up a
+	// string.
+	chargedKeys sync.Map
 }
+
+// tenantLabels are the account and key_id labels of a detail key's
+// series.
+type tenantLabels struct{ account, key string }
 
 // servedLabels are the labels of a finished request's counter and
 // histogram.
@@ -50,8 +63,9 @@ type servedChildren struct {
 	duration prometheus.Observer
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, labels *tenantlabel.Labels) *metrics {
 	m := &metrics{
+		labels: labels,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_requests_total",
 			Help: "Public API requests by route, status and plan.",
@@ -71,12 +85,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		quotaCharged: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_quota_charged_units_total",
-			Help: "Quota units charged for delivered responses, by key id.",
-		}, []string{"key_id"}),
-		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trendgate_upstream_calls_by_key_total",
-			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
-		}, []string{"key_id", "result"}),
+			Help: "Quota units charged for delivered responses, by account (the first metrics.max_accounts accounts counted, and metrics.detail_accounts; the rest under \"(other)\") and key_id (only for metrics.detail_keys, else empty).",
+		}, []string{"account", "key_id"}),
+		upByAccount: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trendgate_upstream_calls_by_account_total",
+			Help: "Cold misses that needed the upstream, by the account whose request caused them (labelled as trendgate_quota_charged_units_total), key_id (metrics.detail_keys only) and result: sent (the upstream was called), share_refused (the account's fair share was used up), budget_refused (the upstream budget was), breaker_open.",
+		}, []string{"account", "key_id", "result"}),
 		rangeFills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trendgate_series_range_fills_total",
 			Help: "Absolute-window time series answered by cutting the rows of a wider cached answer, without an upstream call.",
@@ -90,13 +104,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Widened one-week answers whose rows did not cover the window they were fetched for (the upstream's clock or lag differs from the gateway's); the window was then fetched itself and widening paused for 10 minutes.",
 		}),
 		upAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "trendgate_upstream_calls_abandoned_by_key_total",
-			Help: "Upstream calls made for a request whose client had gone (499) before the answer came, by the key that caused them: quota is refunded for such requests, the upstream call is not.",
-		}, []string{"key_id"}),
+			Name: "trendgate_upstream_calls_abandoned_total",
+			Help: "Upstream calls made for a request whose client had gone (499) before the answer came, by account and key_id (labelled as trendgate_quota_charged_units_total): quota is refunded for such requests, the upstream call is not.",
+		}, []string{"account", "key_id"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged,
-			m.upByKey, m.upAbandoned, m.rangeFills, m.rangeWidened, m.rangeWidenMisses)
+			m.upByAccount, m.upAbandoned, m.rangeFills, m.rangeWidened, m.rangeWidenMisses)
 	}
 	return m
 }
@@ -128,17 +142,27 @@ func (m *metrics) servedChildren(l servedLabels) *servedChildren {
 	return ch.(*servedChildren)
 }
 
-// charge counts units of quota charged to keyID.
-func (m *metrics) charge(keyID string, units int) {
-	c, ok := m.charged.Load(keyID)
-	if !ok {
-		c, _ = m.charged.LoadOrStore(keyID, m.quotaCharged.WithLabelValues(keyID))
+// charge counts units of quota charged to keyID of account.
+func (m *metrics) charge(keyID, account string, units int) {
+	acct, key := m.labels.Of(keyID, account)
+	var c any
+	var ok bool
+	if key == "" {
+		if c, ok = m.charged.Load(acct); !ok {
+			c, _ = m.charged.LoadOrStore(acct, m.quotaCharged.WithLabelValues(acct, ""))
+		}
+	} else {
+		l := tenantLabels{account: acct, key: key}
+		if c, ok = m.chargedKeys.Load(l); !ok {
+			c, _ = m.chargedKeys.LoadOrStore(l, m.quotaCharged.WithLabelValues(acct, key))
+		}
 	}
 	c.(prometheus.Counter).Add(float64(units))
 }
 
-// countUpstreamByKey records the result of a cold fetch caused by keyID.
-func (m *metrics) countUpstreamByKey(keyID string, err error) {
+// countUpstream records the result of a cold fetch caused by keyID of
+// account.
+func (m *metrics) countUpstream(keyID, account string, err error) {
 	result := "sent"
 	switch {
 	case errors.Is(err, upstream.ErrShareExhausted):
@@ -148,5 +172,13 @@ func (m *metrics) countUpstreamByKey(keyID string, err error) {
 	case errors.Is(err, upstream.ErrBreakerOpen):
 		result = "breaker_open"
 	}
-	m.upByKey.WithLabelValues(keyID, result).Inc()
+	acct, key := m.labels.Of(keyID, account)
+	m.upByAccount.WithLabelValues(acct, key, result).Inc()
+}
+
+// abandoned counts n upstream calls made for a request of keyID of
+// account whose client had gone.
+func (m *metrics) abandoned(keyID, account string, n int) {
+	acct, key := m.labels.Of(keyID, account)
+	m.upAbandoned.WithLabelValues(acct, key).Add(float64(n))
 }

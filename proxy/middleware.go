@@ -284,7 +284,7 @@ func (c *Chain) limit(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 		if sw, _ := w.(*statusWriter); sw != nil && delivered(sw.status) {
-			c.metrics.charge(in.keyID, in.cost)
+			c.metrics.charge(in.keyID, in.account, in.cost)
 			return
 		}
 		refund()

@@ -231,7 +231,7 @@ func TestProtectUpstream429(t *testing.T) {
 	// Now both entries are past their hour of freshness: the first also
 	// past the hour of stale-while-revalidate, the second within it.
 	h.Clock.Advance(70 * time.Minute)
-	charged0 := h.Metric("trendgate_quota_charged_units_total", "key_id", "team-full")
+	charged0 := h.Metric("trendgate_quota_charged_units_total", "account", "team-full")
 
 	h.Up.SetFault(demo.FaultRateLimit)
 	calls0 := h.Up.Count()
@@ -282,7 +282,7 @@ func TestProtectUpstream429(t *testing.T) {
 			t.Fatalf("upstream calls %s before the reset: got %d; want still 1", reset.Sub(h.Clock.Now()), got)
 		}
 	}
-	if got := h.Metric("trendgate_quota_charged_units_total", "key_id", "team-full") - charged0; int(got) != delivered {
+	if got := h.Metric("trendgate_quota_charged_units_total", "account", "team-full") - charged0; int(got) != delivered {
 		t.Errorf("quota charged while the upstream was limiting: got %v units; want %d (only the delivered stale answers)", got, delivered)
 	}
 

@@ -136,7 +136,8 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 // answered 499 and their quota refunded, or were served a stale entry
 // after stale_if_error_wait), the upstream calls it made were paid for all
 // the same. They are counted for in's key, whose request started the fill
-// (trendgate_upstream_calls_abandoned_by_key_total and the key's usage);
+// (trendgate_upstream_calls_abandoned_total by its account, and the key's
+// usage);
 // the account's fair share counted them already, since a call is claimed
 // for the account before it is sent.
 //
@@ -188,9 +189,9 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 	err = endFetchSpan(sp, e, err)
 	if !background {
 		in.upstreamNanos.Store(int64(c.clk.Now().Sub(start)))
-		c.metrics.countUpstreamByKey(keyID, err)
+		c.metrics.countUpstream(keyID, account, err)
 		if sent > 0 && cache.Abandoned(ctx) {
-			c.metrics.upAbandoned.WithLabelValues(keyID).Add(float64(sent))
+			c.metrics.abandoned(keyID, account, sent)
 			if usage != nil {
 				usage.UpstreamAbandoned(c.clk.Now(), sent)
 			}

@@ -60,7 +60,7 @@ func TestOneSnapshotPerRequest(t *testing.T) {
 	if mode := w.Header().Get("X-Data-Mode"); mode != "" {
 		t.Errorf("X-Data-Mode %q: the request was authenticated on the full plan", mode)
 	}
-	if got, _ := promtest.Sum(t, g.reg, "trendgate_quota_charged_units_total", "key_id", "team"); got != 1 {
+	if got, _ := promtest.Sum(t, g.reg, "trendgate_quota_charged_units_total", "account", "team"); got != 1 {
 		t.Errorf("charged %v units; want 1, the list cost of the snapshot the request entered with", got)
 	}
 	if g.Settings().Config() != &after {

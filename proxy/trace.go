@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"trendgate/auth"
@@ -18,12 +17,16 @@ import (
 )
 
 // Tracing (tracing: in the config). With an exporter, every request is a
-// SERVER span started in observe from the client's traceparent (parent-
-// based sampling; a malformed header starts a new trace), with children
+// SERVER span started in observe: the root of a trace of the gateway's
+// own, linked to the client's traceparent if any, or with
+// tracing.trust_incoming its child (parent-based sampling; a malformed
+// header starts a new trace; a tracestate over the W3C limits is
+// dropped), with children
 // for what takes time: auth, the limiter's admit, the cache lookup, a
 // range cut, and under the lookup the gateway's fetch span, which holds the
 // upstream client's budget wait and its CLIENT span per attempt (whose id
-// the upstream receives in traceparent). A coalesced follower starts no
+// the upstream receives in traceparent, its only trace header: never
+// tracestate nor baggage). A coalesced follower starts no
 // fetch: its cache lookup links to the leader's fetch span. A background
 // refresh is a trace of its own whose root links to the request that
 // started it.
@@ -41,13 +44,23 @@ type fetchSpanMemo struct{}
 // fetchSpanMemoBytes is what the memo charges the cache for it.
 const fetchSpanMemoBytes = 96
 
-// startRequestSpan starts r's SERVER span under the client's trace
-// context, if any, and returns the context carrying it.
+// startRequestSpan starts r's SERVER span and returns the context
+// carrying it. A client's traceparent is the span's parent only with
+// tracing.trust_incoming; otherwise the span starts a trace of the
+// gateway's own, sampled by the ratio alone, and links to the client's.
 func (c *Chain) startRequestSpan(ctx context.Context, r *http.Request, in *info) context.Context {
+	opts := serverSpan
 	if _, ok := r.Header["Traceparent"]; ok { // (Header.Get would allocate the canonical name)
-		ctx = tracing.Propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
+		if sc := tracing.Incoming(r.Header); sc.IsValid() {
+			if in.set.cfg.Tracing.TrustIncoming {
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+			} else {
+				opts = []trace.SpanStartOption{serverSpan[0], trace.WithNewRoot(),
+					trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{tracing.LinkClient}})}
+			}
+		}
 	}
-	ctx, in.span = c.tracer.Start(ctx, r.Method, serverSpan...)
+	ctx, in.span = c.tracer.Start(ctx, r.Method, opts...)
 	if in.traced = in.span.IsRecording(); in.traced {
 		// Only now: a request not sampled pays for no attributes.
 		in.span.SetAttributes(
@@ -146,7 +159,7 @@ func (c *Chain) startFetchSpan(ctx context.Context, background bool, reason stri
 		opts := []trace.SpanStartOption{trace.WithNewRoot(), attrs}
 		if from.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: from,
-				Attributes: []attribute.KeyValue{attribute.String("trendgate.link", "triggered_by")}}))
+				Attributes: []attribute.KeyValue{tracing.LinkTriggeredBy}}))
 		}
 		return c.tracer.Start(ctx, "background refresh", opts...)
 	}

@@ -36,6 +36,7 @@ import (
 // span is one span as an OTLP receiver got it, ids in hex.
 type span struct {
 	traceID, spanID, parentID string
+	traceState                string
 	name                      string
 	kind                      tracepb.Span_SpanKind
 	attrs                     map[string]string
@@ -44,7 +45,7 @@ type span struct {
 	statusErr                 bool
 }
 
-type spanLink struct{ traceID, spanID string }
+type spanLink struct{ traceID, spanID, traceState, reason string }
 
 // otlpReceiver is an OTLP/HTTP trace receiver on a loopback httptest
 // server: it decodes each export with the official OTLP protobuf types
@@ -92,16 +93,18 @@ func (rcv *otlpReceiver) add(req *coltracepb.ExportTraceServiceRequest) {
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
 				sp := span{
-					traceID:   hex.EncodeToString(s.TraceId),
-					spanID:    hex.EncodeToString(s.SpanId),
-					parentID:  hex.EncodeToString(s.ParentSpanId),
-					name:      s.Name,
-					kind:      s.Kind,
-					attrs:     attrMap(s.Attributes),
-					statusErr: s.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR,
+					traceID:    hex.EncodeToString(s.TraceId),
+					spanID:     hex.EncodeToString(s.SpanId),
+					parentID:   hex.EncodeToString(s.ParentSpanId),
+					traceState: s.TraceState,
+					name:       s.Name,
+					kind:       s.Kind,
+					attrs:      attrMap(s.Attributes),
+					statusErr:  s.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR,
 				}
 				for _, l := range s.Links {
-					sp.links = append(sp.links, spanLink{hex.EncodeToString(l.TraceId), hex.EncodeToString(l.SpanId)})
+					sp.links = append(sp.links, spanLink{hex.EncodeToString(l.TraceId), hex.EncodeToString(l.SpanId),
+						l.TraceState, attrMap(l.Attributes)["trendgate.link"]})
 				}
 				for _, e := range s.Events {
 					sp.events = append(sp.events, e.Name)
@@ -496,7 +499,7 @@ func coalesced(t *testing.T, h *tracingHarness, path string, status int) bool {
 			t.Errorf("follower tree:\n got %s\nwant %s", got, want)
 		}
 		lookup := child(t, trace, "cache lookup")
-		if len(lookup.links) != 1 || !slices.ContainsFunc(fetches, func(f span) bool { return lookup.links[0] == spanLink{f.traceID, f.spanID} }) {
+		if len(lookup.links) != 1 || !slices.ContainsFunc(fetches, func(f span) bool { return lookup.links[0].traceID == f.traceID && lookup.links[0].spanID == f.spanID }) {
 			t.Errorf("follower's cache lookup links %v; want one leader's fetch of %v", lookup.links, fetches)
 		}
 		for _, f := range fetches {
@@ -538,12 +541,13 @@ func TestTracingBudgetRefusal(t *testing.T) {
 	}
 }
 
-// TestTracingPropagation: a client's sampled traceparent is the parent of
-// the SERVER span and reaches the upstream's traceparent; an unsampled one
-// is honoured (no spans, flag 00 upstream); a malformed one is ignored; a
-// reload to ratio 0 stops unparented traces.
+// TestTracingPropagation: with tracing.trust_incoming, a client's sampled
+// traceparent is the parent of the SERVER span and reaches the upstream's
+// traceparent (its tracestate does not, and one over the W3C limits is
+// dropped); an unsampled one is honoured (no spans, flag 00 upstream); a
+// malformed one is ignored; a reload to ratio 0 stops unparented traces.
 func TestTracingPropagation(t *testing.T) {
-	h := newTracingHarness(t, nil)
+	h := newTracingHarness(t, func(c *config.Config) { c.Tracing.TrustIncoming = true })
 	topics := h.Up.Topics()
 	path := func(i int) string { return "/api4/public/topic/" + url.PathEscape(topics[i]) + "/whatsup/v1" }
 	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -556,6 +560,28 @@ func TestTracingPropagation(t *testing.T) {
 	client := child(t, trace, "GET upstream")
 	if got, want := h.Up.Requests()[0].Header.Get("Traceparent"), "00-"+clientTrace+"-"+client.spanID+"-01"; got != want {
 		t.Errorf("upstream traceparent %q; want %q", got, want)
+	}
+	if got := h.Up.Requests()[0].Header.Values("Tracestate"); got != nil {
+		t.Errorf("upstream tracestate %q; want none", got)
+	}
+	if root.traceState != "vendor=abc" {
+		t.Errorf("SERVER span tracestate %q; want the client's vendor=abc", root.traceState)
+	}
+
+	// A tracestate over the W3C limits is dropped, not copied into spans.
+	const otherTrace = "5bf92f3577b34da6a3ce929d0e0e4736" // this request's spans alone
+	resp, _ = h.Get(path(7), h.Full, "Traceparent", "00-"+otherTrace+"-"+clientSpan+"-01", "Tracestate", "v="+strings.Repeat("a", 16<<10))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("with a 16 KB tracestate: status %d; want 200", resp.StatusCode)
+	}
+	root, trace = h.request(resp.Header.Get("X-Request-Id"))
+	for _, s := range trace {
+		if s.traceState != "" {
+			t.Errorf("span %s carries a tracestate of %d bytes; want it dropped", s.name, len(s.traceState))
+		}
+	}
+	if root.traceID != otherTrace {
+		t.Errorf("with a 16 KB tracestate, SERVER span trace %s; want the client's %s", root.traceID, otherTrace)
 	}
 
 	// Unsampled: honoured, and said so to the upstream; nothing exported.
@@ -606,6 +632,87 @@ func TestTracingPropagation(t *testing.T) {
 	}
 }
 
+// TestTracingBoundary: by default (tracing.trust_incoming off) a client's
+// traceparent is a link: the SERVER span starts a trace of the gateway's
+// own, the upstream receives that trace's traceparent and never the
+// client's trace id, tracestate or baggage, and a client's sampled flag
+// does not force sampling at ratio 0.
+func TestTracingBoundary(t *testing.T) {
+	h := newTracingHarness(t, nil)
+	topics := h.Up.Topics()
+	path := func(i int) string { return "/api4/public/topic/" + url.PathEscape(topics[i]) + "/whatsup/v1" }
+	const clientTrace, clientSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	clientHeaders := []string{"Traceparent", "00-" + clientTrace + "-" + clientSpan + "-01",
+		"Tracestate", "vendor=abc", "Baggage", "user=alice"}
+
+	resp, _ := h.Get(path(0), h.Full, clientHeaders...)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d; want 200", resp.StatusCode)
+	}
+	root, trace := h.request(resp.Header.Get("X-Request-Id"))
+	if root.traceID == clientTrace || root.parentID != "" {
+		t.Errorf("SERVER span trace %s parent %q; want a trace of the gateway's own, no parent", root.traceID, root.parentID)
+	}
+	if !slices.ContainsFunc(root.links, func(l spanLink) bool {
+		return l.traceID == clientTrace && l.spanID == clientSpan && l.reason == "client"
+	}) {
+		t.Errorf("SERVER span links %+v; want one to the client's span %s/%s", root.links, clientTrace, clientSpan)
+	}
+	up := h.Up.Requests()[0].Header
+	if got, want := up.Get("Traceparent"), "00-"+root.traceID+"-"+child(t, trace, "GET upstream").spanID+"-01"; got != want {
+		t.Errorf("upstream traceparent %q; want the gateway's %q", got, want)
+	}
+	for _, name := range []string{"Tracestate", "Baggage"} {
+		if got := up.Values(name); got != nil {
+			t.Errorf("upstream %s %q; want none", name, got)
+		}
+	}
+	for _, s := range trace {
+		if s.traceState != "" {
+			t.Errorf("span %s carries tracestate %q; want none", s.name, s.traceState)
+		}
+	}
+
+	// At ratio 0 the client's sampled flag samples nothing, and the
+	// upstream is told "not sampled" under the gateway's own trace.
+	cfg := *h.Config
+	cfg.Tracing.Ratio = 0
+	if err := h.Gateway.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.rcv.all())
+	resp, _ = h.Get(path(1), h.Full, clientHeaders...)
+	if line := h.accessLine(resp.Header.Get("X-Request-Id")); line["trace_id"] != nil {
+		t.Errorf("at ratio 0 a client's sampled flag was followed: trace_id %v", line["trace_id"])
+	}
+	reqs := h.Up.Requests()
+	tp := reqs[len(reqs)-1].Header.Get("Traceparent")
+	if strings.Contains(tp, clientTrace) || !strings.HasSuffix(tp, "-00") {
+		t.Errorf("upstream traceparent %q at ratio 0; want the gateway's own trace, not sampled", tp)
+	}
+	if err := h.Gateway.FlushTraces(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.rcv.all()[before:]; len(got) != 0 {
+		t.Errorf("at ratio 0, %d spans exported; want none", len(got))
+	}
+
+	// A reload that trusts incoming context makes it the parent.
+	cfg.Tracing.Ratio, cfg.Tracing.TrustIncoming = 1, true
+	if err := h.Gateway.Reload(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	resp, _ = h.Get(path(2), h.Full, clientHeaders...)
+	root, _ = h.request(resp.Header.Get("X-Request-Id"))
+	if root.traceID != clientTrace || root.parentID != clientSpan {
+		t.Errorf("trusted: SERVER span trace %s parent %s; want %s, %s", root.traceID, root.parentID, clientTrace, clientSpan)
+	}
+	reqs = h.Up.Requests()
+	if tp := reqs[len(reqs)-1].Header.Get("Traceparent"); !strings.HasPrefix(tp, "00-"+clientTrace+"-") {
+		t.Errorf("trusted: upstream traceparent %q; want the client's trace %s", tp, clientTrace)
+	}
+}
+
 // TestTracingBackgroundRefresh: a refresh of a stale entry is a trace of
 // its own, sampled with the request that started it and linked to it.
 func TestTracingBackgroundRefresh(t *testing.T) {
@@ -633,7 +740,7 @@ func TestTracingBackgroundRefresh(t *testing.T) {
 	if refresh.traceID == root.traceID || refresh.parentID != "" {
 		t.Errorf("the refresh is in the request's trace (parent %q)", refresh.parentID)
 	}
-	if !slices.Contains(refresh.links, spanLink{lookup.traceID, lookup.spanID}) {
+	if !slices.Contains(refresh.links, spanLink{lookup.traceID, lookup.spanID, "", "triggered_by"}) {
 		t.Errorf("refresh links %v; want the request's cache lookup %s/%s", refresh.links, lookup.traceID, lookup.spanID)
 	}
 	if refresh.attrs["upstream.status_code"] != "200" {

@@ -33,10 +33,17 @@ type Config struct {
 	// hosted collector); they replace OTEL_EXPORTER_OTLP_HEADERS when set.
 	// Values may be secret: they are never logged.
 	Headers map[string]string `yaml:"headers"`
-	// Ratio is the share (0..1) of requests without a parent trace that
-	// start a sampled trace (default 1). A request carrying a traceparent
+	// Ratio is the share (0..1) of requests that start a sampled trace
+	// (default 1); with TrustIncoming, a request carrying a traceparent
 	// follows its sampled flag instead. A reload changes it.
 	Ratio float64 `yaml:"ratio"`
+	// TrustIncoming makes a request's traceparent the parent of its span
+	// (its trace id, its sampled flag, its tracestate within the W3C
+	// limits): only for clients that are part of the same system. Off
+	// (the default), the request starts a trace of the gateway's own,
+	// sampled by Ratio alone, with a link to the client's span. A reload
+	// changes it.
+	TrustIncoming bool `yaml:"trust_incoming"`
 }
 
 // DefaultConfig is tracing off, with ratio 1 for when an exporter is set.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -12,16 +13,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// Propagator reads and writes W3C Trace Context (traceparent and
-// tracestate). A malformed header is ignored: the request starts its own
-// trace. Of the incoming trace flags only "sampled" is kept.
-var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
 
 // Options are New's optional inputs. The zero value is fine.
 type Options struct {
@@ -151,12 +146,15 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 	return p.tp.Shutdown(ctx)
 }
 
-// Sampler is parent-based: a span with a parent (a client's traceparent,
-// or a span of the gateway's own) follows the parent's sampled flag; a
-// root span is sampled with the configured ratio, except that a root
-// linked to a sampled span (a background refresh started by a sampled
-// request) is sampled too, so the link leads somewhere. The ratio can be
-// changed while in use. Build it with NewSampler.
+// Sampler is parent-based: a span with a parent (a span of the gateway's
+// own, or a client's traceparent when tracing.trust_incoming is on)
+// follows the parent's sampled flag; a root span is sampled with the
+// configured ratio, except that a root linked to a sampled span of the
+// gateway's own (LinkTriggeredBy: a background refresh started by a
+// sampled request) is sampled too, so the link leads somewhere. A link to
+// a client's span (LinkClient) never decides: a client that is not
+// trusted cannot force sampling. The ratio can be changed while in use.
+// Build it with NewSampler.
 type Sampler struct {
 	cur atomic.Pointer[ratioSampler]
 }
@@ -188,7 +186,7 @@ func (s *Sampler) Ratio() float64 { return s.cur.Load().ratio }
 func (s *Sampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
 	if !trace.SpanContextFromContext(p.ParentContext).IsValid() {
 		for _, l := range p.Links {
-			if l.SpanContext.IsSampled() {
+			if l.SpanContext.IsSampled() && slices.Contains(l.Attributes, LinkTriggeredBy) {
 				return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -86,7 +87,9 @@ func TestSampler(t *testing.T) {
 		}
 		return trace.ContextWithRemoteSpanContext(context.Background(), sc)
 	}
-	linked := trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})}
+	sampledSpan := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	linked := trace.Link{SpanContext: sampledSpan, Attributes: []attribute.KeyValue{LinkTriggeredBy}}
+	client := trace.Link{SpanContext: sampledSpan, Attributes: []attribute.KeyValue{LinkClient}}
 	s := NewSampler(0)
 	for _, tc := range []struct {
 		name  string
@@ -99,6 +102,9 @@ func TestSampler(t *testing.T) {
 		{"sampled parent, ratio 0", 0, sdktrace.SamplingParameters{ParentContext: parent(true), TraceID: tid}, sdktrace.RecordAndSample},
 		{"unsampled parent, ratio 1", 1, sdktrace.SamplingParameters{ParentContext: parent(false), TraceID: tid}, sdktrace.Drop},
 		{"root linked to a sampled span, ratio 0", 0, sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid, Links: []trace.Link{linked}}, sdktrace.RecordAndSample},
+		// A client that is not trusted cannot force sampling.
+		{"root linked to a client's sampled span, ratio 0", 0, sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid, Links: []trace.Link{client}}, sdktrace.Drop},
+		{"root linked to a sampled span without a reason, ratio 0", 0, sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: tid, Links: []trace.Link{{SpanContext: sampledSpan}}}, sdktrace.Drop},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s.SetRatio(tc.ratio)

@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"golang.org/x/sync/semaphore"
@@ -28,6 +27,7 @@ import (
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
 	"trendgate/internal/inflight"
+	"trendgate/tracing"
 )
 
 // Request is one upstream call, built by the gateway from its canonical
@@ -122,7 +122,8 @@ func WithTransport(rt http.RoundTripper) Option {
 
 // WithTracing makes the client trace its calls with tp: each attempt is a
 // CLIENT span made by the instrumented transport (otelhttp), which sends
-// the upstream a W3C traceparent naming it; a wait for the outbound budget
+// the upstream a W3C traceparent naming it (and no other trace header:
+// tracing.Outgoing); a wait for the outbound budget
 // is a span of its own; retries and the upstream's status and rate-limit
 // headers are recorded on the span in the caller's context (the gateway's
 // fetch span). Nil (the default) traces nothing and adds no work.
@@ -224,7 +225,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		c.tracer = c.tp.Tracer("trendgate/upstream")
 		send = otelhttp.NewTransport(c.rt,
 			otelhttp.WithTracerProvider(c.tp),
-			otelhttp.WithPropagators(propagation.TraceContext{}),
+			otelhttp.WithPropagators(tracing.Outgoing), // traceparent only: never a client's tracestate or baggage
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " upstream" }))
 	}
 	c.http = &http.Client{
