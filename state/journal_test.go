@@ -15,7 +15,7 @@ import (
 	"trendgate/activity"
 	"trendgate/api"
 	"trendgate/internal/clock"
-		"trendgate/limits"
+	"trendgate/limits"
 )
 
 // keyedStore is a Store on a temporary file with a real limiter and n

@@ -164,7 +164,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(appendRecord(encode(sample()), kindChanges, Snapshot{Written: t0})) // a snapshot and an empty change
 	f.Add(encode(Snapshot{}))                                                 // an empty state
 	f.Add(encodeOne(sample()))                                                // the version 1 format
-	f.Add([]byte("tgstate\x02"))                                             // a header alone
+	f.Add([]byte("tgstate\x02"))                                              // a header alone
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, _, err := decode(b)
 		if err != nil {
