@@ -61,6 +61,9 @@ const (
 	kindChanges  byte = 2
 )
 
+// FormatVersion is the format version a Store writes.
+const FormatVersion = version
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrDamaged is wrapped by Load's error for a file that is not an intact
