@@ -195,3 +195,57 @@ func TestStoreReplacesTornTail(t *testing.T) {
 		t.Errorf("after the first write: %+v %v; want one whole snapshot", info, err)
 	}
 }
+
+// BenchmarkStoreWrite is one interval's write with 100,000 keys, each
+// used once before: idle (nothing changed), one key and one account
+// changed, and a compaction of the whole state.
+func BenchmarkStoreWrite(b *testing.B) {
+	clk := clock.NewFake(t0)
+	lim, err := limits.NewLocal(limits.DefaultConfig(), clk, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := map[string]*activity.Key{}
+	for i := range 100_000 {
+		k := new(activity.Key)
+		k.Record(clk.Now(), api.EndpointSeries, 200, 1)
+		keys[fmt.Sprintf("key-%06d", i)] = k
+	}
+	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Counters: lim, Clock: clk, Interval: time.Hour,
+		Usage: func() map[string]*activity.Key { return keys }})
+	for id := range keys { // before the keeper: no write per account
+		if _, err := lim.Admit(context.Background(), limits.Subject{Key: id}, limits.Policy{Daily: 1000}, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	lim.SetKeeper(s)
+	s.Start()
+	defer s.Close()
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	one := keys["key-000042"]
+	for _, bc := range []struct {
+		name   string
+		before func()
+		kind   writeKind
+	}{
+		{"idle", func() {}, writeTick},
+		{"one-changed", func() {
+			one.Record(clk.Now(), api.EndpointSeries, 200, 1)
+			_, _ = lim.Admit(context.Background(), limits.Subject{Key: "key-000042"}, limits.Policy{Daily: 1000}, 1)
+		}, writeTick},
+		{"compaction", func() {}, writeWhole},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				bc.before()
+				if err := s.flush(bc.kind); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(s.size), "file-bytes")
+		})
+	}
+}
