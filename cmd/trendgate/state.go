@@ -66,8 +66,12 @@ func checkState(path string, stdout io.Writer) error {
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok, written %s: %d quota subjects, %d keys with usage (format version %d, %d records, %d bytes)\n",
-		path, snap.Written.UTC().Format(time.RFC3339), len(snap.Counters), len(snap.Usage), info.Version, info.Records, info.Bytes)
+	records := "records"
+	if info.Records == 1 {
+		records = "record"
+	}
+	fmt.Fprintf(stdout, "%s: ok, written %s: %d quota subjects, %d keys with usage (format version %d: %d %s, %d bytes)\n",
+		path, snap.Written.UTC().Format(time.RFC3339), len(snap.Counters), len(snap.Usage), info.Version, info.Records, records, info.Bytes)
 	if info.Torn > 0 {
 		fmt.Fprintf(stdout, "%s: its last %d bytes are a record a crash cut short; the next start drops it\n", path, info.Torn)
 	}
