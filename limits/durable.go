@@ -84,20 +84,23 @@ func (q *quotaCounts) pastCeiling(p Policy, cost int) bool {
 
 // enterWindowsLocked moves q's counters into the windows w, starting a
 // window's count at zero, or at the whole quota in a window presumed
-// spent. It also notes p's quotas, which ceilings may not pass. l.mu must
-// be held.
-func (l *Local) enterWindowsLocked(q *quotaCounts, w window, p Policy) {
+// spent, which is a change the keeper must store (a crash would otherwise
+// forgive it). It also notes p's quotas, which ceilings may not pass. l.mu
+// must be held.
+func (l *Local) enterWindowsLocked(account string, q *quotaCounts, w window, p Policy) {
 	q.daily, q.monthly = p.Daily, p.Monthly
 	if q.day != w.day {
 		q.day, q.dayUsed, q.dayCeil = w.day, 0, 0
 		if w.day == l.spentDay {
 			q.dayUsed, q.dayCeil = p.Daily, p.Daily
+			l.changedLocked(account, q)
 		}
 	}
 	if q.month != w.month {
 		q.month, q.monthUsed, q.monthCeil = w.month, 0, 0
 		if w.month == l.spentMonth {
 			q.monthUsed, q.monthCeil = p.Monthly, p.Monthly
+			l.changedLocked(account, q)
 		}
 	}
 }

@@ -296,3 +296,20 @@ func TestKeeperCheckpointHoldsChangesOnly(t *testing.T) {
 		t.Errorf("checkpoint after CheckpointAll: %+v; want none", cs)
 	}
 }
+
+// TestKeeperStoresPresumedSpent: an account that enters a window presumed
+// spent (a damaged state file, on_damage: spent) is in the next
+// checkpoint, refused requests and all: with only changes stored, a crash
+// before a whole write would otherwise forgive its quota.
+func TestKeeperStoresPresumedSpent(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newKeptLocal(t, clk)
+	l.PresumeSpent(clk.Now())
+	if d, err := l.Admit(context.Background(), Subject{Key: "acme"}, Policy{Daily: 30, Monthly: 1000}, 1); err != nil || d.Allowed {
+		t.Fatalf("Admit in a window presumed spent: %+v, %v; want refused", d, err)
+	}
+	cs := l.Checkpoint(clk.Now(), true)
+	if len(cs) != 1 || cs[0].DayUsed != 30 || cs[0].MonthUsed != 1000 {
+		t.Errorf("checkpoint after a refusal in a window presumed spent: %+v; want acme at 30/1000", cs)
+	}
+}

@@ -167,7 +167,7 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time, force bool) 
 	account := s.account()
 	if p.Daily > 0 || p.Monthly > 0 {
 		q = l.quotasLocked(account)
-		l.enterWindowsLocked(q, w, p)
+		l.enterWindowsLocked(account, q, w, p)
 	}
 
 	// Rate: look, do not take yet.
