@@ -229,6 +229,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { _ = g.Close() }()
+	releaseStartGarbage()
 
 	w := config.NewWatcher(path, *poll, log.Named("config"), func(c *config.Config, err error) {
 		if err != nil {
