@@ -3,8 +3,10 @@
 // gateway-wide request rates by outcome, latency quantiles, upstream calls,
 // top topics and recent refusals.
 //
-// Recording never takes a lock and never allocates on the path of a cache
-// hit: every figure lives in fixed arrays of atomic counters, each tagged
+// Recording never takes a lock and, once a figure's counters exist, never
+// allocates on the path of a cache hit: every figure lives in fixed arrays
+// of atomic counters (a key's are allocated by its first use, hour slot by
+// hour slot: see Key), each tagged
 // with the time slot (second, ten seconds, minute or hour) it counts, so a
 // counter that belongs to an expired slot is restarted by the first write
 // of the new slot (one compare-and-swap) and ignored by readers. Readers add

@@ -59,15 +59,77 @@ const numEndpoints = api.EndpointRoute + 1
 
 // Key holds one API key's request and quota-unit counts for the last 24
 // hours, by endpoint and status class, in hourly slots, and when it was
-// last seen. It takes about 10 KB. The zero value is ready to use; a Key
-// is safe for concurrent use and Record neither locks nor allocates.
+// last seen. The zero value is ready to use and is all a key never used
+// costs (24 bytes, no counters): the hourly ring is allocated by the first
+// count, and within it an hour slot, and an endpoint's class counters in
+// that slot, by the first count that needs them. Slots are reused from one
+// day to the next (their counters are tagged with their hour), so a key in
+// steady use allocates nothing more. A Key is safe for concurrent use;
+// Record never locks, and allocates only on a slot's or endpoint's first
+// count.
 type Key struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the latest Record; 0: never
-	slots    [hourSlots][numEndpoints][numClasses]keyCell
-	upstream [hourSlots]tagged // upstream requests the key's cold misses caused, by hour
-	// abandoned counts the part of upstream made for requests whose client
-	// had gone (499) by the time the answer came, by hour.
-	abandoned [hourSlots]tagged
+	// changed is set after every count and cleared by TakeChanged: the
+	// state file writes only the keys counted since its previous write.
+	changed atomic.Bool
+	hours   atomic.Pointer[keyHours] // nil until the first count
+}
+
+// keyHours is a Key's ring of hourly slots, indexed by hour % hourSlots;
+// a nil slot has counted nothing yet.
+type keyHours [hourSlots]atomic.Pointer[hourCounts]
+
+// hourCounts is one hourly slot of a Key: the upstream requests the key's
+// cold misses caused, the part of them made for requests whose client had
+// gone (499) by the time the answer came, and per endpoint (nil: none
+// counted in this slot yet) the counts by status class.
+type hourCounts struct {
+	upstream, abandoned tagged
+	endpoints           [numEndpoints]atomic.Pointer[classCounts]
+}
+
+// classCounts is one hour's counts of one endpoint, by status class.
+type classCounts [numClasses]keyCell
+
+// slot returns k's hourly slot i, nil when it never counted anything.
+func (k *Key) slot(i uint64) *hourCounts {
+	if hs := k.hours.Load(); hs != nil {
+		return hs[i].Load()
+	}
+	return nil
+}
+
+// slotForWrite returns k's hourly slot i, allocating the ring and the
+// slot on their first count.
+func (k *Key) slotForWrite(i uint64) *hourCounts {
+	hs := k.hours.Load()
+	if hs == nil {
+		hs = new(keyHours)
+		if !k.hours.CompareAndSwap(nil, hs) {
+			hs = k.hours.Load()
+		}
+	}
+	hc := hs[i].Load()
+	if hc == nil {
+		hc = new(hourCounts)
+		if !hs[i].CompareAndSwap(nil, hc) {
+			hc = hs[i].Load()
+		}
+	}
+	return hc
+}
+
+// classes returns the slot's counters of ep, allocating them on their
+// first count.
+func (hc *hourCounts) classes(ep api.Endpoint) *classCounts {
+	cc := hc.endpoints[ep].Load()
+	if cc == nil {
+		cc = new(classCounts)
+		if !hc.endpoints[ep].CompareAndSwap(nil, cc) {
+			cc = hc.endpoints[ep].Load()
+		}
+	}
+	return cc
 }
 
 // LastSeen returns the time of the key's latest Record; zero if none.
@@ -76,6 +138,22 @@ func (k *Key) LastSeen() time.Time {
 		return time.Unix(0, ns).UTC()
 	}
 	return time.Time{}
+}
+
+// TakeChanged reports whether k counted anything (or was seen) since the
+// previous TakeChanged, and starts over. A count racing with it is
+// reported now or by the next call, never lost: Record marks the key
+// after counting, and the caller reads the counts after this call.
+func (k *Key) TakeChanged() bool {
+	return k.changed.Load() && k.changed.Swap(false)
+}
+
+// markChanged sets changed after a count; the load first keeps a busy
+// key's cache line shared between cores.
+func (k *Key) markChanged() {
+	if !k.changed.Load() {
+		k.changed.Store(true)
+	}
 }
 
 // UpstreamAbandoned counts n upstream requests (already counted by
@@ -87,14 +165,16 @@ func (k *Key) UpstreamAbandoned(now time.Time, n int) {
 		return
 	}
 	h := hourOf(now)
-	k.abandoned[h%hourSlots].add(h, uint64(n))
+	k.slotForWrite(h%hourSlots).abandoned.add(h, uint64(n))
+	k.markChanged()
 }
 
 // UpstreamCall counts one upstream request (an attempt the budget paid
 // for) caused by a cold miss of the key at now.
 func (k *Key) UpstreamCall(now time.Time) {
 	h := hourOf(now)
-	k.upstream[h%hourSlots].add(h, 1)
+	k.slotForWrite(h%hourSlots).upstream.add(h, 1)
+	k.markChanged()
 }
 
 // keyCell is one hour's count for one endpoint and status class.
@@ -108,15 +188,15 @@ func (k *Key) Record(now time.Time, ep api.Endpoint, status int, units int) {
 	if k.lastSeen.Load() < ns {
 		k.lastSeen.Store(ns)
 	}
-	if !ep.Valid() {
-		return
+	if ep.Valid() {
+		h := hourOf(now)
+		c := &k.slotForWrite(h % hourSlots).classes(ep)[ClassOf(status)]
+		c.requests.add(h, 1)
+		if units > 0 {
+			c.units.add(h, uint64(units))
+		}
 	}
-	h := hourOf(now)
-	c := &k.slots[h%hourSlots][ep][ClassOf(status)]
-	c.requests.add(h, 1)
-	if units > 0 {
-		c.units.add(h, uint64(units))
-	}
+	k.markChanged()
 }
 
 // hourOf is the slot tag of now's hour: hours since 1970 (0 before).
@@ -164,19 +244,29 @@ func (k *Key) Window(now time.Time) KeyWindow {
 	if ns := k.lastSeen.Load(); ns != 0 {
 		w.LastSeen = time.Unix(0, ns).UTC()
 	}
+	var sums [numEndpoints][numClasses]KeyCount
 	for back := uint64(0); back < hourSlots && back <= h; back++ {
-		w.UpstreamCalls += k.upstream[(h-back)%hourSlots].get(h - back)
-		w.UpstreamAbandoned += k.abandoned[(h-back)%hourSlots].get(h - back)
+		tag := h - back
+		hc := k.slot(tag % hourSlots)
+		if hc == nil {
+			continue
+		}
+		w.UpstreamCalls += hc.upstream.get(tag)
+		w.UpstreamAbandoned += hc.abandoned.get(tag)
+		for ep := api.EndpointList; ep < numEndpoints; ep++ {
+			cc := hc.endpoints[ep].Load()
+			if cc == nil {
+				continue
+			}
+			for c := range StatusClass(numClasses) {
+				sums[ep][c].Requests += cc[c].requests.get(tag)
+				sums[ep][c].Units += cc[c].units.get(tag)
+			}
+		}
 	}
 	for ep := api.EndpointList; ep < numEndpoints; ep++ {
-		for c := StatusClass(0); c < numClasses; c++ {
-			var kc KeyCount
-			for back := uint64(0); back < hourSlots && back <= h; back++ {
-				tag := h - back
-				cell := &k.slots[tag%hourSlots][ep][c]
-				kc.Requests += cell.requests.get(tag)
-				kc.Units += cell.units.get(tag)
-			}
+		for c := range StatusClass(numClasses) {
+			kc := sums[ep][c]
 			if kc.Requests == 0 {
 				continue
 			}
@@ -199,9 +289,9 @@ type Keys struct {
 
 // Retain returns the counters of ids, creating those not yet known, and
 // forgets every id not listed (a key removed from the configuration).
-// The returned map is the caller's; the gateway builds one per
-// configuration snapshot, so requests find their Key with a plain map
-// read.
+// The gateway builds one map per configuration snapshot, so requests find
+// their Key with a plain map read. The returned map is shared with s until
+// the next Retain: read only.
 func (s *Keys) Retain(ids []string) map[string]*Key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,11 +304,7 @@ func (s *Keys) Retain(ids []string) map[string]*Key {
 		next[id] = k
 	}
 	s.keys = next
-	out := make(map[string]*Key, len(next))
-	for id, k := range next {
-		out[id] = k
-	}
-	return out
+	return next
 }
 
 // KeyRecord is a Key's figures in the form a store keeps across restarts:
@@ -258,14 +344,20 @@ func (k *Key) Export(now time.Time) KeyRecord {
 	h := hourOf(now)
 	for back := uint64(0); back < hourSlots && back <= h; back++ {
 		tag := h - back
-		slot := tag % hourSlots
-		if up, ab := k.upstream[slot].get(tag), k.abandoned[slot].get(tag); up != 0 || ab != 0 {
+		hc := k.slot(tag % hourSlots)
+		if hc == nil {
+			continue
+		}
+		if up, ab := hc.upstream.get(tag), hc.abandoned.get(tag); up != 0 || ab != 0 {
 			rec.Hours = append(rec.Hours, HourCount{Hour: tag, Upstream: up, Abandon: ab})
 		}
-		for _, ep := range api.Endpoints {
-			for c := StatusClass(0); c < numClasses; c++ {
-				cell := &k.slots[slot][ep][c]
-				if r, u := cell.requests.get(tag), cell.units.get(tag); r != 0 || u != 0 {
+		for ep := api.EndpointList; ep < numEndpoints; ep++ {
+			cc := hc.endpoints[ep].Load()
+			if cc == nil {
+				continue
+			}
+			for c := range StatusClass(numClasses) {
+				if r, u := cc[c].requests.get(tag), cc[c].units.get(tag); r != 0 || u != 0 {
 					rec.Cells = append(rec.Cells, Cell{Hour: tag, Endpoint: ep, Class: c, Requests: r, Units: u})
 				}
 			}
@@ -277,7 +369,8 @@ func (k *Key) Export(now time.Time) KeyRecord {
 // Restore adds rec's counts to k, keeping only those of the 24 hours
 // ending with now's hour and of valid endpoints and classes, and moves
 // k's last-seen time to rec's when that is later. The gateway calls it
-// before serving, on a Key that counted nothing yet.
+// before serving, on a Key that counted nothing yet. Only the slots that
+// receive a count are allocated.
 func (k *Key) Restore(rec KeyRecord, now time.Time) {
 	if ns := rec.LastSeen.UnixNano(); !rec.LastSeen.IsZero() && k.lastSeen.Load() < ns {
 		k.lastSeen.Store(ns)
@@ -285,16 +378,17 @@ func (k *Key) Restore(rec KeyRecord, now time.Time) {
 	h := hourOf(now)
 	inWindow := func(tag uint64) bool { return tag <= h && h-tag < hourSlots }
 	for _, hc := range rec.Hours {
-		if inWindow(hc.Hour) {
-			k.upstream[hc.Hour%hourSlots].add(hc.Hour, hc.Upstream)
-			k.abandoned[hc.Hour%hourSlots].add(hc.Hour, hc.Abandon)
+		if inWindow(hc.Hour) && (hc.Upstream != 0 || hc.Abandon != 0) {
+			slot := k.slotForWrite(hc.Hour % hourSlots)
+			slot.upstream.add(hc.Hour, hc.Upstream)
+			slot.abandoned.add(hc.Hour, hc.Abandon)
 		}
 	}
 	for _, c := range rec.Cells {
-		if !inWindow(c.Hour) || !c.Endpoint.Valid() || c.Class >= numClasses {
+		if !inWindow(c.Hour) || !c.Endpoint.Valid() || c.Class >= numClasses || (c.Requests == 0 && c.Units == 0) {
 			continue
 		}
-		cell := &k.slots[c.Hour%hourSlots][c.Endpoint][c.Class]
+		cell := &k.slotForWrite(c.Hour % hourSlots).classes(c.Endpoint)[c.Class]
 		cell.requests.add(c.Hour, c.Requests)
 		cell.units.add(c.Hour, c.Units)
 	}

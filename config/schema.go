@@ -94,7 +94,8 @@ type Server struct {
 	// matters with TLS on: plain HTTP/2 (h2c) is not served.
 	FastHTTP2 *bool `yaml:"fast_http2"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
-	// default) derives it from cache.max_bytes (see MemoryLimit). A
+	// default) derives it from cache.max_bytes and the number of keys (see
+	// DerivedMemoryLimit). A
 	// GOMEMLIMIT environment variable overrides both.
 	MemoryLimit int64 `yaml:"memory_limit"`
 	// CORS lets web pages on the listed origins call the API from a

@@ -287,7 +287,7 @@ func checkRendered(t *testing.T, r rendered) {
 	}
 	soft := cfg.Server.MemoryLimit
 	if soft == 0 {
-		soft = config.DerivedMemoryLimit(cfg.Cache.MaxBytes)
+		soft = config.DerivedMemoryLimit(cfg.Cache.MaxBytes, len(cfg.Keys))
 	}
 	if soft >= lim.Value() {
 		t.Errorf("Go soft memory limit %d is not below the container limit %d", soft, lim.Value())

@@ -55,12 +55,10 @@ func (g *Gateway) SyncLastUsed(ctx context.Context) error {
 	if g.lastUsed == nil {
 		return nil
 	}
-	set := g.chain.Settings()
-	keys := set.Config().Keys
-	seen := make(map[string]time.Time, len(keys))
-	for _, k := range keys {
-		if a := set.KeyActivity(k.ID); a != nil {
-			seen[k.ID] = a.LastSeen()
+	seen := make(map[string]time.Time)
+	for id, a := range g.chain.Settings().KeyActivities() {
+		if t := a.LastSeen(); !t.IsZero() { // a key never used costs nothing here
+			seen[id] = t
 		}
 	}
 	return g.lastUsed.Sync(ctx, seen)

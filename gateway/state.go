@@ -19,9 +19,11 @@ import (
 // openState loads state.path (off when empty) before the gateway serves:
 // the local limiter's quota counters (not in cluster mode, where Redis
 // keeps them) and each configured key's 24-hour usage and last use. It
-// then writes the file once, so a path that cannot be written stops the
-// start rather than a crash later, and starts the store, which the limiter
-// then waits on before reserving past what is stored (limits.Keeper).
+// then writes the file once, whole, so a path that cannot be written stops
+// the start rather than a crash later (and a file of the earlier whole-file
+// format, or one ending in a torn record, is replaced by a whole journal),
+// and starts the store, which the limiter then waits on before reserving
+// past what is stored (limits.Keeper).
 //
 // A damaged file (truncated, corrupted) is never used in part. With
 // state.on_damage refuse (the default) the start fails with a message
@@ -48,7 +50,7 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 		local = nil // the counters are Redis's; the local limiter is only its fallback
 	}
 	now := g.clk.Now()
-	snap, err := state.Load(sc.Path)
+	snap, info, err := state.LoadInfo(sc.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		m.Loads.WithLabelValues("missing").Inc()
@@ -85,7 +87,12 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 			}
 		}
 		log.Info("state loaded", zap.String("path", sc.Path), zap.Time("written", snap.Written),
-			zap.Int("quota_subjects", restored), zap.Int("keys_with_usage", len(snap.Usage)))
+			zap.Int("quota_subjects", restored), zap.Int("keys_with_usage", len(snap.Usage)),
+			zap.Int("format_version", info.Version), zap.Int("records", info.Records), zap.Int("bytes", info.Bytes))
+		if info.Torn > 0 {
+			log.Warn("state file ended in a record a crash cut short; it was dropped",
+				zap.String("path", sc.Path), zap.Int("torn_bytes", info.Torn))
+		}
 	}
 
 	opts := state.Options{

@@ -23,7 +23,9 @@ import (
 // account reserved since the previous checkpoint, at most 1% of its smaller
 // quota (and at least 1), plus whatever a waiting request needs; an account
 // that reserved nothing since gets none, so its next request waits for one
-// checkpoint (one file write).
+// checkpoint (one record appended and synced, shared with every request
+// waiting then). A checkpoint holds only the accounts that changed since
+// the previous one, so its cost follows the traffic, not the accounts.
 
 // Counter is one account's quota counters, as a Keeper stores them. The
 // Subject is the account id the limiter counts quotas by (Subject.Account,
@@ -82,59 +84,114 @@ func (q *quotaCounts) pastCeiling(p Policy, cost int) bool {
 
 // enterWindowsLocked moves q's counters into the windows w, starting a
 // window's count at zero, or at the whole quota in a window presumed
-// spent. It also notes p's quotas, which ceilings may not pass. l.mu must
-// be held.
-func (l *Local) enterWindowsLocked(q *quotaCounts, w window, p Policy) {
+// spent, which is a change the keeper must store (a crash would otherwise
+// forgive it). It also notes p's quotas, which ceilings may not pass. l.mu
+// must be held.
+func (l *Local) enterWindowsLocked(account string, q *quotaCounts, w window, p Policy) {
 	q.daily, q.monthly = p.Daily, p.Monthly
 	if q.day != w.day {
 		q.day, q.dayUsed, q.dayCeil = w.day, 0, 0
 		if w.day == l.spentDay {
 			q.dayUsed, q.dayCeil = p.Daily, p.Daily
+			l.changedLocked(account, q)
 		}
 	}
 	if q.month != w.month {
 		q.month, q.monthUsed, q.monthCeil = w.month, 0, 0
 		if w.month == l.spentMonth {
 			q.monthUsed, q.monthCeil = p.Monthly, p.Monthly
+			l.changedLocked(account, q)
 		}
 	}
 }
 
-// Checkpoint returns the counters of every account with units reserved in
-// the windows containing now. With reserve, each is raised by the
-// account's reservation ahead (see the top of this file), and the pending
-// needs are cleared; without, the counts are exact, for the last
-// checkpoint of a clean stop, after which nothing is admitted. Call Commit
-// with the result once it is stored.
+// Checkpoint returns quota counters for the keeper to store. With
+// reserve, it returns those of the accounts whose counters changed since
+// the previous checkpoint (they reserved units, wait to reserve some, or
+// had a window reset), each raised by the account's reservation ahead (see
+// the top of this file), and clears the pending needs: the keeper stores
+// them over what it holds (an upsert), and an account left out keeps what
+// was stored for it. Without reserve it returns every account's exact
+// counts, for the last checkpoint of a clean stop, after which nothing is
+// admitted; the keeper then stores them in place of everything it holds.
+// Call Commit with the result once it is stored.
 func (l *Local) Checkpoint(now time.Time, reserve bool) []Counter {
 	w := windowAt(now)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	clear(l.resets) // this checkpoint has the windows reset so far
+	if !reserve {
+		out := make([]Counter, 0, len(l.quotas))
+		for account, q := range l.quotas {
+			if c := q.checkpoint(account, w, false); c.DayUsed != 0 || c.MonthUsed != 0 {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	out := make([]Counter, 0, len(l.changed))
+	for account, q := range l.changed {
+		q.changed = false
+		// Zero counts too: they replace what the keeper held (a reset).
+		out = append(out, q.checkpoint(account, w, true))
+	}
+	clear(l.changed)
+	return out
+}
+
+// CheckpointAll returns every account's counters raised by its
+// reservation ahead, as Checkpoint(now, true) does for the changed ones,
+// and clears every pending need: the keeper stores them in place of
+// everything it holds (a compaction). Accounts at zero are left out.
+func (l *Local) CheckpointAll(now time.Time) []Counter {
+	w := windowAt(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.resets)
+	for _, q := range l.changed {
+		q.changed = false
+	}
+	clear(l.changed)
 	out := make([]Counter, 0, len(l.quotas))
 	for account, q := range l.quotas {
-		c := Counter{Subject: account, Day: w.day, Month: w.month}
-		if q.day == w.day {
-			c.DayUsed = q.dayUsed
-			if reserve {
-				c.DayUsed = max(ceiling(q.dayUsed, q.daily, q.recent, q.need), q.dayCeil)
-			}
+		if c := q.checkpoint(account, w, true); c.DayUsed != 0 || c.MonthUsed != 0 {
+			out = append(out, c)
 		}
-		if q.month == w.month {
-			c.MonthUsed = q.monthUsed
-			if reserve {
-				c.MonthUsed = max(ceiling(q.monthUsed, q.monthly, q.recent, q.need), q.monthCeil)
-			}
-		}
-		if reserve {
-			q.recent, q.need = 0, 0
-		}
-		if c.DayUsed == 0 && c.MonthUsed == 0 {
-			continue
-		}
-		out = append(out, c)
 	}
 	return out
+}
+
+// checkpoint returns q's counters of the windows w: exact, or with
+// reserve raised by the reservation ahead (never below the stored
+// ceiling), clearing what the account reserved and needs since the
+// previous checkpoint. Local.mu must be held.
+func (q *quotaCounts) checkpoint(account string, w window, reserve bool) Counter {
+	c := Counter{Subject: account, Day: w.day, Month: w.month}
+	if q.day == w.day {
+		c.DayUsed = q.dayUsed
+		if reserve {
+			c.DayUsed = max(ceiling(q.dayUsed, q.daily, q.recent, q.need), q.dayCeil)
+		}
+	}
+	if q.month == w.month {
+		c.MonthUsed = q.monthUsed
+		if reserve {
+			c.MonthUsed = max(ceiling(q.monthUsed, q.monthly, q.recent, q.need), q.monthCeil)
+		}
+	}
+	if reserve {
+		q.recent, q.need = 0, 0
+	}
+	return c
+}
+
+// changedLocked notes that account's counters q changed since the latest
+// checkpoint (with a keeper only). l.mu must be held.
+func (l *Local) changedLocked(account string, q *quotaCounts) {
+	if l.keeper != nil && !q.changed {
+		q.changed = true
+		l.changed[account] = q
+	}
 }
 
 // ceiling is an account's stored count for one window: used, raised by a
@@ -152,23 +209,22 @@ func ceiling(used, quota, recent, need int64) int64 {
 }
 
 // Commit makes stored counters the ceilings their accounts' reservations
-// may not pass. cs must be the latest Checkpoint's (a keeper takes,
-// stores and commits one checkpoint at a time). A counter of a window that
-// has since ended is ignored; an account missing from cs keeps no ceiling
-// above its count, since what the keeper stored for it is no longer there.
-// A window reset (ResetQuota) after cs was taken keeps its ceiling at
-// zero: cs has the count from before the reset, which the next checkpoint
-// would otherwise never store below.
+// may not pass. cs must be the latest checkpoint's (a keeper takes, stores
+// and commits one checkpoint at a time); accounts not in cs keep their
+// ceilings, as the keeper keeps what it stored for them. A counter of a
+// window that has since ended is ignored. A window reset (ResetQuota)
+// after cs was taken keeps its ceiling at zero: cs has the count from
+// before the reset, which the next checkpoint would otherwise never store
+// below.
 func (l *Local) Commit(cs []Counter) {
-	stored := make(map[string]Counter, len(cs))
-	for _, c := range cs {
-		stored[c.Subject] = c
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for account, q := range l.quotas {
-		c, reset := stored[account], l.resets[account]
-		q.dayCeil, q.monthCeil = 0, 0
+	for _, c := range cs {
+		q := l.quotas[c.Subject]
+		if q == nil {
+			continue
+		}
+		reset := l.resets[c.Subject]
 		if c.Day == q.day && !reset.day {
 			q.dayCeil = c.DayUsed
 		}

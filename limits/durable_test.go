@@ -11,8 +11,8 @@ import (
 )
 
 // memKeeper stores a Local's checkpoints in memory, as package state does
-// on disk: Sync takes a checkpoint with reservations, "stores" it and
-// commits it. fail makes the next stores fail.
+// on disk: Sync takes a checkpoint with reservations, "stores" it over what
+// it held and commits it. fail makes the next stores fail.
 type memKeeper struct {
 	l   *Local
 	clk clock.Clock
@@ -40,9 +40,25 @@ func (k *memKeeper) Sync(ctx context.Context) error {
 		return errors.New("disk full")
 	}
 	cs := k.l.Checkpoint(k.clk.Now(), true)
-	k.stored = cs
+	k.store(cs)
 	k.l.Commit(cs)
 	return nil
+}
+
+// store writes cs over what the keeper holds, counter by counter, as the
+// state file's journal does: a checkpoint holds only the accounts that
+// changed.
+func (k *memKeeper) store(cs []Counter) {
+next:
+	for _, c := range cs {
+		for i := range k.stored {
+			if k.stored[i].Subject == c.Subject {
+				k.stored[i] = c
+				continue next
+			}
+		}
+		k.stored = append(k.stored, c)
+	}
 }
 
 // storedFor returns what the keeper holds for subject.
@@ -235,5 +251,65 @@ func TestKeeperCountsByAccount(t *testing.T) {
 	}
 	if d, _ := restarted.Admit(ctx, Subject{Key: "new-key", Account: "acme"}, p, 5); d.Allowed {
 		t.Errorf("a new key of acme after restart: admitted 5 units over 6 of 10 used; want refused")
+	}
+}
+
+// TestKeeperCheckpointHoldsChangesOnly: a checkpoint with reservations
+// holds only the accounts that reserved, waited or were reset since the
+// previous one, so an idle limiter's checkpoint is empty whatever the
+// number of accounts; CheckpointAll holds them all, never below what was
+// stored.
+func TestKeeperCheckpointHoldsChangesOnly(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, k := newKeptLocal(t, clk)
+	ctx := context.Background()
+	p := Policy{Daily: 20000, Monthly: 400000}
+	for _, acct := range []string{"a", "b", "c"} {
+		admitN(t, l, acct, p, 1, 3)
+	}
+	if err := k.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cs := l.Checkpoint(clk.Now(), true); len(cs) != 0 {
+		t.Errorf("checkpoint with nothing reserved since: %+v; want none", cs)
+	}
+	admitN(t, l, "b", p, 1, 1) // within b's reservation: no sync
+	cs := l.Checkpoint(clk.Now(), true)
+	if len(cs) != 1 || cs[0].Subject != "b" || cs[0].DayUsed < 4 {
+		t.Errorf("checkpoint after one request of b: %+v; want b alone, at least 4", cs)
+	}
+	l.Commit(cs)
+	if _, err := l.ResetQuota(ctx, "c", QuotaDay); err != nil {
+		t.Fatal(err)
+	}
+	if day, month := k.storedFor("c"); day != 0 || month < 3 {
+		t.Errorf("c stored after its day was reset: %d/%d; want 0 and at least 3", day, month)
+	}
+	all := map[string]Counter{}
+	for _, c := range l.CheckpointAll(clk.Now()) {
+		all[c.Subject] = c
+	}
+	if len(all) != 3 || all["b"].DayUsed < 4 || all["a"].DayUsed < 3 || all["c"].DayUsed != 0 {
+		t.Errorf("CheckpointAll: %+v; want a, b and c with b at least 4, a at least 3, c's day 0", all)
+	}
+	if cs := l.Checkpoint(clk.Now(), true); len(cs) != 0 {
+		t.Errorf("checkpoint after CheckpointAll: %+v; want none", cs)
+	}
+}
+
+// TestKeeperStoresPresumedSpent: an account that enters a window presumed
+// spent (a damaged state file, on_damage: spent) is in the next
+// checkpoint, refused requests and all: with only changes stored, a crash
+// before a whole write would otherwise forgive its quota.
+func TestKeeperStoresPresumedSpent(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newKeptLocal(t, clk)
+	l.PresumeSpent(clk.Now())
+	if d, err := l.Admit(context.Background(), Subject{Key: "acme"}, Policy{Daily: 30, Monthly: 1000}, 1); err != nil || d.Allowed {
+		t.Fatalf("Admit in a window presumed spent: %+v, %v; want refused", d, err)
+	}
+	cs := l.Checkpoint(clk.Now(), true)
+	if len(cs) != 1 || cs[0].DayUsed != 30 || cs[0].MonthUsed != 1000 {
+		t.Errorf("checkpoint after a refusal in a window presumed spent: %+v; want acme at 30/1000", cs)
 	}
 }

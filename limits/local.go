@@ -34,7 +34,7 @@ type Local struct {
 	clk clock.Clock
 	m   *Metrics
 
-	mu        sync.Mutex              // guards keys, quotas, lru, lastSweep, win and resets
+	mu        sync.Mutex              // guards keys, quotas, lru, lastSweep, win, resets and changed
 	keys      map[string]*keyState    // key id -> token bucket
 	quotas    map[string]*quotaCounts // account id -> quota counters
 	lru       *list.List              // of *keyState holding a bucket; front = most recently used
@@ -51,6 +51,10 @@ type Local struct {
 	// resets holds, with a keeper, the accounts' windows reset since the
 	// latest Checkpoint was taken (see Commit and ResetQuota).
 	resets map[string]resetMark
+	// changed holds, with a keeper, the accounts whose counters changed
+	// since the latest Checkpoint (see durable.go): a checkpoint stores
+	// only those.
+	changed map[string]*quotaCounts
 }
 
 // keyState is one key's token bucket. Guarded by Local.mu.
@@ -77,6 +81,7 @@ type quotaCounts struct {
 	dayCeil, monthCeil int64
 	need, recent       int64
 	daily, monthly     int64
+	changed            bool // in Local.changed
 }
 
 // usedIn returns the units q holds in the windows w (0 for a window q
@@ -108,6 +113,7 @@ func NewLocal(cfg Config, clk clock.Clock, m *Metrics) (*Local, error) {
 		keys:      make(map[string]*keyState),
 		quotas:    make(map[string]*quotaCounts),
 		resets:    make(map[string]resetMark),
+		changed:   make(map[string]*quotaCounts),
 		lru:       list.New(),
 		lastSweep: clk.Now(),
 	}, nil
@@ -158,9 +164,10 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time, force bool) 
 
 	var none quotaCounts // the counters of a policy without quotas: always 0
 	q := &none
+	account := s.account()
 	if p.Daily > 0 || p.Monthly > 0 {
-		q = l.quotasLocked(s.account())
-		l.enterWindowsLocked(q, w, p)
+		q = l.quotasLocked(account)
+		l.enterWindowsLocked(account, q, w, p)
 	}
 
 	// Rate: look, do not take yet.
@@ -188,11 +195,15 @@ func (l *Local) admit(s Subject, p Policy, cost int, now time.Time, force bool) 
 
 	if reason == "" && l.keeper != nil && !force && q.pastCeiling(p, cost) {
 		q.need = max(q.need, int64(cost))
+		l.changedLocked(account, q)
 		return d, true
 	}
 	if reason == "" {
 		d.Allowed = true
 		q.recent += int64(cost)
+		if q != &none {
+			l.changedLocked(account, q)
+		}
 		if p.PerSecond > 0 {
 			st.bucket.AllowN(now, cost) // cannot fail: checked above under l.mu
 			tokens -= float64(cost)
@@ -329,6 +340,7 @@ func (l *Local) sweepLocked(now time.Time) int {
 		kept := (q.day == w.day && w.day == l.spentDay) || (q.month == w.month && w.month == l.spentMonth)
 		if q.usedIn(w) == 0 && !kept {
 			delete(l.quotas, a)
+			delete(l.changed, a)
 			n++
 		}
 	}

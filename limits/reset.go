@@ -111,6 +111,7 @@ func (l *Local) ResetQuota(ctx context.Context, account string, w QuotaWindow) (
 		m := l.resets[account]
 		m.day, m.month = m.day || day, m.month || !day
 		l.resets[account] = m
+		l.changedLocked(account, q)
 	}
 	l.mu.Unlock()
 

@@ -26,9 +26,10 @@ type Config struct {
 	// memory, so a restart forgets quota counters and usage. Its directory
 	// must exist. Read at start only.
 	Path string `yaml:"path"`
-	// FlushInterval is how often the state is written (default 1s). A
-	// crash loses at most this much of the 24-hour usage; quota counters
-	// are written ahead of use (see docs/restarts.md).
+	// FlushInterval is how often what changed is appended to the state
+	// file (default 1s); nothing changed writes nothing. A crash loses at
+	// most this much of the 24-hour usage; quota counters are written
+	// ahead of use (see docs/restarts.md).
 	FlushInterval time.Duration `yaml:"flush_interval"`
 	// OnDamage is what a damaged state file does at start: "refuse" (the
 	// default) or "spent".

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"trendgate/activity"
@@ -17,61 +20,107 @@ import (
 	"trendgate/limits"
 )
 
-// The file:
+// The file (format version 2) is a journal:
 //
-//	magic    "tgstate" and the format version (1 byte)
-//	length   of the payload (8 bytes, big-endian)
-//	payload  written at (varint, unix ns); counters: count (uvarint), each
-//	         subject (uvarint length, bytes), day, day used, month, month
-//	         used (uvarints); usage: count (uvarint), each key id (uvarint
-//	         length, bytes), last seen (varint unix ns, 0 for never),
-//	         cells (count, then hour, endpoint, class, requests, units as
-//	         uvarints), hours (count, then hour, upstream, abandoned)
-//	checksum CRC-32C of everything before it (4 bytes, big-endian);
-//	         nothing may follow
+//	header   "tgstate" and the format version (1 byte)
+//	records  each: length of kind and payload (4 bytes, big-endian), kind
+//	         (1 byte), payload, CRC-32C of the length, kind and payload (4
+//	         bytes, big-endian)
+//
+// The first record is a snapshot (kind 1): everything. Every later record
+// is a change (kind 2): the accounts and keys that changed since the
+// record before, each replacing what the file held for it (an upsert), so
+// replaying a record twice changes nothing. Both kinds share one payload
+// layout: written at (varint, unix ns); counters: count (uvarint), each
+// subject (uvarint length, bytes), day, day used, month, month used
+// (uvarints); usage: count (uvarint), each key id (uvarint length, bytes),
+// last seen (varint unix ns, 0 for never), cells (count, then hour,
+// endpoint, class, requests, units as uvarints), hours (count, then hour,
+// upstream, abandoned).
+//
+// A last record cut short or failing its checksum is a write a crash
+// interrupted: it is dropped (Info.Torn) and the state is that of the
+// records before it. Any other damage (header, first record, a record with
+// more after it) makes the whole file damaged (ErrDamaged).
+//
+// Format version 1, the whole-file format of earlier releases (header,
+// payload length in 8 bytes, one payload, CRC-32C of all before it), is
+// still read; the gateway replaces it with a version 2 file by its first
+// write.
 const (
-	magic      = "tgstate"
-	version    = 1
-	headerLen  = len(magic) + 1 + 8
-	sumLen     = 4
-	maxPayload = 1 << 30
+	magic       = "tgstate"
+	versionOne  = 1
+	version     = 2
+	headerLen   = len(magic) + 1
+	v1HeaderLen = headerLen + 8
+	sumLen      = 4
+	lenLen      = 4
+	maxPayload  = 1 << 30
+
+	kindSnapshot byte = 1
+	kindChanges  byte = 2
 )
+
+// FormatVersion is the format version a Store writes.
+const FormatVersion = version
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrDamaged is wrapped by Load's error for a file that is not a complete,
-// intact state file of this version: truncated, corrupted or foreign.
+// ErrDamaged is wrapped by Load's error for a file that is not an intact
+// state file: corrupted, truncated inside its first record, or foreign.
 // Nothing of such a file is used.
 var ErrDamaged = errors.New("state: damaged state file")
 
 // Snapshot is everything a state file holds. The zero value is an empty
 // state.
 type Snapshot struct {
-	// Written is when the file was written.
+	// Written is when the latest record was written.
 	Written time.Time
-	// Counters are the limiter's quota counters, one per account.
+	// Counters are the limiter's quota counters, one per account, by
+	// subject; accounts at zero in both windows are left out.
 	Counters []limits.Counter
 	// Usage holds each key's 24-hour usage and last-seen time, by key id.
 	Usage map[string]activity.KeyRecord
 }
 
-// Load reads the state file at path. A missing file is an error wrapping
-// fs.ErrNotExist; a file that is not whole and intact is an error wrapping
-// ErrDamaged that says what is wrong.
-func Load(path string) (Snapshot, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("state: %w", err)
-	}
-	s, err := decode(b)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("%w %s: %v", ErrDamaged, path, err)
-	}
-	return s, nil
+// Info says how a state file was read.
+type Info struct {
+	// Version is the file's format version.
+	Version int
+	// Records counts the records read: the snapshot and the changes after
+	// it (1 for a version 1 file).
+	Records int
+	// Torn is the size of a last record a crash cut short, dropped; 0
+	// when there was none.
+	Torn int
+	// Bytes is the file's size.
+	Bytes int
 }
 
-// write stores s at path atomically (see the package comment), mode 0600.
-// A failed write leaves the previous file as it was.
+// Load reads the state file at path. A missing file is an error wrapping
+// fs.ErrNotExist; a damaged one (see ErrDamaged) an error wrapping
+// ErrDamaged that says what is wrong.
+func Load(path string) (Snapshot, error) {
+	s, _, err := LoadInfo(path)
+	return s, err
+}
+
+// LoadInfo is Load, also saying how the file was read.
+func LoadInfo(path string) (Snapshot, Info, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Snapshot{}, Info{}, fmt.Errorf("state: %w", err)
+	}
+	s, info, err := decode(b)
+	if err != nil {
+		return Snapshot{}, Info{}, fmt.Errorf("%w %s: %v", ErrDamaged, path, err)
+	}
+	return s, info, nil
+}
+
+// write replaces the file at path whole with a file holding s as its
+// snapshot record (see the package comment), mode 0600, and returns its
+// size. A failed write leaves the previous file as it was.
 func write(path string, s Snapshot) (n int, err error) {
 	b := encode(s)
 	if err := atomicfile.Write(path, b, 0o600); err != nil {
@@ -95,8 +144,24 @@ func Reset(path string, now time.Time) (string, error) {
 	return aside, nil
 }
 
+// encode returns a whole version 2 file holding s as its snapshot.
 func encode(s Snapshot) []byte {
-	p := binary.AppendVarint(nil, s.Written.UnixNano())
+	b := append([]byte(magic), version)
+	return appendRecord(b, kindSnapshot, s)
+}
+
+// appendRecord appends a record of kind holding s to b.
+func appendRecord(b []byte, kind byte, s Snapshot) []byte {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, kind) // the length, set below
+	b = appendPayload(b, s)
+	binary.BigEndian.PutUint32(b[start:], uint32(len(b)-start-lenLen))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[start:], crcTable))
+}
+
+// appendPayload appends s in the payload layout of the package comment.
+func appendPayload(p []byte, s Snapshot) []byte {
+	p = binary.AppendVarint(p, s.Written.UnixNano())
 	p = binary.AppendUvarint(p, uint64(len(s.Counters)))
 	for _, c := range s.Counters {
 		p = appendString(p, c.Subject)
@@ -126,12 +191,7 @@ func encode(s Snapshot) []byte {
 			}
 		}
 	}
-	b := make([]byte, 0, headerLen+len(p)+sumLen)
-	b = append(b, magic...)
-	b = append(b, version)
-	b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
-	b = append(b, p...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	return p
 }
 
 func appendString(b []byte, s string) []byte {
@@ -139,24 +199,132 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// decode parses a whole state file, checking its framing and checksum
-// before reading a single counter.
-func decode(b []byte) (Snapshot, error) {
+// decode reads a state file of either version, checking each record's
+// framing and checksum before reading a single counter from it.
+func decode(b []byte) (Snapshot, Info, error) {
 	if len(b) < headerLen || string(b[:len(magic)]) != magic {
-		return Snapshot{}, errors.New("not a trendgate state file")
+		return Snapshot{}, Info{}, errors.New("not a trendgate state file")
 	}
-	if v := b[len(magic)]; v != version {
-		return Snapshot{}, fmt.Errorf("format version %d, want %d", v, version)
+	switch v := b[len(magic)]; v {
+	case versionOne:
+		s, err := decodeOne(b)
+		return s, Info{Version: versionOne, Records: 1, Bytes: len(b)}, err
+	case version:
+		return replay(b)
+	default:
+		return Snapshot{}, Info{}, fmt.Errorf("format version %d, want %d", v, version)
 	}
-	n := binary.BigEndian.Uint64(b[len(magic)+1 : headerLen])
-	if want := uint64(headerLen) + n + sumLen; n > maxPayload || uint64(len(b)) != want {
+}
+
+// replay reads a version 2 file: its snapshot, then each change over it.
+func replay(b []byte) (Snapshot, Info, error) {
+	info := Info{Version: version, Bytes: len(b)}
+	var written time.Time
+	counters := map[string]limits.Counter{}
+	usage := map[string]activity.KeyRecord{}
+	for off := headerLen; off < len(b); {
+		kind, payload, size, err := readRecord(b[off:])
+		if errors.Is(err, errTorn) && info.Records > 0 {
+			info.Torn = len(b) - off
+			break
+		}
+		if err != nil {
+			return Snapshot{}, Info{}, fmt.Errorf("record %d at byte %d: %w", info.Records+1, off, err)
+		}
+		want := kindChanges
+		if info.Records == 0 {
+			want = kindSnapshot
+		}
+		if kind != want {
+			return Snapshot{}, Info{}, fmt.Errorf("record %d at byte %d: kind %d, want %d", info.Records+1, off, kind, want)
+		}
+		rec, err := decodePayload(payload)
+		if err != nil {
+			return Snapshot{}, Info{}, fmt.Errorf("record %d at byte %d: %w", info.Records+1, off, err)
+		}
+		written = rec.Written
+		for _, c := range rec.Counters {
+			counters[c.Subject] = c
+		}
+		maps.Copy(usage, rec.Usage)
+		info.Records++
+		off += size
+	}
+	if info.Records == 0 {
+		return Snapshot{}, Info{}, errors.New("no snapshot record")
+	}
+	s := Snapshot{Written: written, Usage: usage, Counters: make([]limits.Counter, 0, len(counters))}
+	for _, c := range counters {
+		if c.DayUsed != 0 || c.MonthUsed != 0 {
+			s.Counters = append(s.Counters, c)
+		}
+	}
+	slices.SortFunc(s.Counters, func(a, b limits.Counter) int { return strings.Compare(a.Subject, b.Subject) })
+	return s, info, nil
+}
+
+// errTorn is readRecord's error for a record that a crash may have
+// interrupted: cut short by the end of the file, or failing its checksum
+// with nothing after it.
+var errTorn = errors.New("cut short by the end of the file")
+
+// readRecord reads the record at the start of b and returns its kind,
+// payload and size.
+func readRecord(b []byte) (kind byte, payload []byte, size int, err error) {
+	if len(b) < lenLen+1+sumLen {
+		return 0, nil, 0, errTorn
+	}
+	n := uint64(binary.BigEndian.Uint32(b))
+	if n == 0 || n > maxPayload {
+		if allZero(b) { // space a write extended the file by, never filled
+			return 0, nil, 0, errTorn
+		}
+		return 0, nil, 0, fmt.Errorf("length %d out of range", n)
+	}
+	end := lenLen + n + sumLen
+	if end > uint64(len(b)) {
+		return 0, nil, 0, errTorn
+	}
+	body := b[:lenLen+n]
+	if got, want := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); got != want {
+		if end == uint64(len(b)) {
+			return 0, nil, 0, fmt.Errorf("%w (checksum mismatch)", errTorn)
+		}
+		return 0, nil, 0, errors.New("checksum mismatch")
+	}
+	return body[lenLen], body[lenLen+1:], int(end), nil
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeOne reads a version 1 file: one payload, its length in the header
+// and a CRC-32C of everything before it at the end.
+func decodeOne(b []byte) (Snapshot, error) {
+	if len(b) < v1HeaderLen {
+		return Snapshot{}, errors.New("truncated header")
+	}
+	n := binary.BigEndian.Uint64(b[headerLen:v1HeaderLen])
+	if want := uint64(v1HeaderLen) + n + sumLen; n > maxPayload || uint64(len(b)) != want {
 		return Snapshot{}, fmt.Errorf("truncated or extended: %d bytes, the header says %d", len(b), want)
 	}
 	body := b[:len(b)-sumLen]
 	if got, want := binary.BigEndian.Uint32(b[len(body):]), crc32.Checksum(body, crcTable); got != want {
 		return Snapshot{}, errors.New("checksum mismatch")
 	}
-	r := reader{r: bytes.NewReader(body[headerLen:])}
+	return decodePayload(body[v1HeaderLen:])
+}
+
+// decodePayload reads one payload of the layout in the package comment;
+// every byte must belong to it.
+func decodePayload(p []byte) (Snapshot, error) {
+	r := reader{r: bytes.NewReader(p)}
 	s := Snapshot{Written: time.Unix(0, r.varint())}
 	s.Counters = make([]limits.Counter, r.count())
 	for i := range s.Counters {

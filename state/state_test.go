@@ -2,11 +2,15 @@ package state
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +26,9 @@ func sample() Snapshot {
 	hour := uint64(t0.Unix() / 3600)
 	return Snapshot{
 		Written: t0,
-		Counters: []limits.Counter{
-			{Subject: "analytics-team", Day: 20261118, DayUsed: 30, Month: 202611, MonthUsed: 30},
+		Counters: []limits.Counter{ // by subject, as Load returns them
 			{Subject: "acme-prod", Day: 20261118, DayUsed: 212, Month: 202611, MonthUsed: 212},
+			{Subject: "analytics-team", Day: 20261118, DayUsed: 30, Month: 202611, MonthUsed: 30},
 		},
 		Usage: map[string]activity.KeyRecord{
 			"acme-prod": {
@@ -56,26 +60,60 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestDamagedIsDetected: every truncation and every single-byte change of
-// a state file is refused whole, never read in part.
+// a state file is either refused whole (never read in part) or, where it
+// falls in the last record, drops that record as a torn write: what loads
+// is then exactly the state before it, never a changed count.
 func TestDamagedIsDetected(t *testing.T) {
-	good := encode(sample())
+	before := sample()
+	after := sample()
+	after.Written = t0.Add(time.Second)
+	after.Counters[0].DayUsed = 400
+	change := Snapshot{Written: after.Written, Counters: after.Counters[:1]}
+	snapOnly := encode(before)
+	good := appendRecord(slices.Clone(snapOnly), kindChanges, change)
+
+	normalize := func(s Snapshot) Snapshot { s.Written = s.Written.UTC(); return s }
+	if got, info, err := decode(good); err != nil || info.Records != 2 || !reflect.DeepEqual(normalize(got), after) {
+		t.Fatalf("whole journal: %+v %+v %v; want %+v in 2 records", got, info, err, after)
+	}
 	for n := range len(good) {
-		if _, err := decode(good[:n]); err == nil {
-			t.Fatalf("file truncated to %d of %d bytes decoded", n, len(good))
+		got, info, err := decode(good[:n])
+		switch {
+		case n <= len(snapOnly)-1:
+			if err == nil {
+				t.Fatalf("file cut to %d bytes, inside its snapshot: decoded", n)
+			}
+		case err != nil:
+			t.Fatalf("file cut to %d bytes, inside its last record: %v; want that record dropped", n, err)
+		case !reflect.DeepEqual(normalize(got), before) || info.Torn != n-len(snapOnly):
+			t.Fatalf("file cut to %d bytes: %+v, %d bytes torn; want the snapshot alone, %d torn", n, got, info.Torn, n-len(snapOnly))
 		}
 	}
 	for i := range good {
-		b := append([]byte(nil), good...)
+		b := slices.Clone(good)
 		b[i] ^= 0x20
-		if _, err := decode(b); err == nil {
-			t.Fatalf("file with byte %d changed decoded", i)
+		got, _, err := decode(b)
+		switch {
+		case i < len(snapOnly):
+			if err == nil {
+				t.Fatalf("file with byte %d (in its snapshot) changed decoded", i)
+			}
+		case err == nil && !reflect.DeepEqual(normalize(got), before):
+			t.Fatalf("file with byte %d (in its last record) changed: %+v; want the record dropped", i, got)
 		}
 	}
-	if _, err := decode(append(append([]byte(nil), good...), 0)); err == nil {
-		t.Fatal("file with a byte appended decoded")
+	// A damaged record with another after it is damage, not a torn write.
+	three := appendRecord(slices.Clone(good), kindChanges, change)
+	three[len(snapOnly)+7] ^= 0x01
+	if _, _, err := decode(three); err == nil || !strings.Contains(err.Error(), "record 2") {
+		t.Errorf("a damaged middle record: %v; want an error naming record 2", err)
 	}
+	if _, _, err := decode(append(slices.Clone(good), 0)); err != nil {
+		t.Errorf("a zero byte appended (space never written): %v; want it dropped", err)
+	}
+
 	path := filepath.Join(t.TempDir(), "state")
-	if err := os.WriteFile(path, good[:len(good)/2], 0o600); err != nil {
+	if err := os.WriteFile(path, snapOnly[:len(snapOnly)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load(path); !errors.Is(err, ErrDamaged) {
@@ -86,18 +124,59 @@ func TestDamagedIsDetected(t *testing.T) {
 	}
 }
 
+// encodeOne is the version 1 (whole file) format of earlier releases.
+func encodeOne(s Snapshot) []byte {
+	p := appendPayload(nil, s)
+	b := append([]byte(magic), versionOne)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(p)))
+	b = append(b, p...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// TestVersionOneIsRead: a file of the earlier whole-file format loads, and
+// any damage to it is refused whole, as before.
+func TestVersionOneIsRead(t *testing.T) {
+	old := encodeOne(sample())
+	got, info, err := decode(old)
+	if err != nil || info.Version != 1 {
+		t.Fatalf("version 1 file: %v, version %d", err, info.Version)
+	}
+	got.Written = got.Written.UTC()
+	if !reflect.DeepEqual(got, sample()) {
+		t.Errorf("version 1 file: %+v; want %+v", got, sample())
+	}
+	for n := range len(old) {
+		if _, _, err := decode(old[:n]); err == nil {
+			t.Fatalf("version 1 file cut to %d of %d bytes decoded", n, len(old))
+		}
+	}
+	for i := range old {
+		b := slices.Clone(old)
+		b[i] ^= 0x20
+		if _, _, err := decode(b); err == nil {
+			t.Fatalf("version 1 file with byte %d changed decoded", i)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
-	f.Add(encode(sample()))      // a whole file
-	f.Add(encode(Snapshot{}))    // an empty state
-	f.Add([]byte("tgstate\x01")) // a header cut short
+	f.Add(encode(sample()))                                                   // a whole file
+	f.Add(appendRecord(encode(sample()), kindChanges, Snapshot{Written: t0})) // a snapshot and an empty change
+	f.Add(encode(Snapshot{}))                                                 // an empty state
+	f.Add(encodeOne(sample()))                                                // the version 1 format
+	f.Add([]byte("tgstate\x02"))                                              // a header alone
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decode(b)
+		s, _, err := decode(b)
 		if err != nil {
 			return
 		}
-		// Whatever decodes must encode back to the same bytes.
-		if again := encode(s); len(s.Usage) <= 1 && string(again) != string(b) {
-			t.Errorf("decode then encode changed the file")
+		// Whatever decodes must survive a whole rewrite unchanged.
+		again, _, err := decode(encode(s))
+		if err != nil {
+			t.Fatalf("rewritten whole: %v", err)
+		}
+		if !reflect.DeepEqual(again.Counters, s.Counters) || len(again.Usage) != len(s.Usage) {
+			t.Errorf("rewritten whole: %+v; want %+v", again, s)
 		}
 	})
 }

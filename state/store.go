@@ -3,6 +3,8 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ var ErrClosed = errors.New("state: store closed")
 // (*limits.Local).
 type Counters interface {
 	Checkpoint(now time.Time, reserve bool) []limits.Counter
+	CheckpointAll(now time.Time) []limits.Counter
 	Commit(cs []limits.Counter)
 }
 
@@ -43,8 +46,13 @@ type Options struct {
 	Metrics  *Metrics
 }
 
-// Store writes the state file every interval, whenever Sync asks, and a
-// last time on Close. Build it with New, start it with Start.
+// Store keeps the state file. Every interval it appends one record of what
+// changed (the accounts whose counters changed, the keys counted since),
+// or nothing when nothing did; when Sync asks, one record of the changed
+// counters, shared by every Sync waiting then; and once the records
+// appended since the latest whole write outgrow it (at least compactAfter
+// bytes), a whole new file in place of the old one (a compaction), as at
+// the first write and at Close. Build it with New, start it with Start.
 type Store struct {
 	o    Options
 	kick chan struct{} // a flush is wanted now; capacity 1
@@ -56,8 +64,20 @@ type Store struct {
 	started bool
 	closed  bool
 
-	flushMu sync.Mutex // serializes flushes: the loop's and Close's last one
+	flushMu sync.Mutex // serializes flushes (the loop's, Flush's and Close's) and guards the fields below
+	f       *os.File   // the file, open for appending; nil until a whole write
+	size    int64      // the file's size
+	base    int64      // its size after the latest whole write
+	whole   bool       // the next write replaces the file whole: the first, and any after a failure
+	// compactAt is the least the journal grows past its latest whole
+	// write before it is compacted (compactAfter; tests lower it).
+	compactAt int64
 }
+
+// compactAfter is the least a journal grows past its latest whole write
+// before it is compacted: below it, a whole write would cost more than the
+// records it drops.
+const compactAfter = 1 << 20
 
 // New returns a Store for opts; it writes nothing until Start or Close.
 func New(o Options) *Store {
@@ -73,7 +93,7 @@ func New(o Options) *Store {
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
 	}
-	return &Store{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &Store{o: o, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), whole: true, compactAt: compactAfter}
 }
 
 // Start runs the flush loop until Close.
@@ -96,15 +116,18 @@ func (s *Store) loop() {
 		case <-s.stop:
 			return
 		case <-t.C:
+			_ = s.flush(writeTick)
 		case <-s.kick:
+			_ = s.flush(writeSync)
 		}
-		s.flush(true)
 	}
 }
 
-// Sync implements limits.Keeper: it asks for a flush now and returns once
+// Sync implements limits.Keeper: it asks for a write now and returns once
 // a checkpoint taken after the call is stored and committed, with the
-// error of that flush, or ctx's.
+// error of that write, or ctx's. Every Sync waiting when a write starts
+// shares it: one record appended and one fsync (a whole write only when
+// the previous one failed).
 func (s *Store) Sync(ctx context.Context) error {
 	ch := make(chan error, 1)
 	s.mu.Lock()
@@ -116,7 +139,7 @@ func (s *Store) Sync(ctx context.Context) error {
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
-	default: // a flush is already asked for; it takes the waiter too
+	default: // a write is already asked for; it takes the waiter too
 	}
 	select {
 	case err := <-ch:
@@ -126,15 +149,32 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 }
 
-// Flush writes the state now, with quota reservations ahead (as the loop
-// does). Tests and the loop use it.
-func (s *Store) Flush() error { return s.flush(true) }
+// Flush replaces the state file whole now, with quota reservations ahead
+// (a compaction). The gateway calls it once before serving, so that a path
+// that cannot be written stops the start and an older or torn file is
+// replaced by a whole one.
+func (s *Store) Flush() error { return s.flush(writeWhole) }
 
-// flush takes a checkpoint and writes it: with reserve, the limiter's
-// counters raised by their reservations, committed as ceilings once
-// stored; without, the exact counts. It answers the Sync calls made before
-// the checkpoint was taken.
-func (s *Store) flush(reserve bool) error {
+// A write is one of these.
+type writeKind int
+
+const (
+	// writeTick appends the changed counters and keys' usage, compacting
+	// once the journal has grown enough; nothing changed writes nothing.
+	writeTick writeKind = iota
+	// writeSync appends the changed counters only: the write a request
+	// waiting for a higher ceiling needs, kept small.
+	writeSync
+	// writeWhole replaces the file with a snapshot, reserving ahead.
+	writeWhole
+	// writeLast replaces the file with the exact state of a clean stop.
+	writeLast
+)
+
+// flush takes a checkpoint and stores it as kind says. Counters stored are
+// committed as ceilings (limits.Local.Commit). It answers the Sync calls
+// made before the checkpoint was taken.
+func (s *Store) flush(kind writeKind) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	s.mu.Lock()
@@ -143,24 +183,17 @@ func (s *Store) flush(reserve bool) error {
 	s.mu.Unlock()
 
 	now := s.o.Clock.Now()
-	snap := Snapshot{Written: now}
-	if s.o.Counters != nil {
-		snap.Counters = s.o.Counters.Checkpoint(now, reserve)
+	if s.whole || (kind == writeTick && s.size-s.base > max(s.compactAt, s.base)) {
+		kind = max(kind, writeWhole)
 	}
-	if s.o.Usage != nil {
-		keys := s.o.Usage()
-		snap.Usage = make(map[string]activity.KeyRecord, len(keys))
-		for id, k := range keys {
-			if rec := k.Export(now); !rec.LastSeen.IsZero() || len(rec.Cells) > 0 || len(rec.Hours) > 0 {
-				snap.Usage[id] = rec
-			}
-		}
+	var n int
+	var err error
+	if kind >= writeWhole {
+		n, err = s.writeWhole(now, kind == writeWhole)
+	} else {
+		n, err = s.appendChanges(now, kind == writeTick)
 	}
-	n, err := write(s.o.Path, snap)
-	if err == nil && s.o.Counters != nil {
-		s.o.Counters.Commit(snap.Counters)
-	}
-	s.o.Metrics.flushed(now, n, err)
+	s.o.Metrics.flushed(now, n, s.size, err)
 	if err != nil {
 		s.o.Logger.Error("state not written: quota counters written ahead keep their last ceiling, "+
 			"and requests that need more are admitted past it until a write succeeds",
@@ -172,10 +205,93 @@ func (s *Store) flush(reserve bool) error {
 	return err
 }
 
-// Close stops the loop and writes the exact state a last time (no
-// reservation ahead: a clean stop loses nothing and charges nothing
-// unused). Call it once nothing is admitted any more (after the drain).
-// Sync calls then return ErrClosed.
+// writeWhole replaces the file with one snapshot of everything: every
+// account's counters (reserved ahead, or exact for a clean stop) and every
+// key's usage. It returns the bytes written. flushMu must be held.
+func (s *Store) writeWhole(now time.Time, reserve bool) (int, error) {
+	snap := Snapshot{Written: now}
+	if s.o.Counters != nil {
+		if reserve {
+			snap.Counters = s.o.Counters.CheckpointAll(now)
+		} else {
+			snap.Counters = s.o.Counters.Checkpoint(now, false)
+		}
+	}
+	if s.o.Usage != nil {
+		keys := s.o.Usage()
+		snap.Usage = make(map[string]activity.KeyRecord, len(keys))
+		for id, k := range keys {
+			k.TakeChanged() // this write holds its counts
+			if rec := k.Export(now); !rec.LastSeen.IsZero() || len(rec.Cells) > 0 || len(rec.Hours) > 0 {
+				snap.Usage[id] = rec
+			}
+		}
+	}
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+	s.whole = true
+	n, err := write(s.o.Path, snap)
+	if err != nil {
+		return 0, err
+	}
+	if s.o.Counters != nil {
+		s.o.Counters.Commit(snap.Counters) // stored, whatever happens to the append handle
+	}
+	s.size, s.base = int64(n), int64(n)
+	f, err := os.OpenFile(s.o.Path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return n, fmt.Errorf("state: open for appending: %w", err)
+	}
+	s.f, s.whole = f, false
+	return n, nil
+}
+
+// appendChanges appends one record of the accounts whose counters changed
+// since the previous checkpoint and, with usage, of the keys counted since
+// the previous write, synced before the counters are committed; nothing
+// changed appends nothing. After a failure the file may end in part of a
+// record, so the next write replaces it whole. flushMu must be held.
+func (s *Store) appendChanges(now time.Time, usage bool) (int, error) {
+	rec := Snapshot{Written: now}
+	if s.o.Counters != nil {
+		rec.Counters = s.o.Counters.Checkpoint(now, true)
+	}
+	if usage && s.o.Usage != nil {
+		for id, k := range s.o.Usage() {
+			if !k.TakeChanged() {
+				continue
+			}
+			if rec.Usage == nil {
+				rec.Usage = make(map[string]activity.KeyRecord)
+			}
+			rec.Usage[id] = k.Export(now)
+		}
+	}
+	if len(rec.Counters) == 0 && len(rec.Usage) == 0 {
+		return 0, nil
+	}
+	b := appendRecord(nil, kindChanges, rec)
+	if _, err := s.f.Write(b); err != nil {
+		s.whole = true
+		return 0, fmt.Errorf("state: append: %w", err)
+	}
+	if err := s.f.Sync(); err != nil {
+		s.whole = true
+		return 0, fmt.Errorf("state: append: %w", err)
+	}
+	s.size += int64(len(b))
+	if s.o.Counters != nil {
+		s.o.Counters.Commit(rec.Counters)
+	}
+	return len(b), nil
+}
+
+// Close stops the loop and replaces the file a last time with the exact
+// state (no reservation ahead: a clean stop loses nothing and charges
+// nothing unused). Call it once nothing is admitted any more (after the
+// drain). Sync calls then return ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -189,7 +305,13 @@ func (s *Store) Close() error {
 	if started {
 		<-s.done
 	}
-	err := s.flush(false)
+	err := s.flush(writeLast)
+	s.flushMu.Lock()
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+	s.flushMu.Unlock()
 	s.mu.Lock()
 	waiters := s.waiters
 	s.waiters = nil
@@ -202,12 +324,16 @@ func (s *Store) Close() error {
 
 // Metrics are the state file's collectors.
 type Metrics struct {
-	// Flushes counts writes by result (ok, error).
+	// Flushes counts writes by result (ok, error); a check that finds
+	// nothing changed writes nothing and is not counted.
 	Flushes *prometheus.CounterVec
-	// LastFlush is the time of the latest successful write (unix seconds).
+	// LastFlush is when the file was last known to hold the current state
+	// (unix seconds): a write, or a check that found nothing to write.
 	LastFlush prometheus.Gauge
-	// Bytes is the size of the latest file written.
+	// Bytes is the file's size after the latest write.
 	Bytes prometheus.Gauge
+	// Written counts the bytes written: records appended and whole files.
+	Written prometheus.Counter
 	// Loads counts the state files read at start by result: ok, missing
 	// (a first start), damaged (truncated or corrupted: see on_damage).
 	Loads *prometheus.CounterVec
@@ -221,27 +347,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "trendgate_state_flushes_total", Help: "State file writes by result (ok, error).",
 		}, []string{"result"}),
 		LastFlush: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trendgate_state_last_flush_timestamp_seconds", Help: "Time of the latest successful state file write.",
+			Name: "trendgate_state_last_flush_timestamp_seconds",
+			Help: "When the state file was last known to hold the current state (a write, or nothing to write).",
 		}),
 		Bytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "trendgate_state_bytes", Help: "Size of the latest state file written.",
+			Name: "trendgate_state_bytes", Help: "Size of the state file after the latest write.",
+		}),
+		Written: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "trendgate_state_written_bytes_total", Help: "Bytes written to the state file (records appended and whole rewrites).",
 		}),
 		Loads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_state_loads_total", Help: "State files read at start by result (ok, missing, damaged).",
 		}, []string{"result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Flushes, m.LastFlush, m.Bytes, m.Loads)
+		reg.MustRegister(m.Flushes, m.LastFlush, m.Bytes, m.Written, m.Loads)
 	}
 	return m
 }
 
-func (m *Metrics) flushed(now time.Time, n int, err error) {
+// flushed records one flush at now that wrote n bytes (0: nothing had
+// changed), leaving the file at size.
+func (m *Metrics) flushed(now time.Time, n int, size int64, err error) {
 	if err != nil {
 		m.Flushes.WithLabelValues("error").Inc()
 		return
 	}
-	m.Flushes.WithLabelValues("ok").Inc()
 	m.LastFlush.Set(float64(now.UnixNano()) / 1e9)
-	m.Bytes.Set(float64(n))
+	if n == 0 {
+		return
+	}
+	m.Flushes.WithLabelValues("ok").Inc()
+	m.Written.Add(float64(n))
+	m.Bytes.Set(float64(size))
 }

@@ -69,8 +69,8 @@ certificate files (both are also polled for changes, every -watch);
 SIGINT/SIGTERM drain in-flight requests and stop.
 
 Memory: the Go soft memory limit is GOMEMLIMIT when set, else
-server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
-"memory limit" log line at start says which.
+server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB + 1 KiB
+per configured key; the "memory limit" log line at start says which.
 
 Runtime: serve and demo mode run themselves again with schedtrace added to
 GODEBUG, which keeps the Go runtime's monitor thread from sleeping deeply
@@ -229,6 +229,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { _ = g.Close() }()
+	releaseStartGarbage()
 
 	w := config.NewWatcher(path, *poll, log.Named("config"), func(c *config.Config, err error) {
 		if err != nil {

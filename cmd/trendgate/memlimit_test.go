@@ -25,8 +25,8 @@ func TestMemoryLimit(t *testing.T) {
 		wantSource string
 		wantSet    bool
 	}{
-		{"derived from the default", 256 << 20, 0, "", 352 << 20, "derived from cache.max_bytes", true},
-		{"derived from 128 MiB", 128 << 20, 0, "", 192 << 20, "derived from cache.max_bytes", true},
+		{"derived from the default", 256 << 20, 0, "", 352 << 20, "derived from cache.max_bytes and keys", true},
+		{"derived from 128 MiB", 128 << 20, 0, "", 192 << 20, "derived from cache.max_bytes and keys", true},
 		{"configured", 128 << 20, 500 << 20, "", 500 << 20, "server.memory_limit", true},
 		{"GOMEMLIMIT wins", 128 << 20, 500 << 20, "1GiB", debug.SetMemoryLimit(-1), "GOMEMLIMIT", false},
 	} {
@@ -39,5 +39,11 @@ func TestMemoryLimit(t *testing.T) {
 				t.Errorf("memoryLimit = %d, %q, %v; want %d, %q, %v", got, source, set, tc.want, tc.wantSource, tc.wantSet)
 			}
 		})
+	}
+	// Keys are counted: 100,000 configured keys add 100,000 KiB.
+	cfg := config.Default()
+	cfg.Keys = make([]config.Key, 100_000)
+	if got, _, _ := memoryLimit(cfg, env("")); got != 352<<20+100_000<<10 {
+		t.Errorf("memoryLimit with 100,000 keys = %d; want %d (352 MiB + 1 KiB a key)", got, 352<<20+100_000<<10)
 	}
 }

@@ -56,7 +56,7 @@ func runState(args []string, stdout io.Writer) error {
 }
 
 func checkState(path string, stdout io.Writer) error {
-	snap, err := state.Load(path)
+	snap, info, err := state.LoadInfo(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(stdout, "%s: no state file yet (the next start begins from zero)\n", path)
@@ -66,8 +66,18 @@ func checkState(path string, stdout io.Writer) error {
 	case err != nil:
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: ok, written %s: %d quota subjects, %d keys with usage\n",
-		path, snap.Written.UTC().Format(time.RFC3339), len(snap.Counters), len(snap.Usage))
+	records := "records"
+	if info.Records == 1 {
+		records = "record"
+	}
+	fmt.Fprintf(stdout, "%s: ok, written %s: %d quota subjects, %d keys with usage (format version %d: %d %s, %d bytes)\n",
+		path, snap.Written.UTC().Format(time.RFC3339), len(snap.Counters), len(snap.Usage), info.Version, info.Records, records, info.Bytes)
+	if info.Torn > 0 {
+		fmt.Fprintf(stdout, "%s: its last %d bytes are a record a crash cut short; the next start drops it\n", path, info.Torn)
+	}
+	if info.Version != state.FormatVersion {
+		fmt.Fprintf(stdout, "%s: the next start reads this format once and writes the current one\n", path)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"trendgate/state"
 )
 
 // TestStateCheckAndReset: state check says whether the file of state.path
@@ -46,5 +48,30 @@ func TestStateCheckAndReset(t *testing.T) {
 	out.Reset()
 	if err := run([]string{"state", "-help"}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "trendgate state reset") {
 		t.Errorf("state -help: %v %q", err, out.String())
+	}
+}
+
+// TestStateCheckWholeFile: state check reads the journal a gateway
+// writes and says its format, records and size.
+func TestStateCheckWholeFile(t *testing.T) {
+	dir := t.TempDir()
+	statePath := filepath.Join(dir, "state")
+	cfg := filepath.Join(dir, "trendgate.yaml")
+	if err := os.WriteFile(cfg, []byte("state:\n  path: "+statePath+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := state.New(state.Options{Path: statePath})
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run([]string{"state", "check", cfg}, nil, &out, &out); err != nil {
+		t.Fatalf("state check: %v", err)
+	}
+	if got := out.String(); !strings.Contains(got, ": ok, written") || !strings.Contains(got, "format version 2: 1 record,") {
+		t.Errorf("state check said %q; want ok, format version 2: 1 record", got)
 	}
 }
