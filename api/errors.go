@@ -44,6 +44,7 @@ const (
 	CodeUnknownParameter        = "unknown_parameter"
 	CodeUnknownTopic            = "unknown_topic"
 	CodeUpstreamBudgetExhausted = "upstream_budget_exhausted"
+	CodeUpstreamBusy            = "upstream_busy"
 	CodeUpstreamCapReached      = "upstream_cap_reached"
 	CodeUpstreamPaused          = "upstream_paused"
 	CodeUpstreamRateLimited     = "upstream_rate_limited"
@@ -105,6 +106,8 @@ var (
 		"the upstream did not answer in time")
 	ErrUpstreamBreaker = httperr.New(http.StatusServiceUnavailable, CodeUpstreamPaused,
 		"the upstream is failing; requests to it are paused")
+	ErrUpstreamBusy = httperr.New(http.StatusServiceUnavailable, CodeUpstreamBusy,
+		"every upstream connection this key's account may use is busy and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamBudget = httperr.New(http.StatusServiceUnavailable, CodeUpstreamBudgetExhausted,
 		"the upstream request budget is used up and nothing cached can answer")
 	ErrUpstreamShare = httperr.New(http.StatusTooManyRequests, CodeUpstreamShareExhausted,

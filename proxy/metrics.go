@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"key_id"}),
 		upByKey: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_key_total",
-			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open.",
+			Help: "Cold misses that needed the upstream, by the key that caused them and result: sent (the upstream was called), share_refused (the key's fair share was used up), budget_refused (the account budget was), breaker_open, busy (no connection slot free in time).",
 		}, []string{"key_id", "result"}),
 		rangeFills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trendgate_series_range_fills_total",
@@ -147,6 +147,8 @@ func (m *metrics) countUpstreamByKey(keyID string, err error) {
 		result = "budget_refused"
 	case errors.Is(err, upstream.ErrBreakerOpen):
 		result = "breaker_open"
+	case errors.Is(err, upstream.ErrBusy):
+		result = "busy"
 	}
 	m.upByKey.WithLabelValues(keyID, result).Inc()
 }

@@ -157,6 +157,12 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		fctx, sp = c.startFetchSpan(ctx, false, reason)
 	}
 	var sent int // calls made; Sent runs on this goroutine
+	var abandoned func() bool
+	if !background {
+		// Nobody waits for a refresh from the start; a cold miss whose
+		// clients all left gives up its place in the queue for a slot.
+		abandoned = func() bool { return cache.Abandoned(ctx) }
+	}
 	e, err = c.fetch(fctx, in, req, set, start, upstream.Request{
 		Endpoint:   req.Endpoint,
 		Path:       req.UpstreamPath(),
@@ -166,6 +172,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		Tenant:     account,
 		Weight:     p.upWeight,
 		PerMinute:  p.upPerMin,
+		Abandoned:  abandoned,
 		Sent: func() {
 			sent++
 			now := c.clk.Now()
