@@ -325,11 +325,11 @@ func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, mi
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
 		return minuteEnd, true
 	}
-	om, od := b.fair.others(t, now, ms, ds)
-	if shareRefuses(b.day.limit, b.day.used, newcomerReserve(b.day.limit, b.fair.reserve), standing{t.weight, t.day.used}, od) {
+	om, od, drawn := b.fair.others(t, now, ms, ds)
+	if shareRefuses(b.day.limit, b.day.used, newcomerReserve(b.day.limit, b.fair.reserve), 0, standing{t.weight, t.day.used, true}, od) {
 		return dayEnd, false
 	}
-	if shareRefuses(b.minute.limit, b.minute.used, newcomerReserve(b.minute.limit, b.fair.reserve), standing{t.weight, t.minute.used}, om) {
+	if shareRefuses(b.minute.limit, b.minute.used, newcomerReserve(b.minute.limit, b.fair.reserve), drawn, standing{t.weight, t.minute.used, true}, om) {
 		return minuteEnd, false
 	}
 	return 0, false

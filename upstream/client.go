@@ -373,7 +373,11 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	release, err := c.slot(parent, req)
 	if err != nil {
 		c.breaker.Record(breaker.Neutral, probe, nil)
-		if errors.Is(err, ErrBusy) {
+		switch {
+		case errors.Is(err, errAbandoned):
+			c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "abandoned").Inc()
+			return nil, withWait(errAbandoned, busyRetry)
+		case errors.Is(err, ErrBusy):
 			c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "busy").Inc()
 			return nil, withWait(ErrBusy, busyRetry)
 		}

@@ -15,7 +15,8 @@ type Metrics struct {
 	// bad_response, canceled).
 	Requests *prometheus.CounterVec
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
-	// busy (no connection slot within SlotWait), budget, share (the tenant's fair share), cap (the tenant's per-minute
+	// busy (no connection slot within SlotWait), abandoned (every client
+	// of the call left while it waited for a slot), budget, share (the tenant's fair share), cap (the tenant's per-minute
 	// cap), rate_limited (the upstream's own block until its reset).
 	Refusals *prometheus.CounterVec
 	// SlotWait observes how long calls waited for a connection slot
@@ -56,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shape", "result", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refusals_total",
-			Help: "Upstream client calls that sent nothing, by reason (breaker_open, busy, budget, share, cap, rate_limited, budget_error).",
+			Help: "Upstream client calls that sent nothing, by reason (breaker_open, busy, abandoned, budget, share, cap, rate_limited, budget_error).",
 		}, []string{"shape", "reason"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",

@@ -2,7 +2,7 @@ package upstream
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -51,8 +51,10 @@ type slotWaiter struct {
 	granted   bool          // set before ready is closed; guarded by slots.mu
 }
 
-// errAbandoned is why a waiter whose callers all left got no slot.
-var errAbandoned = errors.New("upstream: abandoned while waiting for a connection slot")
+// errAbandoned is why a waiter whose callers all left got no slot. It is
+// an ErrBusy: a client that joins the fill just as it gives up is told to
+// retry, as if the slots had stayed busy.
+var errAbandoned = fmt.Errorf("%w: abandoned while waiting", ErrBusy)
 
 // newSlots returns slots of size n keeping reserve (0 to below 1) of them
 // for tenants that hold none.
