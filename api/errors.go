@@ -48,6 +48,7 @@ const (
 	CodeUpstreamCapReached      = "upstream_cap_reached"
 	CodeUpstreamPaused          = "upstream_paused"
 	CodeUpstreamRateLimited     = "upstream_rate_limited"
+	CodeUpstreamRejected        = "upstream_rejected"
 	CodeUpstreamShareExhausted  = "upstream_share_exhausted"
 	CodeUpstreamTimeout         = "upstream_timeout"
 	CodeUpstreamUnavailable     = "upstream_unavailable"
@@ -114,6 +115,16 @@ var (
 		"this key's account has used its fair share of the upstream budget while other accounts are waiting for it, and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamCap = httperr.New(http.StatusTooManyRequests, CodeUpstreamCapReached,
 		"this key's account has made the upstream calls its plan allows per minute (upstream_per_minute), and nothing cached can answer; retry after the Retry-After delay")
+	// ErrUpstreamRejected is the upstream's own 400 for the request: a
+	// refusal of the request itself, which the gateway keeps for a while
+	// instead of asking again.
+	ErrUpstreamRejected = httperr.New(http.StatusBadRequest, CodeUpstreamRejected,
+		"the upstream refuses this request as invalid (for example a window it does not serve); change the request rather than retry it")
+	// ErrStartInFuture is the 400 for a window given only a start that is
+	// not before the upstream's now: the upstream ends such a window at its
+	// now and refuses it.
+	ErrStartInFuture = httperr.New(http.StatusBadRequest, CodeInvalidStart,
+		"start is in the future by the upstream's clock; without end the window ends at the upstream's now, so start must be before it")
 	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, CodeUpstreamRateLimited,
 		"the upstream is rate limiting the gateway and nothing cached can answer")
 	ErrHTTPSRequired = httperr.New(http.StatusForbidden, CodeHTTPSRequired,

@@ -77,6 +77,10 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, api.ErrUnknownTopic)
 		return
 	}
+	if e.Status == http.StatusBadRequest {
+		c.fail(w, r, api.ErrUpstreamRejected)
+		return
+	}
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	v := memoized(e, in.plan)
 	if need := deriveBytes(e, v, in.plan, gz); need > 0 {
@@ -147,6 +151,9 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		var sp trace.Span
 		ctx, sp = c.startFetchSpan(ctx, true, reason)
 		defer func() { err = endFetchSpan(sp, e, err) }()
+	}
+	if err := c.refuseEarly(req); err != nil {
+		return nil, err
 	}
 	if e := c.fromWider(ctx, req, set, false); e != nil {
 		return e, nil
@@ -255,6 +262,10 @@ func reasonPtr(r string) *string {
 // at now, fresh by q's class.
 func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Settings) *cache.Entry {
 	class := freshnessClass(q, resp.Status == http.StatusNotFound || resp.Empty)
+	fresh := set.ttl.FreshUntil(class, now)
+	if resp.Status == http.StatusBadRequest {
+		fresh = now.Add(rejectedFor)
+	}
 	return &cache.Entry{
 		Key:         q.Key(),
 		Topic:       q.Topic,
@@ -263,7 +274,7 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Setting
 		Body:        resp.Body,
 		Generated:   resp.Generated,
 		Fetched:     now,
-		FreshUntil:  set.ttl.FreshUntil(class, now),
+		FreshUntil:  fresh,
 	}
 }
 

@@ -83,7 +83,9 @@ func reasonLabel(r string) string {
 
 // Response is a validated upstream answer.
 type Response struct {
-	// Status is 200, or 404 for an unknown topic (cache it negatively).
+	// Status is 200; 404 for an unknown topic (cache it negatively); or
+	// 400, the upstream refusing the request itself (Body nil; keep it
+	// briefly rather than ask again).
 	Status int
 	// ContentType is the upstream's Content-Type, or the shape's default
 	// when it sent none.
@@ -304,8 +306,8 @@ func (c *Client) Withdraw(ctx context.Context, tenant string) {
 	c.budget.Withdraw(ctx, tenant)
 }
 
-// Do fetches req from the upstream. It returns a Response for a valid 200
-// or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
+// Do fetches req from the upstream. It returns a Response for a valid 200,
+// a 404 or a 400, and otherwise an error wrapping one of ErrBudgetExhausted,
 // ErrShareExhausted, ErrRateLimited, ErrBreakerOpen, ErrBusy (these five
 // carry RetryAfter), ErrTimeout, ErrUnavailable or ErrBadResponse, or
 // ctx's error when the caller gave up. No request is made while the
@@ -330,6 +332,8 @@ func resultOf(resp *Response, err error) string {
 	switch {
 	case err == nil && resp.Status == http.StatusNotFound:
 		return "not_found"
+	case err == nil && resp.Status == http.StatusBadRequest:
+		return "rejected"
 	case err == nil && resp.Empty:
 		return "empty"
 	case err == nil:
@@ -583,6 +587,14 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		c.logStatus(req, hres)
 		return attemptResult{
 			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header), Received: received},
+			outcome: breaker.Success,
+		}
+	case status == http.StatusBadRequest:
+		// The upstream refuses the request itself: its answer to it, from
+		// a healthy upstream, and the same the next time it is asked.
+		c.logStatus(req, hres)
+		return attemptResult{
+			resp:    &Response{Status: http.StatusBadRequest, ContentType: contentType(req.Endpoint, hres.Header), Received: received},
 			outcome: breaker.Success,
 		}
 	case status == http.StatusTooManyRequests:

@@ -11,7 +11,7 @@ import (
 // passed to a constructor is replaced by an unregistered set.
 type Metrics struct {
 	// Requests counts Do calls by shape and result (ok, empty, not_found,
-	// budget, rate_limited, breaker_open, timeout, unavailable,
+	// rejected (the upstream's 400), budget, rate_limited, breaker_open, timeout, unavailable,
 	// bad_response, canceled).
 	Requests *prometheus.CounterVec
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
