@@ -80,6 +80,11 @@ type BudgetConfig struct {
 	// after another has flooded the upstream still finds calls left
 	// (default 0.2). See the fair-share rule in fair.go.
 	NewcomerReserve float64 `yaml:"newcomer_reserve"`
+	// NewcomerLend is the end of each minute during which the newcomer
+	// reserve is lent too, shrinking to nothing as the minute ends, so it
+	// is not left unused when no newcomer came (default 15s; 0 holds it to
+	// the minute's end; at most 1m). See the rule in fair.go.
+	NewcomerLend time.Duration `yaml:"newcomer_lend"`
 	// FairWindow is how long a key counts as asking for upstream data after
 	// its last cold miss; while others are, no key may take more than its
 	// fair share of a window (default 5m; 0 also means 5m).

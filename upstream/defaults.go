@@ -22,7 +22,7 @@ func DefaultConfig() Config {
 		SlotReserve:           0.2,
 		SlotWait:              5 * time.Second,
 		Retries:               1,
-		Budget:                BudgetConfig{RefreshReserve: 0.25, NewcomerReserve: 0.2, FairWindow: defaultFairWindow},
+		Budget:                BudgetConfig{RefreshReserve: 0.25, NewcomerReserve: 0.2, NewcomerLend: 15 * time.Second, FairWindow: defaultFairWindow},
 		Breaker:               BreakerConfig{Failures: 5, Backoff: 5 * time.Second, MaxBackoff: 2 * time.Minute},
 	}
 }
@@ -132,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if !(b.NewcomerReserve >= 0 && b.NewcomerReserve < 1) {
 		add("budget.newcomer_reserve", "must be at least 0 and below 1")
+	}
+	if b.NewcomerLend < 0 || b.NewcomerLend > time.Minute {
+		add("budget.newcomer_lend", "must be between 0 and 1m")
 	}
 	if b.FairWindow < 0 {
 		add("budget.fair_window", "must be >= 0 (0 means %s)", defaultFairWindow)

@@ -78,7 +78,13 @@ type Verdict struct {
 // that neither the unused guarantees of the other tenants still asking
 // nor (once k has used the window) the newcomers' part still held need:
 //
-//	used_k < g_k, or left-1 >= Σ_{j≠k asking} max(0, g_j-used_j) + (used_k > 0 ? max(0, N-drawn) : 0)
+//	used_k < g_k, or left-1 >= Σ_{j≠k asking} max(0, g_j-used_j) + (used_k > 0 ? H : 0)
+//
+// where H, the newcomers' part still held, is N-drawn (never below 0) and,
+// within the minute's last NewcomerLend, at most N times the part of that
+// time left (rounded up): as the minute runs out the part is lent too
+// rather than left unused; a newcomer refused then is told to come back
+// when the next minute holds the whole part again.
 //
 // So a tenant alone may use the whole pool, a newcomer always finds the
 // newcomers' part, and no tenant can take the guarantee of another that
@@ -98,6 +104,23 @@ type Verdict struct {
 // 20-1-3 = 16 calls. Had A asked again at second 30, after B's 12th call
 // (7 calls left), A's 7 unused would be held for it again: B is refused
 // from then on, and A may take all 7, within its guarantee.
+
+// newcomersHeld is the part of a minute's newcomer reserve still held: the
+// reserve less the calls drawn from it (see the rule), and in the minute's
+// last lendWithin (left is what remains of the minute) no more than the
+// reserve's share of that time, rounded up: the part is lent too as the
+// minute runs out, so it is not left unused when no newcomer came. A
+// lendWithin of 0 holds it to the end.
+func newcomersHeld(reserve, drawn int64, left, lendWithin time.Duration) int64 {
+	held := max(reserve-drawn, 0)
+	if lendWithin <= 0 || left >= lendWithin {
+		return held
+	}
+	if left <= 0 {
+		return 0
+	}
+	return min(held, int64(math.Ceil(float64(reserve)*float64(left)/float64(lendWithin))))
+}
 
 // lendAfter is how long after its last claim a tenant's unused guarantee
 // is held for it; past it, the guarantee is lent to whoever asks, until
@@ -134,9 +157,10 @@ func guarantee(pool int64, w, total float64) int64 {
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
 // and newcomer reserve, while others are the other active tenants and
-// drawn counts the calls already drawn from the reserve. It
-// never refuses for want of tokens: that is the window's own check.
-func shareRefuses(limit, used, reserve, drawn int64, self standing, others []standing) bool {
+// heldNew is the part of the reserve still held for newcomers (see
+// newcomersHeld). It never refuses for want of tokens: that is the
+// window's own check.
+func shareRefuses(limit, used, reserve, heldNew int64, self standing, others []standing) bool {
 	if limit == 0 {
 		return false
 	}
@@ -150,7 +174,7 @@ func shareRefuses(limit, used, reserve, drawn int64, self standing, others []sta
 	}
 	var held int64
 	if self.used > 0 {
-		held = max(reserve-drawn, 0)
+		held = heldNew
 	}
 	for _, o := range others {
 		if o.asking {
@@ -178,6 +202,7 @@ type tenantUse struct {
 type fairTenants struct {
 	window  time.Duration // FairWindow
 	reserve float64       // NewcomerReserve
+	lend    time.Duration // NewcomerLend
 	byID    map[string]*tenantUse
 }
 

@@ -211,24 +211,24 @@ func TestLocalBudgetFairWindow(t *testing.T) {
 
 func TestShareRefusesEdges(t *testing.T) {
 	for _, c := range []struct {
-		limit, used, reserve, drawn int64
-		self                        standing
-		others                      []standing
-		want                        bool
+		limit, used, reserve, held int64
+		self                       standing
+		others                     []standing
+		want                       bool
 	}{
 		{0, 100, 0, 0, standing{1, 100, true}, nil, false},                                        // unlimited
 		{1, 0, newcomerReserve(1, 0.2), 0, standing{1, 0, true}, nil, false},                      // a one-call window is usable
-		{3, 2, newcomerReserve(3, 0.2), 0, standing{1, 2, true}, nil, true},                       // hobby: 1 held back
+		{3, 2, newcomerReserve(3, 0.2), 1, standing{1, 2, true}, nil, true},                       // hobby: 1 held back
 		{3, 2, newcomerReserve(3, 0.2), 1, standing{1, 0, true}, []standing{{1, 2, true}}, false}, // newcomer gets it
-		{10, 5, 0, 2, standing{1, 0, true}, []standing{{1, 0, true}, {1, 5, true}}, false},        // within its guarantee
-		{20, 12, 4, 1, standing{1, 11, true}, []standing{{1, 1, true}}, true},                     // the other's 7 held: refused
-		{20, 12, 4, 1, standing{1, 11, true}, []standing{{1, 1, false}}, false},                   // not asking: lent
-		{20, 16, 4, 1, standing{1, 15, true}, []standing{{1, 1, false}}, false},                   // 16th: 3 stay for newcomers
-		{20, 17, 4, 1, standing{1, 16, true}, []standing{{1, 1, false}}, true},                    // 17th: into the newcomers' 3
-		{20, 17, 4, 4, standing{1, 16, true}, []standing{{1, 1, false}}, false},                   // 4 first calls drew the part
+		{10, 5, 0, 0, standing{1, 0, true}, []standing{{1, 0, true}, {1, 5, true}}, false},        // within its guarantee
+		{20, 12, 4, 3, standing{1, 11, true}, []standing{{1, 1, true}}, true},                     // the other's 7 held: refused
+		{20, 12, 4, 3, standing{1, 11, true}, []standing{{1, 1, false}}, false},                   // not asking: lent
+		{20, 16, 4, 3, standing{1, 15, true}, []standing{{1, 1, false}}, false},                   // 16th: 3 stay for newcomers
+		{20, 17, 4, 3, standing{1, 16, true}, []standing{{1, 1, false}}, true},                    // 17th: into the newcomers' 3
+		{20, 17, 4, 0, standing{1, 16, true}, []standing{{1, 1, false}}, false},                   // nothing held for newcomers
 	} {
-		if got := shareRefuses(c.limit, c.used, c.reserve, c.drawn, c.self, c.others); got != c.want {
-			t.Errorf("shareRefuses(%d, %d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.drawn, c.self, c.others, got, c.want)
+		if got := shareRefuses(c.limit, c.used, c.reserve, c.held, c.self, c.others); got != c.want {
+			t.Errorf("shareRefuses(%d, %d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.held, c.self, c.others, got, c.want)
 		}
 	}
 }
@@ -385,4 +385,102 @@ func TestRedisBudgetLendsIdleGuarantee(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestNewcomersHeld(t *testing.T) {
+	const lend = 15 * time.Second
+	for _, c := range []struct {
+		reserve, drawn int64
+		left, lend     time.Duration
+		want           int64
+	}{
+		{4, 0, 30 * time.Second, lend, 4}, // before the minute's lending end
+		{4, 1, 30 * time.Second, lend, 3}, // one quiet tenant drew a call
+		{4, 0, 15 * time.Second, lend, 4}, // the lending starts
+		{4, 0, 14 * time.Second, lend, 4}, // ceil(4×14/15)
+		{4, 0, 11 * time.Second, lend, 3}, // ceil(4×11/15)
+		{4, 0, 3 * time.Second, lend, 1},  // ceil(4×3/15)
+		{4, 0, 0, lend, 0},                // the minute's end
+		{4, 3, 11 * time.Second, lend, 1}, // what was drawn is not held again
+		{4, 0, 3 * time.Second, 0, 4},     // lending off
+		{4, 6, 30 * time.Second, lend, 0}, // never below 0
+	} {
+		if got := newcomersHeld(c.reserve, c.drawn, c.left, c.lend); got != c.want {
+			t.Errorf("newcomersHeld(%d, %d, %s, %s) = %d; want %d", c.reserve, c.drawn, c.left, c.lend, got, c.want)
+		}
+	}
+}
+
+// With newcomer_lend, the newcomers' part is spent as the minute runs out
+// instead of being left unused: ten accounts asking all minute (issue 40's
+// mixed workload) used 80 of 100 calls a minute, 20 held for newcomers who
+// never came.
+func TestLocalBudgetLendsNewcomersPartLate(t *testing.T) {
+	start := t0.Truncate(time.Minute)
+	for _, c := range []struct {
+		name string
+		lend time.Duration
+		want int
+	}{
+		{"held to the end", 0, 80},
+		// The last claims, 1 s before the minute's end, leave
+		// ceil(20×1/15) = 2 held.
+		{"lent in the last 15 s", 15 * time.Second, 98},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(start)
+			b := newBudget(t, BudgetConfig{PerMinute: 100, NewcomerReserve: 0.2, NewcomerLend: c.lend}, clk)
+			total := 0
+			for s := range 60 { // every account asks every second
+				clk.Set(start.Add(time.Duration(s) * time.Second))
+				for a := range 10 {
+					got, _, err := grants(b, Claim{Tenant: fmt.Sprintf("acct-%d", a)}, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					total += got
+				}
+			}
+			if total != c.want {
+				t.Errorf("calls granted in the minute = %d; want %d", total, c.want)
+			}
+		})
+	}
+}
+
+// TestRedisBudgetLendsNewcomersPartLate: the Lua lends the newcomers' part
+// by the same rule, on Redis's clock. With newcomer_lend a whole minute,
+// the part held is ceil(20 × the minute's time left / 60 s); a tenant
+// alone may take the rest. A run whose expectation changed while it ran
+// (the held part ticked down) is run again.
+func TestRedisBudgetLendsNewcomersPartLate(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	cfg := BudgetConfig{PerMinute: 100, NewcomerReserve: 0.2, NewcomerLend: time.Minute}
+	held := func(now time.Time) int {
+		left := now.Truncate(time.Minute).Add(time.Minute).Sub(now)
+		return int(newcomersHeld(20, 0, left, time.Minute))
+	}
+	for range 5 {
+		before, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newRedisBudget(t, rdb, cfg, testPrefix(t, rdb), nil)
+		got, _, err := grants(b, keyA, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 100 - held(before); held(after) == held(before) && before.Truncate(time.Minute).Equal(after.Truncate(time.Minute)) {
+			if got != want {
+				t.Fatalf("granted %d at %s; want %d (%d held for newcomers)", got, before.Format("15:04:05.000"), want, held(before))
+			}
+			return
+		}
+	}
+	t.Fatal("the held part changed during every run")
 }
