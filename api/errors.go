@@ -44,9 +44,11 @@ const (
 	CodeUnknownParameter        = "unknown_parameter"
 	CodeUnknownTopic            = "unknown_topic"
 	CodeUpstreamBudgetExhausted = "upstream_budget_exhausted"
+	CodeUpstreamBusy            = "upstream_busy"
 	CodeUpstreamCapReached      = "upstream_cap_reached"
 	CodeUpstreamPaused          = "upstream_paused"
 	CodeUpstreamRateLimited     = "upstream_rate_limited"
+	CodeUpstreamRejected        = "upstream_rejected"
 	CodeUpstreamShareExhausted  = "upstream_share_exhausted"
 	CodeUpstreamTimeout         = "upstream_timeout"
 	CodeUpstreamUnavailable     = "upstream_unavailable"
@@ -107,12 +109,24 @@ var (
 		"the upstream did not answer in time")
 	ErrUpstreamBreaker = httperr.New(http.StatusServiceUnavailable, CodeUpstreamPaused,
 		"the upstream is failing; requests to it are paused")
+	ErrUpstreamBusy = httperr.New(http.StatusServiceUnavailable, CodeUpstreamBusy,
+		"every upstream connection this key's account may use is busy and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamBudget = httperr.New(http.StatusServiceUnavailable, CodeUpstreamBudgetExhausted,
 		"the upstream request budget is used up and nothing cached can answer")
 	ErrUpstreamShare = httperr.New(http.StatusTooManyRequests, CodeUpstreamShareExhausted,
 		"this key's account has used its fair share of the upstream budget while other accounts are waiting for it, and nothing cached can answer; retry after the Retry-After delay")
 	ErrUpstreamCap = httperr.New(http.StatusTooManyRequests, CodeUpstreamCapReached,
 		"this key's account has made the upstream calls its plan allows per minute (upstream_per_minute), and nothing cached can answer; retry after the Retry-After delay")
+	// ErrUpstreamRejected is the upstream's own 400 for the request: a
+	// refusal of the request itself, which the gateway keeps for a while
+	// instead of asking again.
+	ErrUpstreamRejected = httperr.New(http.StatusBadRequest, CodeUpstreamRejected,
+		"the upstream refuses this request as invalid (for example a window it does not serve); change the request rather than retry it")
+	// ErrStartInFuture is the 400 for a window given only a start that is
+	// not before the upstream's now: the upstream ends such a window at its
+	// now and refuses it.
+	ErrStartInFuture = httperr.New(http.StatusBadRequest, CodeInvalidStart,
+		"start is in the future by the upstream's clock; without end the window ends at the upstream's now, so start must be before it")
 	ErrUpstreamLimited = httperr.New(http.StatusServiceUnavailable, CodeUpstreamRateLimited,
 		"the upstream is rate limiting the gateway and nothing cached can answer")
 	ErrHTTPSRequired = httperr.New(http.StatusForbidden, CodeHTTPSRequired,

@@ -101,8 +101,8 @@ const (
 // Decided edge cases: unix time 0 (and any number with a leading zero) is
 // rejected, as no data is that old; an interval given together with start or
 // end must still be valid but is otherwise ignored; bounds in the future
-// are not refused (the upstream's clock is its own; it answers what it
-// has); with only end the window starts 7 days before it; with only start
+// are not refused here (the upstream's clock is its own; the proxy, which
+// learns that clock, refuses a start-only window that starts after it); with only end the window starts 7 days before it; with only start
 // it runs to the upstream's now (End is 0).
 func ParseRequest(r *http.Request, now time.Time) (Request, error) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {

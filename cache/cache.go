@@ -402,12 +402,14 @@ func (c *Cache) fill(ctx context.Context, key string, fetch Fetcher) (filled, bo
 	}
 	f, leader := c.flights[key], false
 	if f == nil {
-		f, leader = c.startLocked(ctx, key, fetch, false), true
-	} else if f.detached {
-		f.detached = false // waited on again
-		c.detached--
+		f, leader = c.startLocked(ctx, key, fetch, false), true // counts this caller
+	} else {
+		if f.detached {
+			f.detached = false // waited on again
+			c.detached--
+		}
+		f.waiters.Add(1)
 	}
-	f.waiters.Add(1)
 	c.mu.Unlock()
 	select {
 	case <-f.done:
@@ -465,10 +467,16 @@ func Abandoned(ctx context.Context) bool {
 }
 
 // startLocked starts the fill of key on a context detached from ctx (its
-// values kept) and registers it; the caller holds mu and has checked
-// closed.
+// values kept) and registers it, with its caller as its one waiter unless
+// background; the caller holds mu and has checked closed.
 func (c *Cache) startLocked(ctx context.Context, key string, fetch Fetcher, background bool) *flight {
 	f := &flight{done: make(chan struct{})}
+	if !background {
+		// The caller waits from the start: counted before the fill runs,
+		// so that Abandoned never sees a fill whose caller is still there
+		// as abandoned.
+		f.waiters.Store(1)
+	}
 	fctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), flightKey{}, f))
 	f.cancel = cancel
 	c.flights[key] = f

@@ -48,6 +48,7 @@ func (tn tenants) configure(cfg *config.Config, perMinute int) {
 		config.Key{ID: "b-0", SHA256: auth.Digest(tn.b), Account: "b"},
 		config.Key{ID: "q-0", SHA256: auth.Digest(tn.q), Account: "q"})
 	cfg.Upstream.Budget.PerMinute = perMinute
+	cfg.Upstream.Budget.NewcomerLend = 0 // the newcomers' part held all minute, whatever the minute's second
 }
 
 // sender sends one GET with a key and returns the status and error code;

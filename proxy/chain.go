@@ -113,6 +113,7 @@ type Chain struct {
 	// seconds, negative when behind) by the generated time of its latest
 	// list or series answer (see observeClock).
 	upstreamSkew atomic.Int64
+	skewKnown    atomic.Bool              // upstreamSkew was observed at least once
 	settings     atomic.Pointer[Settings] // the reloadable configuration snapshot
 	// servedFromCache is set once any response was served from the cache;
 	// readiness then survives an open upstream breaker.

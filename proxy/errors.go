@@ -43,7 +43,7 @@ func costError(e string, cost int, limit string, most int64) *httperr.Error {
 const failedFetchRetry = 5 * time.Second
 
 // toHTTP turns any error into the client-facing error. It is the one place
-// that maps internal failures to statuses: budget, 429 and breaker 503,
+// that maps internal failures to statuses: budget, 429, breaker and busy 503,
 // timeouts 504, other upstream failures 502, everything unknown 500. Every
 // upstream failure carries a Retry-After: the upstream package's wait hint,
 // else failedFetchRetry.
@@ -71,6 +71,8 @@ func toHTTP(err error) *httperr.Error {
 		return withRetry(api.ErrUpstreamLimited)
 	case errors.Is(err, upstream.ErrBreakerOpen):
 		return withRetry(api.ErrUpstreamBreaker)
+	case errors.Is(err, upstream.ErrBusy):
+		return withRetry(api.ErrUpstreamBusy)
 	case errors.Is(err, upstream.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return withRetry(api.ErrUpstreamTimeout)
 	case errors.Is(err, upstream.ErrUnavailable):

@@ -89,7 +89,7 @@ func newMetrics(reg prometheus.Registerer, labels *tenantlabel.Labels) *metrics 
 		}, []string{"account", "key_id"}),
 		upByAccount: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_by_account_total",
-			Help: "Cold misses that needed the upstream, by the account whose request caused them (labelled as trendgate_quota_charged_units_total), key_id (metrics.detail_keys only) and result: sent (the upstream was called), share_refused (the account's fair share was used up), budget_refused (the upstream budget was), breaker_open.",
+			Help: "Cold misses that needed the upstream, by the account whose request caused them (labelled as trendgate_quota_charged_units_total), key_id (metrics.detail_keys only) and result: sent (the upstream was called), share_refused (the account's fair share was used up), budget_refused (the upstream budget was), breaker_open, busy (no connection slot free in time).",
 		}, []string{"account", "key_id", "result"}),
 		rangeFills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "trendgate_series_range_fills_total",
@@ -171,6 +171,8 @@ func (m *metrics) countUpstream(keyID, account string, err error) {
 		result = "budget_refused"
 	case errors.Is(err, upstream.ErrBreakerOpen):
 		result = "breaker_open"
+	case errors.Is(err, upstream.ErrBusy):
+		result = "busy"
 	}
 	acct, key := m.labels.Of(keyID, account)
 	m.upByAccount.WithLabelValues(acct, key, result).Inc()

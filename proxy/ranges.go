@@ -211,6 +211,7 @@ func (c *Chain) fetchWidened(ctx context.Context, req, wide api.Request, up upst
 func (c *Chain) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
 	if resp.Generated > 0 && (q.Endpoint == api.EndpointSeries || q.Endpoint == api.EndpointList) {
 		c.upstreamSkew.Store(resp.Generated - now.Unix())
+		c.skewKnown.Store(true)
 	}
 }
 

@@ -87,6 +87,10 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, api.ErrUnknownTopic)
 		return
 	}
+	if e.Status == http.StatusBadRequest {
+		c.fail(w, r, api.ErrUpstreamRejected)
+		return
+	}
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 	v := memoized(e, in.plan)
 	if need := deriveBytes(e, v, in.plan, gz); need > 0 {
@@ -159,6 +163,9 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		ctx, sp = c.startFetchSpan(ctx, true, reason)
 		defer func() { err = endFetchSpan(sp, e, err) }()
 	}
+	if err := c.refuseEarly(req); err != nil {
+		return nil, err
+	}
 	if e := c.fromWider(ctx, req, set, false); e != nil {
 		return e, nil
 	}
@@ -168,6 +175,12 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		fctx, sp = c.startFetchSpan(ctx, false, reason)
 	}
 	var sent int // calls made; Sent runs on this goroutine
+	var abandoned func() bool
+	if !background {
+		// Nobody waits for a refresh from the start; a cold miss whose
+		// clients all left gives up its place in the queue for a slot.
+		abandoned = func() bool { return cache.Abandoned(ctx) }
+	}
 	e, err = c.fetch(fctx, in, req, set, start, upstream.Request{
 		Endpoint:   req.Endpoint,
 		Path:       req.UpstreamPath(),
@@ -177,6 +190,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		Tenant:     account,
 		Weight:     p.upWeight,
 		PerMinute:  p.upPerMin,
+		Abandoned:  abandoned,
 		Sent: func() {
 			sent++
 			now := c.clk.Now()
@@ -259,6 +273,10 @@ func reasonPtr(r string) *string {
 // at now, fresh by q's class.
 func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Settings) *cache.Entry {
 	class := freshnessClass(q, resp.Status == http.StatusNotFound || resp.Empty)
+	fresh := set.ttl.FreshUntil(class, now)
+	if resp.Status == http.StatusBadRequest {
+		fresh = now.Add(rejectedFor)
+	}
 	return &cache.Entry{
 		Key:         q.Key(),
 		Topic:       q.Topic,
@@ -267,7 +285,7 @@ func entryOf(q api.Request, resp *upstream.Response, now time.Time, set *Setting
 		Body:        resp.Body,
 		Generated:   resp.Generated,
 		Fetched:     now,
-		FreshUntil:  set.ttl.FreshUntil(class, now),
+		FreshUntil:  fresh,
 	}
 }
 

@@ -265,7 +265,7 @@ func NewLocalBudget(cfg BudgetConfig, clk clock.Clock) (*LocalBudget, error) {
 		reserve: cfg.RefreshReserve,
 		minute:  window{limit: int64(cfg.PerMinute)},
 		day:     window{limit: int64(cfg.PerDay)},
-		fair:    fairTenants{window: cfg.FairWindow, reserve: cfg.NewcomerReserve},
+		fair:    fairTenants{window: cfg.FairWindow, reserve: cfg.NewcomerReserve, lend: cfg.NewcomerLend},
 	}, nil
 }
 
@@ -326,11 +326,13 @@ func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, mi
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
 		return minuteEnd, true
 	}
-	om, od := b.fair.others(t, now, ms, ds)
-	if shareRefuses(b.day.limit, b.day.used, newcomerReserve(b.day.limit, b.fair.reserve), standing{t.weight, t.day.used}, od) {
+	om, od, drawn := b.fair.others(t, now, ms, ds)
+	dayReserve := newcomerReserve(b.day.limit, b.fair.reserve)
+	if shareRefuses(b.day.limit, b.day.used, dayReserve, dayReserve, standing{t.weight, t.day.used, true}, od) {
 		return dayEnd, false
 	}
-	if shareRefuses(b.minute.limit, b.minute.used, newcomerReserve(b.minute.limit, b.fair.reserve), standing{t.weight, t.minute.used}, om) {
+	reserve := newcomerReserve(b.minute.limit, b.fair.reserve)
+	if shareRefuses(b.minute.limit, b.minute.used, reserve, newcomersHeld(reserve, drawn, minuteEnd, b.fair.lend), standing{t.weight, t.minute.used, true}, om) {
 		return minuteEnd, false
 	}
 	return 0, false

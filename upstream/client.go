@@ -21,7 +21,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
-	"golang.org/x/sync/semaphore"
 
 	"trendgate/api"
 	"trendgate/internal/breaker"
@@ -55,6 +54,10 @@ type Request struct {
 	// trendgate_upstream_requests_total and the access log: one of
 	// Reasons; "" means "miss". A retried attempt is counted as "retry".
 	Reason string
+	// Abandoned, when not nil, reports whether nobody waits for the call's
+	// answer any more (every client of the coalesced fill left): such a
+	// call leaves the queue for a connection slot instead of taking one.
+	Abandoned func() bool
 	// Sent, when not nil, is called once for every attempt the budget paid
 	// for, as it starts (a retry is a second one; the same attempts
 	// trendgate_upstream_requests_total counts); never for a call the
@@ -80,7 +83,9 @@ func reasonLabel(r string) string {
 
 // Response is a validated upstream answer.
 type Response struct {
-	// Status is 200, or 404 for an unknown topic (cache it negatively).
+	// Status is 200; 404 for an unknown topic (cache it negatively); or
+	// 400, the upstream refusing the request itself (Body nil; keep it
+	// briefly rather than ask again).
 	Status int
 	// ContentType is the upstream's Content-Type, or the shape's default
 	// when it sent none.
@@ -163,16 +168,21 @@ type Client struct {
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
-	// conns holds one of MaxConns slots per request in flight, taken
-	// before the transport is asked for a connection. Go's Transport
-	// queues a request that waits for a connection beyond
+	// conns holds one of MaxConns slots per call in flight (its retry
+	// included), taken before the budget is spent and the transport is
+	// asked for a connection, and shared among tenants (see slots). Go's
+	// Transport queues a request that waits for a connection beyond
 	// MaxConnsPerHost and removes it, when its context ends, only from
 	// the front of the queue (golang/go#76784): every request abandoned
 	// behind one that still waits stayed queued, its whole context chain
-	// with it, until that one was served. Waiters on the semaphore leave
-	// as soon as their context ends, so the transport never queues.
-	conns *semaphore.Weighted
+	// with it, until that one was served. Waiters for a slot leave as soon
+	// as their context ends, so the transport never queues.
+	conns *slots
 }
+
+// busyRetry is the Retry-After of an ErrBusy: slots free as answers
+// arrive, so a retry soon has a fair chance.
+const busyRetry = time.Second
 
 // errFetchTimeout is the cause of the whole-fetch deadline set by Do.
 var errFetchTimeout = errors.New("upstream: fetch timeout")
@@ -201,7 +211,7 @@ func New(cfg Config, clk clock.Clock, log *zap.Logger, m *Metrics, opts ...Optio
 		clk:     clk,
 		log:     log.Named("upstream"),
 		metrics: m,
-		conns:   semaphore.NewWeighted(int64(cfg.MaxConns)),
+		conns:   newSlots(cfg.MaxConns, cfg.SlotReserve),
 	}
 	c.events.log = c.log.Named("budget")
 	c.breaker = breaker.New("upstream", breaker.Config(cfg.Breaker),
@@ -297,13 +307,14 @@ func (c *Client) Withdraw(ctx context.Context, tenant string) {
 	c.budget.Withdraw(ctx, tenant)
 }
 
-// Do fetches req from the upstream. It returns a Response for a valid 200
-// or a 404, and otherwise an error wrapping one of ErrBudgetExhausted,
-// ErrShareExhausted, ErrRateLimited, ErrBreakerOpen (these four carry
-// RetryAfter),
-// ErrTimeout, ErrUnavailable or ErrBadResponse, or ctx's error when the
-// caller gave up. No request is made while the breaker is open or the
-// budget refuses.
+// Do fetches req from the upstream. It returns a Response for a valid 200,
+// a 404 or a 400, and otherwise an error wrapping one of ErrBudgetExhausted,
+// ErrShareExhausted, ErrRateLimited, ErrBreakerOpen, ErrBusy (these five
+// carry RetryAfter), ErrTimeout, ErrUnavailable or ErrBadResponse, or
+// ctx's error when the caller gave up. No request is made while the
+// breaker is open, no connection slot is free for the tenant within
+// SlotWait, or the budget refuses; a call waits for its slot before it
+// spends the budget, and its Timeout starts once it holds one.
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
 	if !req.Endpoint.Valid() || !strings.HasPrefix(req.Path, "/") ||
 		strings.ContainsAny(req.Path, "?#") || strings.Contains(req.RawQuery, "#") {
@@ -322,6 +333,8 @@ func resultOf(resp *Response, err error) string {
 	switch {
 	case err == nil && resp.Status == http.StatusNotFound:
 		return "not_found"
+	case err == nil && resp.Status == http.StatusBadRequest:
+		return "rejected"
 	case err == nil && resp.Empty:
 		return "empty"
 	case err == nil:
@@ -334,6 +347,8 @@ func resultOf(resp *Response, err error) string {
 		return "rate_limited"
 	case errors.Is(err, ErrBreakerOpen):
 		return "breaker_open"
+	case errors.Is(err, ErrBusy):
+		return "busy"
 	case errors.Is(err, ErrTimeout):
 		return "timeout"
 	case errors.Is(err, ErrUnavailable):
@@ -358,6 +373,22 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 		c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "breaker_open").Inc()
 		return nil, withWait(ErrBreakerOpen, wait)
 	}
+	// A wait for a local slot says nothing of the upstream: it is bounded
+	// on its own, refused as busy, and never counted by the breaker.
+	release, err := c.slot(parent, req)
+	if err != nil {
+		c.breaker.Record(breaker.Neutral, probe, nil)
+		switch {
+		case errors.Is(err, errAbandoned):
+			c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "abandoned").Inc()
+			return nil, withWait(errAbandoned, busyRetry)
+		case errors.Is(err, ErrBusy):
+			c.metrics.Refusals.WithLabelValues(req.Endpoint.String(), "busy").Inc()
+			return nil, withWait(ErrBusy, busyRetry)
+		}
+		return nil, fmt.Errorf("upstream: %w", err)
+	}
+	defer release() // after the last attempt's body is drained and closed
 	ctx, cancel := context.WithTimeoutCause(parent, c.cfg.Timeout, errFetchTimeout)
 	defer cancel()
 
@@ -421,6 +452,15 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	}
 	c.breaker.Record(last.outcome, probe, last.err)
 	return last.resp, last.err
+}
+
+// slot waits for one of the connection slots for req's tenant (see
+// slots), at most SlotWait, and records how long it waited.
+func (c *Client) slot(ctx context.Context, req Request) (func(), error) {
+	start := c.clk.Now()
+	release, err := c.conns.acquire(ctx, req.Tenant, req.Weight, c.cfg.SlotWait, req.Abandoned)
+	c.metrics.SlotWait.Observe(c.clk.Now().Sub(start).Seconds())
+	return release, err
 }
 
 // take spends one call of the outbound budget for req's attempt (0 for
@@ -517,11 +557,6 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 	}
 
 	start := c.clk.Now()
-	if err := c.conns.Acquire(ctx, 1); err != nil {
-		c.metrics.Latency.WithLabelValues(req.Endpoint.String()).Observe(c.clk.Now().Sub(start).Seconds())
-		return c.transportError(ctx, parent, err)
-	}
-	defer c.conns.Release(1) // after the body is drained and closed (deferred below)
 	hres, err := c.http.Do(hreq)
 	received := c.clk.Now()
 	defer func() {
@@ -553,6 +588,14 @@ func (c *Client) attempt(ctx, parent context.Context, req Request) attemptResult
 		c.logStatus(req, hres)
 		return attemptResult{
 			resp:    &Response{Status: http.StatusNotFound, ContentType: contentType(req.Endpoint, hres.Header), Received: received},
+			outcome: breaker.Success,
+		}
+	case status == http.StatusBadRequest:
+		// The upstream refuses the request itself: its answer to it, from
+		// a healthy upstream, and the same the next time it is asked.
+		c.logStatus(req, hres)
+		return attemptResult{
+			resp:    &Response{Status: http.StatusBadRequest, ContentType: contentType(req.Endpoint, hres.Header), Received: received},
 			outcome: breaker.Success,
 		}
 	case status == http.StatusTooManyRequests:

@@ -25,10 +25,20 @@ type Config struct {
 	// MaxBodyBytes caps a response body; larger bodies fail (default 8 MiB).
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// MaxConns caps concurrent requests to the upstream, and so its
-	// connections (default 16): a request takes one of MaxConns slots
-	// before it asks the transport for a connection, and gives it back
-	// once its body is read.
+	// connections (default 16): a call takes one of MaxConns slots
+	// before it spends the budget and asks the transport for a
+	// connection, and gives it back once its body is read. Accounts share
+	// the slots by weight (see SlotReserve and the rule in slots.go).
 	MaxConns int `yaml:"max_conns"`
+	// SlotReserve is the share (0 to below 1) of MaxConns kept for
+	// accounts that hold no slot, so that one account's slow calls never
+	// make another's first call wait (default 0.2, rounded up: 2 of 8).
+	// 0 lets one account hold every slot.
+	SlotReserve float64 `yaml:"slot_reserve"`
+	// SlotWait bounds a call's wait for a slot (default 5s); past it the
+	// call is refused as busy (503 upstream_busy), which the circuit
+	// breaker does not count. 0 refuses at once when no slot is free.
+	SlotWait time.Duration `yaml:"slot_wait"`
 	// Retries is how many times a connection error is retried (0 or 1; default 1).
 	Retries int `yaml:"retries"`
 	// Budget is the account-wide outbound budget.
@@ -70,6 +80,11 @@ type BudgetConfig struct {
 	// after another has flooded the upstream still finds calls left
 	// (default 0.2). See the fair-share rule in fair.go.
 	NewcomerReserve float64 `yaml:"newcomer_reserve"`
+	// NewcomerLend is the end of each minute during which the newcomer
+	// reserve is lent too, shrinking to nothing as the minute ends, so it
+	// is not left unused when no newcomer came (default 15s; 0 holds it to
+	// the minute's end; at most 1m). See the rule in fair.go.
+	NewcomerLend time.Duration `yaml:"newcomer_lend"`
 	// FairWindow is how long a key counts as asking for upstream data after
 	// its last cold miss; while others are, no key may take more than its
 	// fair share of a window (default 5m; 0 also means 5m).

@@ -19,8 +19,10 @@ func DefaultConfig() Config {
 		Timeout:               15 * time.Second,
 		MaxBodyBytes:          8 << 20,
 		MaxConns:              16,
+		SlotReserve:           0.2,
+		SlotWait:              5 * time.Second,
 		Retries:               1,
-		Budget:                BudgetConfig{RefreshReserve: 0.25, NewcomerReserve: 0.2, FairWindow: defaultFairWindow},
+		Budget:                BudgetConfig{RefreshReserve: 0.25, NewcomerReserve: 0.2, NewcomerLend: 15 * time.Second, FairWindow: defaultFairWindow},
 		Breaker:               BreakerConfig{Failures: 5, Backoff: 5 * time.Second, MaxBackoff: 2 * time.Minute},
 	}
 }
@@ -105,6 +107,12 @@ func (c Config) Validate() error {
 	if c.MaxConns <= 0 {
 		add("max_conns", "must be > 0")
 	}
+	if !(c.SlotReserve >= 0 && c.SlotReserve < 1) { // also rejects NaN
+		add("slot_reserve", "must be at least 0 and below 1")
+	}
+	if c.SlotWait < 0 {
+		add("slot_wait", "must be >= 0")
+	}
 	if c.Retries < 0 || c.Retries > 1 {
 		add("retries", "must be 0 or 1")
 	}
@@ -124,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if !(b.NewcomerReserve >= 0 && b.NewcomerReserve < 1) {
 		add("budget.newcomer_reserve", "must be at least 0 and below 1")
+	}
+	if b.NewcomerLend < 0 || b.NewcomerLend > time.Minute {
+		add("budget.newcomer_lend", "must be between 0 and 1m")
 	}
 	if b.FairWindow < 0 {
 		add("budget.fair_window", "must be >= 0 (0 means %s)", defaultFairWindow)

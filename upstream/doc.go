@@ -10,12 +10,17 @@
 //     windows (LocalBudget in process, RedisBudget shared by all instances),
 //     reconciled with the upstream's x-rate-limit-* headers and blocked
 //     after an upstream 429 until its reset;
-//   - a circuit breaker that opens after consecutive failures and lets one
+//   - the connection slots (MaxConns), shared by tenant like the budget
+//     (see slots): a call waits for one, at most SlotWait, before it
+//     spends the budget, and a wait that runs out is ErrBusy;
+//   - a circuit breaker that opens after consecutive failures of the
+//     upstream itself (never a local wait, never its 400) and lets one
 //     probe through after a doubling backoff;
 //   - at most cfg.Retries retries, for connection errors only.
 //
 // Failures are reported as wrapped sentinel errors (ErrBudgetExhausted,
-// ErrRateLimited, ErrBreakerOpen, ErrTimeout, ErrUnavailable,
-// ErrBadResponse); RetryAfter extracts the wait hint. Error strings never
+// ErrShareExhausted, ErrRateLimited, ErrBreakerOpen, ErrBusy, ErrTimeout,
+// ErrUnavailable, ErrBadResponse); RetryAfter extracts the wait hint. The
+// upstream's 400 is a Response, its answer to the request. Error strings never
 // contain upstream bodies or the API key.
 package upstream

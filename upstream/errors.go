@@ -28,6 +28,10 @@ var (
 	// ErrBreakerOpen means the circuit breaker is open (or a probe is in
 	// flight); no request was made. RetryAfter tells the time to the probe.
 	ErrBreakerOpen = errors.New("upstream: circuit breaker open")
+	// ErrBusy means every connection slot the claiming tenant may use was
+	// taken for longer than SlotWait (see slots); no request was made, and
+	// the upstream's health is not in question. RetryAfter is a second.
+	ErrBusy = errors.New("upstream: no connection slot free")
 	// ErrTimeout means the fetch ran out of time (dial, response headers,
 	// the whole-fetch timeout or the caller's deadline).
 	ErrTimeout = errors.New("upstream: timeout")
@@ -61,7 +65,7 @@ func withWait(kind error, wait time.Duration) error {
 }
 
 // RetryAfter returns the wait hint carried by an ErrBudgetExhausted,
-// ErrShareExhausted, ErrRateLimited or ErrBreakerOpen error, and 0 for any other error
+// ErrShareExhausted, ErrRateLimited, ErrBreakerOpen or ErrBusy error, and 0 for any other error
 // (including nil).
 func RetryAfter(err error) time.Duration {
 	var we *waitError

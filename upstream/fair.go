@@ -57,29 +57,87 @@ type Verdict struct {
 // FairWindow for the day window, within min(FairWindow, 1 minute) for the
 // minute window; Withdraw makes it inactive at once (the gateway withdraws
 // an account its own limits refuse: it cannot be served anyway), and its
-// next claim makes it active again. For each window with a limit L, a part
-// N = NewcomerReserve×L (rounded up, below L) is held back for tenants
-// that have not used that window yet; the rest, the pool P = L-N, is split
-// among the active tenants in whole calls: tenant j is guaranteed
-// g_j = floor(P×w_j/W), where W sums the weights of the active tenants and
-// the claimant. Rounding down is what keeps the guarantees whole: they sum
-// to at most P, so no tenant's fraction rounds up into another's
-// guarantee or the newcomers' part. A claim by tenant k is granted while
-// the window has a token and k is within its guarantee; beyond it, k is
-// granted only tokens that neither the other active tenants' unused
-// guarantees nor (once k has used the window) the newcomers' part need:
+// next claim makes it active again. In the minute window a tenant is also
+// asking while its last claim is at most lendAfter old and it was not
+// withdrawn since; in the day window every active tenant counts as asking.
 //
-//	used_k < g_k, or left-1 >= Σ_{j≠k} max(0, g_j-used_j) + (used_k > 0 ? N : 0)
+// For each window with a limit L, a part N = NewcomerReserve×L (rounded
+// up, below L) is held back for tenants that have not used that window
+// yet; the rest, the pool P = L-N, is split among the active tenants in
+// whole calls: tenant j is guaranteed g_j = floor(P×w_j/W), where W sums
+// the weights of the active tenants and the claimant. Rounding down is
+// what keeps the guarantees whole: they sum to at most P, so no tenant's
+// fraction rounds up into another's guarantee or the newcomers' part. A
+// tenant that used the minute and has stopped asking came, was served and
+// went: the newcomer the part is for. Its first call is counted as drawn
+// from the part, so the minute holds N less one per such tenant (never
+// below 0) for those still to come.
+//
+// A claim by tenant k is granted while the window has a token and k is
+// within its guarantee. Beyond it, k borrows: it is granted only tokens
+// that neither the unused guarantees of the other tenants still asking
+// nor (once k has used the window) the newcomers' part still held need:
+//
+//	used_k < g_k, or left-1 >= Σ_{j≠k asking} max(0, g_j-used_j) + (used_k > 0 ? H : 0)
+//
+// where H, the newcomers' part still held, is N-drawn (never below 0) and,
+// within the minute's last NewcomerLend, at most N times the part of that
+// time left (rounded up): as the minute runs out the part is lent too
+// rather than left unused; a newcomer refused then is told to come back
+// when the next minute holds the whole part again.
 //
 // So a tenant alone may use the whole pool, a newcomer always finds the
-// newcomers' part, and no tenant can take another's guarantee; what no
-// active tenant is due (the remainders of rounding down, the guarantees of
-// tenants that went quiet or were withdrawn) goes to whoever asks.
+// newcomers' part, and no tenant can take the guarantee of another that
+// is asking for it. In the minute, the guarantee of a tenant that stopped
+// asking is lent to whoever asks (work-conserving); when its owner asks
+// again it is held again, so the borrowers are refused first and the
+// owner takes back what is left of it. What no active tenant is due (the
+// remainders of rounding down, the guarantees of tenants that went quiet
+// or were withdrawn) goes to whoever asks. The day is not lent: a day's
+// guarantee lent in a quiet minute could not be taken back.
+//
+// A worked minute (per_minute 20, newcomer reserve 0.2: N = 4, P = 16):
+// A asks once at second 0 and is granted; B asks all minute, guaranteed
+// 8. Until second 10 A is asking and its 7 unused calls are held, so B
+// gets its 8; from second 10 A's 7 are lent, and A's call counts as drawn
+// from the newcomers' part, of which 3 stay held: B may go on to
+// 20-1-3 = 16 calls. Had A asked again at second 30, after B's 12th call
+// (7 calls left), A's 7 unused would be held for it again: B is refused
+// from then on, and A may take all 7, within its guarantee.
 
-// standing is one tenant's position in a window: weight and tokens used.
+// newcomersHeld is the part of a minute's newcomer reserve still held: the
+// reserve less the calls drawn from it (see the rule), and in the minute's
+// last lendWithin (left is what remains of the minute) no more than the
+// reserve's share of that time, rounded up: the part is lent too as the
+// minute runs out, so it is not left unused when no newcomer came. A
+// lendWithin of 0 holds it to the end.
+func newcomersHeld(reserve, drawn int64, left, lendWithin time.Duration) int64 {
+	held := max(reserve-drawn, 0)
+	if lendWithin <= 0 || left >= lendWithin {
+		return held
+	}
+	if left <= 0 {
+		return 0
+	}
+	return min(held, int64(math.Ceil(float64(reserve)*float64(left)/float64(lendWithin))))
+}
+
+// lendAfter is how long after its last claim a tenant's unused guarantee
+// is held for it; past it, the guarantee is lent to whoever asks, until
+// the tenant claims again. It is short against the minute: an account
+// that asked once at the start of a minute does not keep its part idle
+// all minute.
+const lendAfter = 10 * time.Second
+
+// lendHorizon is lendAfter, or FairWindow when that is shorter.
+func lendHorizon(fairWindow time.Duration) time.Duration { return min(fairWindow, lendAfter) }
+
+// standing is one tenant's position in a window: weight, tokens used,
+// and whether its unused guarantee is held for it (it is asking).
 type standing struct {
 	weight float64
 	used   int64
+	asking bool
 }
 
 // newcomerReserve is the part of a window of limit held back for tenants
@@ -98,9 +156,11 @@ func guarantee(pool int64, w, total float64) int64 {
 
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
-// and newcomer reserve, while others are the other active tenants. It
-// never refuses for want of tokens: that is the window's own check.
-func shareRefuses(limit, used, reserve int64, self standing, others []standing) bool {
+// and newcomer reserve, while others are the other active tenants and
+// heldNew is the part of the reserve still held for newcomers (see
+// newcomersHeld). It never refuses for want of tokens: that is the
+// window's own check.
+func shareRefuses(limit, used, reserve, heldNew int64, self standing, others []standing) bool {
 	if limit == 0 {
 		return false
 	}
@@ -114,10 +174,12 @@ func shareRefuses(limit, used, reserve int64, self standing, others []standing) 
 	}
 	var held int64
 	if self.used > 0 {
-		held = reserve
+		held = heldNew
 	}
 	for _, o := range others {
-		held += max(guarantee(pool, o.weight, total)-o.used, 0)
+		if o.asking {
+			held += max(guarantee(pool, o.weight, total)-o.used, 0)
+		}
 	}
 	return limit-used-1 < held
 }
@@ -140,6 +202,7 @@ type tenantUse struct {
 type fairTenants struct {
 	window  time.Duration // FairWindow
 	reserve float64       // NewcomerReserve
+	lend    time.Duration // NewcomerLend
 	byID    map[string]*tenantUse
 }
 
@@ -166,21 +229,29 @@ func (f *fairTenants) claim(c Claim, now, ms, ds time.Time) *tenantUse {
 }
 
 // others returns the standings of the tenants other than self active in
-// the minute and the day windows starting at ms and ds.
-func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, day []standing) {
+// the minute and the day windows starting at ms and ds, and how many
+// tenants other than self used the minute and stopped asking (drawn).
+func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, day []standing, drawn int64) {
 	for _, u := range f.byID {
-		idle := now.Sub(u.seen)
-		if u == self || u.withdrawn || idle > f.window {
+		if u == self {
 			continue
 		}
 		u.minute.roll(ms, now)
 		u.day.roll(ds, now)
-		if idle <= minuteHorizon(f.window) {
-			minute = append(minute, standing{u.weight, u.minute.used})
+		idle := now.Sub(u.seen)
+		asking := !u.withdrawn && idle <= lendHorizon(f.window)
+		if u.minute.used > 0 && !asking {
+			drawn++
 		}
-		day = append(day, standing{u.weight, u.day.used})
+		if u.withdrawn || idle > f.window {
+			continue
+		}
+		if idle <= minuteHorizon(f.window) {
+			minute = append(minute, standing{u.weight, u.minute.used, asking})
+		}
+		day = append(day, standing{u.weight, u.day.used, true})
 	}
-	return minute, day
+	return minute, day, drawn
 }
 
 // withdraw makes tenant inactive until its next claim; what it used stays

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"trendgate/internal/clock"
 )
 
@@ -184,22 +186,22 @@ func TestRedisBudgetFairShare(t *testing.T) {
 	}
 }
 
-// TestLocalBudgetFairWindow checks that a key that stopped asking stops
-// holding its guarantee after the fair window, and that share refusals
-// wait for the next minute.
+// TestLocalBudgetFairWindow checks that a key still asking holds its
+// guarantee, that share refusals wait for the next minute, and that a key
+// that stopped asking stops holding its guarantee after the fair window.
 func TestLocalBudgetFairWindow(t *testing.T) {
 	clk := clock.NewFake(t0) // 10 s into a minute
 	b := newBudget(t, BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2, FairWindow: 2 * time.Minute}, clk)
 	if got, _, _ := grants(b, keyB, 1); got != 1 {
 		t.Fatal("B's first call refused")
 	}
-	clk.Advance(time.Minute)
+	clk.Advance(5 * time.Second) // B still asking: its guarantee is held
 	if got, _, _ := grants(b, keyA, 20); got != 8 {
-		t.Fatalf("A with B active: %d granted; want 8", got)
+		t.Fatalf("A with B asking: %d granted; want 8", got)
 	}
 	v, _ := b.Take(context.Background(), keyA)
-	if v.OK || !v.Share || v.RetryAfter != 50*time.Second {
-		t.Fatalf("A past its share: %+v; want a share refusal until the next minute (50s)", v)
+	if v.OK || !v.Share || v.RetryAfter != 45*time.Second {
+		t.Fatalf("A past its share: %+v; want a share refusal until the next minute (45s)", v)
 	}
 	clk.Advance(2 * time.Minute) // B quiet for 3 minutes now
 	if got, _, _ := grants(b, keyA, 20); got != 16 {
@@ -209,19 +211,24 @@ func TestLocalBudgetFairWindow(t *testing.T) {
 
 func TestShareRefusesEdges(t *testing.T) {
 	for _, c := range []struct {
-		limit, used, reserve int64
-		self                 standing
-		others               []standing
-		want                 bool
+		limit, used, reserve, held int64
+		self                       standing
+		others                     []standing
+		want                       bool
 	}{
-		{0, 100, 0, standing{1, 100}, nil, false},                                  // unlimited
-		{1, 0, newcomerReserve(1, 0.2), standing{1, 0}, nil, false},                // a one-call window is usable
-		{3, 2, newcomerReserve(3, 0.2), standing{1, 2}, nil, true},                 // hobby: 1 held back
-		{3, 2, newcomerReserve(3, 0.2), standing{1, 0}, []standing{{1, 2}}, false}, // newcomer gets it
-		{10, 5, 0, standing{1, 0}, []standing{{1, 0}, {1, 5}}, false},
+		{0, 100, 0, 0, standing{1, 100, true}, nil, false},                                        // unlimited
+		{1, 0, newcomerReserve(1, 0.2), 0, standing{1, 0, true}, nil, false},                      // a one-call window is usable
+		{3, 2, newcomerReserve(3, 0.2), 1, standing{1, 2, true}, nil, true},                       // hobby: 1 held back
+		{3, 2, newcomerReserve(3, 0.2), 1, standing{1, 0, true}, []standing{{1, 2, true}}, false}, // newcomer gets it
+		{10, 5, 0, 0, standing{1, 0, true}, []standing{{1, 0, true}, {1, 5, true}}, false},        // within its guarantee
+		{20, 12, 4, 3, standing{1, 11, true}, []standing{{1, 1, true}}, true},                     // the other's 7 held: refused
+		{20, 12, 4, 3, standing{1, 11, true}, []standing{{1, 1, false}}, false},                   // not asking: lent
+		{20, 16, 4, 3, standing{1, 15, true}, []standing{{1, 1, false}}, false},                   // 16th: 3 stay for newcomers
+		{20, 17, 4, 3, standing{1, 16, true}, []standing{{1, 1, false}}, true},                    // 17th: into the newcomers' 3
+		{20, 17, 4, 0, standing{1, 16, true}, []standing{{1, 1, false}}, false},                   // nothing held for newcomers
 	} {
-		if got := shareRefuses(c.limit, c.used, c.reserve, c.self, c.others); got != c.want {
-			t.Errorf("shareRefuses(%d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.self, c.others, got, c.want)
+		if got := shareRefuses(c.limit, c.used, c.reserve, c.held, c.self, c.others); got != c.want {
+			t.Errorf("shareRefuses(%d, %d, %d, %d, %v, %v) = %v; want %v", c.limit, c.used, c.reserve, c.held, c.self, c.others, got, c.want)
 		}
 	}
 }
@@ -294,4 +301,186 @@ func TestBudgetShares(t *testing.T) {
 		rdb := testRedis(t)
 		inOneMinute(t, rdb, func(prefix string) error { return check(t, newRedisBudget(t, rdb, cfg, prefix, nil)) })
 	})
+}
+
+// lendStep makes n claims at an offset into the minute.
+type lendStep struct {
+	at          time.Duration
+	claim       Claim
+	n           int
+	wantGranted int
+}
+
+// lendingScenarios are issue 40's idle guarantee in one minute (per_minute
+// 20, newcomer reserve 0.2): A asks once at the minute's start, B asks
+// on. Before, B got 8 and 11 calls went unused.
+var lendingScenarios = []struct {
+	name  string
+	steps []lendStep
+}{
+	{"an idle guarantee is lent", []lendStep{
+		{0, keyA, 1, 1},
+		{1 * time.Second, keyB, 20, 8},  // A is asking: its 7 are held
+		{11 * time.Second, keyB, 20, 8}, // A stopped asking: lent, 3 stay for newcomers
+		{12 * time.Second, keyC, 5, 3},  // a newcomer finds them
+	}},
+	{"the owner takes its guarantee back", []lendStep{
+		{0, keyA, 1, 1},
+		{1 * time.Second, keyB, 8, 8},
+		{11 * time.Second, keyB, 4, 4}, // borrowed from A's 7
+		{30 * time.Second, keyA, 1, 1}, // A asks again: its 6 left are held for it
+		{31 * time.Second, keyB, 5, 0}, // the borrower is refused first
+		{32 * time.Second, keyA, 9, 6}, // A takes back the 6 left, within its guarantee
+	}},
+}
+
+var lendingConfig = BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}
+
+func TestLocalBudgetLendsIdleGuarantee(t *testing.T) {
+	for _, sc := range lendingScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			start := t0.Truncate(time.Minute)
+			clk := clock.NewFake(start)
+			b := newBudget(t, lendingConfig, clk)
+			for i, st := range sc.steps {
+				clk.Set(start.Add(st.at))
+				if got, _, err := grants(b, st.claim, st.n); err != nil || got != st.wantGranted {
+					t.Fatalf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Tenant, st.n, st.at, got, err, st.wantGranted)
+				}
+			}
+		})
+	}
+}
+
+// TestRedisBudgetLendsIdleGuarantee is the same rule in cluster mode. The
+// scripts read Redis TIME, so time is stood in for by the tenants' last
+// claims, moved back in the shared state by how long ago each step's
+// offset makes them.
+func TestRedisBudgetLendsIdleGuarantee(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	for _, sc := range lendingScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			inOneMinute(t, rdb, func(prefix string) error {
+				b := newRedisBudget(t, rdb, lendingConfig, prefix, nil)
+				seen := b.keys[5]
+				last := map[string]time.Duration{}
+				for i, st := range sc.steps {
+					now, err := rdb.Time(ctx).Result()
+					if err != nil {
+						return err
+					}
+					for tenant, at := range last {
+						score := float64(now.Add(-(st.at - at)).UnixMilli())
+						if err := rdb.ZAddXX(ctx, seen, redis.Z{Score: score, Member: tenant}).Err(); err != nil {
+							return err
+						}
+					}
+					if got, _, err := grants(b, st.claim, st.n); err != nil || got != st.wantGranted {
+						return fmt.Errorf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Tenant, st.n, st.at, got, err, st.wantGranted)
+					}
+					last[st.claim.Tenant] = st.at
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestNewcomersHeld(t *testing.T) {
+	const lend = 15 * time.Second
+	for _, c := range []struct {
+		reserve, drawn int64
+		left, lend     time.Duration
+		want           int64
+	}{
+		{4, 0, 30 * time.Second, lend, 4}, // before the minute's lending end
+		{4, 1, 30 * time.Second, lend, 3}, // one quiet tenant drew a call
+		{4, 0, 15 * time.Second, lend, 4}, // the lending starts
+		{4, 0, 14 * time.Second, lend, 4}, // ceil(4×14/15)
+		{4, 0, 11 * time.Second, lend, 3}, // ceil(4×11/15)
+		{4, 0, 3 * time.Second, lend, 1},  // ceil(4×3/15)
+		{4, 0, 0, lend, 0},                // the minute's end
+		{4, 3, 11 * time.Second, lend, 1}, // what was drawn is not held again
+		{4, 0, 3 * time.Second, 0, 4},     // lending off
+		{4, 6, 30 * time.Second, lend, 0}, // never below 0
+	} {
+		if got := newcomersHeld(c.reserve, c.drawn, c.left, c.lend); got != c.want {
+			t.Errorf("newcomersHeld(%d, %d, %s, %s) = %d; want %d", c.reserve, c.drawn, c.left, c.lend, got, c.want)
+		}
+	}
+}
+
+// With newcomer_lend, the newcomers' part is spent as the minute runs out
+// instead of being left unused: ten accounts asking all minute (issue 40's
+// mixed workload) used 80 of 100 calls a minute, 20 held for newcomers who
+// never came.
+func TestLocalBudgetLendsNewcomersPartLate(t *testing.T) {
+	start := t0.Truncate(time.Minute)
+	for _, c := range []struct {
+		name string
+		lend time.Duration
+		want int
+	}{
+		{"held to the end", 0, 80},
+		// The last claims, 1 s before the minute's end, leave
+		// ceil(20×1/15) = 2 held.
+		{"lent in the last 15 s", 15 * time.Second, 98},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(start)
+			b := newBudget(t, BudgetConfig{PerMinute: 100, NewcomerReserve: 0.2, NewcomerLend: c.lend}, clk)
+			total := 0
+			for s := range 60 { // every account asks every second
+				clk.Set(start.Add(time.Duration(s) * time.Second))
+				for a := range 10 {
+					got, _, err := grants(b, Claim{Tenant: fmt.Sprintf("acct-%d", a)}, 1)
+					if err != nil {
+						t.Fatal(err)
+					}
+					total += got
+				}
+			}
+			if total != c.want {
+				t.Errorf("calls granted in the minute = %d; want %d", total, c.want)
+			}
+		})
+	}
+}
+
+// TestRedisBudgetLendsNewcomersPartLate: the Lua lends the newcomers' part
+// by the same rule, on Redis's clock. With newcomer_lend a whole minute,
+// the part held is ceil(20 × the minute's time left / 60 s); a tenant
+// alone may take the rest. A run whose expectation changed while it ran
+// (the held part ticked down) is run again.
+func TestRedisBudgetLendsNewcomersPartLate(t *testing.T) {
+	rdb := testRedis(t)
+	ctx := context.Background()
+	cfg := BudgetConfig{PerMinute: 100, NewcomerReserve: 0.2, NewcomerLend: time.Minute}
+	held := func(now time.Time) int {
+		left := now.Truncate(time.Minute).Add(time.Minute).Sub(now)
+		return int(newcomersHeld(20, 0, left, time.Minute))
+	}
+	for range 5 {
+		before, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := newRedisBudget(t, rdb, cfg, testPrefix(t, rdb), nil)
+		got, _, err := grants(b, keyA, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 100 - held(before); held(after) == held(before) && before.Truncate(time.Minute).Equal(after.Truncate(time.Minute)) {
+			if got != want {
+				t.Fatalf("granted %d at %s; want %d (%d held for newcomers)", got, before.Format("15:04:05.000"), want, held(before))
+			}
+			return
+		}
+	}
+	t.Fatal("the held part changed during every run")
 }

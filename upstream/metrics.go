@@ -11,13 +11,17 @@ import (
 // passed to a constructor is replaced by an unregistered set.
 type Metrics struct {
 	// Requests counts Do calls by shape and result (ok, empty, not_found,
-	// budget, rate_limited, breaker_open, timeout, unavailable,
+	// rejected (the upstream's 400), budget, rate_limited, breaker_open, timeout, unavailable,
 	// bad_response, canceled).
 	Requests *prometheus.CounterVec
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
-	// budget, share (the tenant's fair share), cap (the tenant's per-minute
+	// busy (no connection slot within SlotWait), abandoned (every client
+	// of the call left while it waited for a slot), budget, share (the tenant's fair share), cap (the tenant's per-minute
 	// cap), rate_limited (the upstream's own block until its reset).
 	Refusals *prometheus.CounterVec
+	// SlotWait observes how long calls waited for a connection slot
+	// (refused ones included: see slots).
+	SlotWait prometheus.Histogram
 	// Latency observes the duration of upstream HTTP attempts by shape.
 	Latency *prometheus.HistogramVec
 	// Errors counts failed Do calls by error kind.
@@ -53,13 +57,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shape", "result", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refusals_total",
-			Help: "Upstream client calls that sent nothing, by reason (breaker_open, budget, share, cap, rate_limited, budget_error).",
+			Help: "Upstream client calls that sent nothing, by reason (breaker_open, busy, abandoned, budget, share, cap, rate_limited, budget_error).",
 		}, []string{"shape", "reason"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
 			Help:    "Duration of upstream HTTP attempts.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15},
 		}, []string{"shape"}),
+		SlotWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "slot_wait_seconds",
+			Help:    "Time upstream calls waited for a connection slot (upstream.max_conns, shared by account), refused waits included.",
+			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2, 5},
+		}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "errors_total",
 			Help: "Failed upstream client calls by error kind.",
@@ -90,6 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Requests = register(reg, m.Requests)
 		m.Refusals = register(reg, m.Refusals)
 		m.Latency = register(reg, m.Latency)
+		m.SlotWait = register(reg, m.SlotWait)
 		m.Errors = register(reg, m.Errors)
 		m.BudgetTokens = register(reg, m.BudgetTokens)
 		m.BudgetLimit = register(reg, m.BudgetLimit)

@@ -27,6 +27,7 @@ type RedisBudget struct {
 	reserve  float64
 	newcomer float64       // NewcomerReserve
 	window   time.Duration // FairWindow
+	lend     time.Duration // NewcomerLend
 	timeout  time.Duration
 	fallback Budget
 	br       *breaker.Breaker // guards the client; shared with its other users
@@ -91,6 +92,7 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 		reserve:  cfg.RefreshReserve,
 		newcomer: cfg.NewcomerReserve,
 		window:   cfg.FairWindow,
+		lend:     cfg.NewcomerLend,
 		timeout:  timeout,
 		fallback: fallback,
 		br:       br,
@@ -146,14 +148,15 @@ end
 // used), tenant-day (the same), tenant-seen (zset: tenant -> last claim ms),
 // tenant-weight (hash: tenant -> weight). ARGV: per_minute, per_day,
 // background (0/1), reserve, tenant ("" for none), weight, per-minute cap
-// (0 none), newcomer reserve, fair window ms. Returns {verdict (1 granted, 0
+// (0 none), newcomer reserve, fair window ms, lendAfter ms, newcomer lend
+// ms (0: the newcomers' part is held all minute). Returns {verdict (1 granted, 0
 // refused, 2 refused for the tenant's share, 3 blocked by the upstream's
 // 429 or exhausted count, 4 refused for the tenant's per-minute cap),
 // wait_ms, minute_left, day_left} (left -1: unlimited).
 var takeScript = redis.NewScript(luaPrelude + `
 local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
 local tenant, weight, cap = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
-local newcomer, fairwin = tonumber(ARGV[8]), tonumber(ARGV[9])
+local newcomer, fairwin, lendafter, lendlate = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local mw, mn, mr = load(KEYS[1], 60000)
 local dw, dn, dr = load(KEYS[2], 86400000)
 local ml, dl = -1, -1
@@ -191,7 +194,15 @@ if fair then
   if cap > 0 and mine_m >= cap then return {4, wend(mw, mr, 60000) - now, ml, dl} end
   local active_d = redis.call('ZRANGEBYSCORE', KEYS[6], now - fairwin, '+inf')
   local active_m = redis.call('ZRANGEBYSCORE', KEYS[6], now - math.min(fairwin, 60000), '+inf')
-  local function refuses(limit, used, mine, key, active)
+  -- the minute lends (see fair.go): asking[t] while t claimed within
+  -- lendafter; the day holds every active tenant's guarantee
+  local asking = {}
+  for _, t in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], now - math.min(fairwin, lendafter), '+inf')) do asking[t] = true end
+  local drawn = 0
+  for _, t in ipairs(redis.call('HKEYS', KEYS[4])) do
+    if t ~= 'w' and t ~= tenant and not asking[t] then drawn = drawn + 1 end
+  end
+  local function refuses(limit, used, mine, key, active, lends)
     if limit == 0 then return false end
     local nres = 0
     if limit > 1 and newcomer > 0 then nres = math.min(math.ceil(newcomer * limit), limit - 1) end
@@ -202,20 +213,30 @@ if fair then
       if t ~= tenant then
         local w = tonumber(redis.call('HGET', KEYS[7], t) or '1') or 1
         total = total + w
-        others[#others + 1] = {w, tonumber(redis.call('HGET', key, t) or '0') or 0}
+        others[#others + 1] = {w, tonumber(redis.call('HGET', key, t) or '0') or 0, (not lends) or asking[t]}
       end
     end
     local function guarantee(w) return math.floor(pool * w / total + 1e-9) end
     if mine < guarantee(weight) then return false end
     local held = 0
-    if mine > 0 then held = nres end
+    if mine > 0 then
+      if lends then
+        held = math.max(nres - drawn, 0)
+        local left = wend(mw, mr, 60000) - now
+        if lendlate > 0 and left < lendlate then
+          held = math.min(held, math.ceil(nres * math.max(left, 0) / lendlate))
+        end
+      else
+        held = nres
+      end
+    end
     for _, o in ipairs(others) do
-      held = held + math.max(guarantee(o[1]) - o[2], 0)
+      if o[3] then held = held + math.max(guarantee(o[1]) - o[2], 0) end
     end
     return (limit - used - 1) < held
   end
-  if refuses(pd, dn, mine_d, KEYS[5], active_d) then return {2, wend(dw, dr, 86400000) - now, ml, dl} end
-  if refuses(pm, mn, mine_m, KEYS[4], active_m) then return {2, wend(mw, mr, 60000) - now, ml, dl} end
+  if refuses(pd, dn, mine_d, KEYS[5], active_d, false) then return {2, wend(dw, dr, 86400000) - now, ml, dl} end
+  if refuses(pm, mn, mine_m, KEYS[4], active_m, true) then return {2, wend(mw, mr, 60000) - now, ml, dl} end
   redis.call('HINCRBY', KEYS[4], tenant, 1)
   redis.call('HINCRBY', KEYS[5], tenant, 1)
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now - fairwin - 86400000)
@@ -279,7 +300,7 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	var res []int64
 	ran, err := b.br.Do(ctx, func() (err error) {
 		res, err = takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve,
-			c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds()).Int64Slice()
+			c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds(), lendAfter.Milliseconds(), b.lend.Milliseconds()).Int64Slice()
 		if err == nil && len(res) != 4 {
 			err = fmt.Errorf("unexpected reply of %d values", len(res))
 		}

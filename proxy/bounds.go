@@ -1,0 +1,40 @@
+package proxy
+
+import (
+	"time"
+
+	"trendgate/api"
+)
+
+// What the upstream is known to refuse is refused here, without a call
+// (see docs/upstream-bounds.md): a window given only a start ends at the
+// upstream's now, and the upstream answers 400 when start is not before
+// it. Anything else the upstream answers 400 is its own verdict on the
+// canonical request, kept as an entry for rejectedFor (api.ErrUpstreamRejected),
+// so a client repeating it costs no further call.
+
+// rejectedFor is how long the upstream's 400 for a request is kept.
+const rejectedFor = time.Minute
+
+// futureStartSlack is how far past the upstream's now, as last observed,
+// a start must lie to be refused here: the observation (config.generated)
+// may lag the upstream's clock by up to a minute, so a start closer than
+// this may not be in the future for the upstream. Such a start is
+// forwarded, and the upstream's 400 kept.
+const futureStartSlack = 2 * time.Minute
+
+// refuseEarly returns api.ErrStartInFuture for req, a series window given
+// only a start, when that start lies in the future by the upstream's
+// clock; nil otherwise, and always while that clock is not known yet (the
+// upstream's clock is its own: before its first answer, ours says
+// nothing of it).
+func (c *Chain) refuseEarly(req api.Request) error {
+	if req.Endpoint != api.EndpointSeries || req.Route != nil || req.Start == 0 || req.End != 0 || !c.skewKnown.Load() {
+		return nil
+	}
+	upstreamNow := c.clk.Now().Add(time.Duration(c.upstreamSkew.Load()) * time.Second)
+	if req.Start >= upstreamNow.Add(futureStartSlack).Unix() {
+		return api.ErrStartInFuture
+	}
+	return nil
+}
