@@ -66,7 +66,8 @@ Usage:
 
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
 certificate files (both are also polled for changes, every -watch);
-SIGINT/SIGTERM drain in-flight requests and stop.
+SIGINT/SIGTERM turn /readyz to 503, keep serving for server.shutdown_delay
+(a second signal skips the rest of it), then drain in-flight requests and stop.
 
 Memory: the Go soft memory limit is GOMEMLIMIT when set, else
 server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB; the
@@ -251,7 +252,31 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}
 	}()
+	served := make(chan struct{})
+	defer close(served)
+	go skipDelayOnSecondSignal(g, served)
 	return g.Run(ctx)
+}
+
+// skipDelayOnSecondSignal calls g.SkipShutdownDelay on the second SIGINT
+// or SIGTERM (the first begins the shutdown), until done is closed: an
+// operator who presses Ctrl-C twice does not wait out
+// server.shutdown_delay.
+func skipDelayOnSecondSignal(g *gateway.Gateway, done <-chan struct{}) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	for n := 0; ; {
+		select {
+		case <-done:
+			return
+		case <-sig:
+			if n++; n == 2 {
+				g.SkipShutdownDelay()
+				return
+			}
+		}
+	}
 }
 
 // logStopped writes the process's last log line, "stopped", with how long
