@@ -311,7 +311,9 @@ func runConfig(args []string, stdout io.Writer) error {
 	fs := newFlags("config check", "Usage: "+use+"\n\n"+
 		"Validate a configuration file, given as -config FILE or as the argument: every\n"+
 		"problem is printed with its YAML path (or its line, for a syntax mistake),\n"+
-		"warnings too; the exit status is 0 only for a valid file.\n")
+		"warnings too; the exit status is 0 only for a valid file whose state.path and\n"+
+		"keys_file (when set) can be written: their directories must exist and be writable\n"+
+		"by the user running the check.\n")
 	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -371,8 +373,14 @@ func checkConfig(path string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	failed, pathErr := checkWritablePaths(cfg)
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
+		if !warningOf(w, failed) {
+			fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
+		}
+	}
+	if pathErr != nil {
+		return fmt.Errorf("%s: %w", path, pathErr)
 	}
 	managed := 0
 	if cfg.KeysFile != "" {
