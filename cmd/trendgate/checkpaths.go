@@ -19,7 +19,8 @@ import (
 // ExecStartPre of config check, a CI step). cache.persist_path is not
 // here: a gateway that cannot save its cache still serves, and config
 // check only warns about it.
-func checkWritablePaths(cfg *config.Config) (failed map[string]bool, err error) {
+// Each error names the file being checked (file) first.
+func checkWritablePaths(file string, cfg *config.Config) (failed map[string]bool, err error) {
 	failed = map[string]bool{}
 	var errs []error
 	for _, f := range []struct{ setting, path string }{
@@ -31,7 +32,7 @@ func checkWritablePaths(cfg *config.Config) (failed map[string]bool, err error) 
 		}
 		if err := checkWritable(f.path); err != nil {
 			failed[f.setting] = true
-			errs = append(errs, fmt.Errorf("%s: %w", f.setting, err))
+			errs = append(errs, fmt.Errorf("%s: %s: %w", file, f.setting, err))
 		}
 	}
 	return failed, errors.Join(errs...)

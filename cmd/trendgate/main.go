@@ -373,14 +373,14 @@ func checkConfig(path string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	failed, pathErr := checkWritablePaths(cfg)
+	failed, pathErr := checkWritablePaths(path, cfg)
 	for _, w := range cfg.Warnings() {
 		if !warningOf(w, failed) {
 			fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
 		}
 	}
 	if pathErr != nil {
-		return fmt.Errorf("%s: %w", path, pathErr)
+		return pathErr
 	}
 	managed := 0
 	if cfg.KeysFile != "" {
