@@ -286,9 +286,9 @@ func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
 // once readiness is false, so that whatever routes traffic by /readyz (a
 // load balancer, a Kubernetes Service's endpoints) stops sending new
 // connections before the public listeners close. It ends early when a
-// server fails (whose error it returns, joined to runErr) or when
-// SkipShutdownDelay is called, and is skipped when serving ended on an
-// error.
+// server fails (it returns that server's error) or when SkipShutdownDelay
+// is called, and is skipped when serving ended on an error (runErr, which
+// it returns).
 func (g *Gateway) shutdownDelay(run *running, runErr error) error {
 	d := run.cfg.Server.ShutdownDelay
 	if d <= 0 || runErr != nil {

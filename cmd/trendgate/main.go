@@ -252,20 +252,22 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}
 	}()
+	// Registered here, before serving, so that it sees the first signal
+	// as well as signalContext does.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	served := make(chan struct{})
 	defer close(served)
-	go skipDelayOnSecondSignal(g, served)
+	go skipDelayOnSecondSignal(g, sig, served)
 	return g.Run(ctx)
 }
 
 // skipDelayOnSecondSignal calls g.SkipShutdownDelay on the second SIGINT
-// or SIGTERM (the first begins the shutdown), until done is closed: an
-// operator who presses Ctrl-C twice does not wait out
+// or SIGTERM received on sig (the first begins the shutdown), until done
+// is closed: an operator who presses Ctrl-C twice does not wait out
 // server.shutdown_delay.
-func skipDelayOnSecondSignal(g *gateway.Gateway, done <-chan struct{}) {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
+func skipDelayOnSecondSignal(g *gateway.Gateway, sig <-chan os.Signal, done <-chan struct{}) {
 	for n := 0; ; {
 		select {
 		case <-done:

@@ -48,7 +48,8 @@ keys:
 // the signal on, new connections 0.5, 1.5 and 2.5 s after SIGTERM
 // must be answered 200 while /readyz answers 503, and the process must
 // then exit with status 0. Without the delay (the regression of issue 42)
-// a new connection 0.5 s after SIGTERM is refused.
+// a new connection 0.5 s after SIGTERM is refused. A second SIGTERM ends
+// the delay at once.
 //
 // It uses real time: the process under test runs on the wall clock and a
 // real signal. The load is bounded (one request every 50 ms for 3 s).
@@ -63,9 +64,13 @@ func TestServeShutdownDelay(t *testing.T) {
 	tests := []struct {
 		name  string
 		delay time.Duration
+		// twice sends a second SIGTERM once /readyz answers 503, which
+		// must end the delay at once.
+		twice bool
 	}{
-		{"delay 3s", 3 * time.Second},
-		{"no delay", 0},
+		{"delay 3s", 3 * time.Second, false},
+		{"no delay", 0, false},
+		{"second signal skips an hour's delay", time.Hour, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,6 +133,23 @@ func TestServeShutdownDelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			signalled := time.Now()
+			if tc.twice {
+				deadline := time.Now().Add(10 * time.Second)
+				for status, _ := get(readyz, ""); status != http.StatusServiceUnavailable; status, _ = get(readyz, "") {
+					if time.Now().After(deadline) {
+						t.Fatalf("/readyz not 503 within 10s of SIGTERM: %d", status)
+					}
+					time.Sleep(20 * time.Millisecond) // polling a child process
+				}
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				awaitExit(t, exited, 10*time.Second)
+				if !strings.Contains(logs.String(), "the rest of server.shutdown_delay skipped") {
+					t.Error("no skip log line")
+				}
+				return
+			}
 			if tc.delay == 0 {
 				time.Sleep(500 * time.Millisecond) // real time of the process under test
 				if status, err := get(api, key); err == nil {
