@@ -17,9 +17,14 @@ COPY . .
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags="-s -w -X trendgate/internal/buildinfo.version=${VERSION} -X trendgate/internal/buildinfo.commit=${COMMIT}" \
       -o /out/trendgate ./cmd/trendgate
+# The state directory (state.path, keys_file, cache.persist_path in
+# docs/deploy.md's examples), owned by nonroot so that a named volume
+# mounted there starts writable.
+RUN mkdir -p /out/state
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/trendgate /usr/local/bin/trendgate
+COPY --from=build --chown=65532:65532 /out/state /var/lib/trendgate
 USER nonroot:nonroot
 EXPOSE 8080 9090
 # The health check reads admin.listen from the same file the server uses

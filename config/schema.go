@@ -80,6 +80,12 @@ type Server struct {
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`        // default 120s
 	MaxHeaderBytes    int           `yaml:"max_header_bytes"`    // default 32768
 	ShutdownTimeout   time.Duration `yaml:"shutdown_timeout"`    // default 20s
+	// ShutdownDelay is how long SIGTERM keeps the public listeners
+	// accepting and serving, with /readyz already answering 503, before
+	// the drain (ShutdownTimeout) begins: time for a load balancer or a
+	// Kubernetes Service to stop sending new connections. 0 (the default)
+	// drains at once.
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed when
 	// finding the client IP. Empty trusts no one.
 	TrustedProxies []string `yaml:"trusted_proxies"`

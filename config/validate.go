@@ -100,6 +100,9 @@ func (c *Config) validateServer(p *problems) {
 	} {
 		checkPositive(p, d.path, d.v)
 	}
+	if s.ShutdownDelay < 0 {
+		p.add("server.shutdown_delay", "must be 0 (drain at once) or a positive duration, got %s", s.ShutdownDelay)
+	}
 	if s.MaxHeaderBytes < MinHeaderBytes || s.MaxHeaderBytes > MaxHeaderBytes {
 		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
 	}

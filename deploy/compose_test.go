@@ -46,6 +46,9 @@ type composeService struct {
 	Volumes     []string          `yaml:"volumes"`
 	Ports       []string          `yaml:"ports"`
 	Restart     string            `yaml:"restart"`
+	// StopGracePeriod is how long `docker compose stop` waits after
+	// SIGTERM before SIGKILL.
+	StopGracePeriod string `yaml:"stop_grace_period"`
 	ReadOnly    bool              `yaml:"read_only"`
 	CapDrop     []string          `yaml:"cap_drop"`
 	SecurityOpt []string          `yaml:"security_opt"`
@@ -273,6 +276,19 @@ func TestCompose(t *testing.T) {
 			if hc := s.Healthcheck; hc != nil {
 				t.Errorf("healthcheck: the image's (trendgate healthcheck -config) serves; got an override %v", hc.Test)
 			}
+			// The safe setup: the state files on a named volume of this
+			// instance's own, a shutdown delay within stop_grace_period.
+			var dirs []string
+			for target, src := range s.mounts(t, f) {
+				if vol, ok := strings.CutPrefix(src, "volume:"); ok && strings.HasPrefix(vol, name) {
+					dirs = append(dirs, target)
+				}
+			}
+			stop, err := time.ParseDuration(s.StopGracePeriod)
+			if err != nil {
+				t.Errorf("stop_grace_period %q: %v", s.StopGracePeriod, err)
+			}
+			checkSafe(t, cfg, dirs, stop)
 		})
 	}
 

@@ -14,8 +14,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
@@ -82,11 +85,38 @@ func TestHelmLint(t *testing.T) {
 
 // rendered is one `helm template` output, decoded.
 type rendered struct {
-	deployments []*appsv1.Deployment
-	services    []*corev1.Service
-	configMaps  map[string]*corev1.ConfigMap
-	secrets     map[string]*corev1.Secret
-	pdbs        []*policyv1.PodDisruptionBudget
+	statefulSets    []*appsv1.StatefulSet
+	services        []*corev1.Service
+	configMaps      map[string]*corev1.ConfigMap
+	secrets         map[string]*corev1.Secret
+	pdbs            []*policyv1.PodDisruptionBudget
+	hpas            []*autoscalingv2.HorizontalPodAutoscaler
+	ingresses       []*networkingv1.Ingress
+	networkPolicies []*networkingv1.NetworkPolicy
+	serviceMonitors []*serviceMonitor
+}
+
+// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor
+// (monitoring.coreos.com/v1) the chart renders; decoding is strict, so a
+// field outside it (a typo) fails the test. Its field names and types are
+// the CRD's.
+type serviceMonitor struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port          string `json:"port"`
+			Path          string `json:"path"`
+			Interval      string `json:"interval"`
+			ScrapeTimeout string `json:"scrapeTimeout"`
+			Authorization struct {
+				Type        string                   `json:"type"`
+				Credentials corev1.SecretKeySelector `json:"credentials"`
+			} `json:"authorization"`
+		} `json:"endpoints"`
+	} `json:"spec"`
 }
 
 // decodeManifests decodes every document of a `helm template` output
@@ -109,9 +139,21 @@ func decodeManifests(t *testing.T, out string) rendered {
 		}
 		var obj any
 		switch head.APIVersion + " " + head.Kind {
-		case "apps/v1 Deployment":
-			d := &appsv1.Deployment{}
-			r.deployments, obj = append(r.deployments, d), d
+		case "apps/v1 StatefulSet":
+			d := &appsv1.StatefulSet{}
+			r.statefulSets, obj = append(r.statefulSets, d), d
+		case "autoscaling/v2 HorizontalPodAutoscaler":
+			h := &autoscalingv2.HorizontalPodAutoscaler{}
+			r.hpas, obj = append(r.hpas, h), h
+		case "networking.k8s.io/v1 Ingress":
+			i := &networkingv1.Ingress{}
+			r.ingresses, obj = append(r.ingresses, i), i
+		case "networking.k8s.io/v1 NetworkPolicy":
+			n := &networkingv1.NetworkPolicy{}
+			r.networkPolicies, obj = append(r.networkPolicies, n), n
+		case "monitoring.coreos.com/v1 ServiceMonitor":
+			m := &serviceMonitor{}
+			r.serviceMonitors, obj = append(r.serviceMonitors, m), m
 		case "v1 Service":
 			s := &corev1.Service{}
 			r.services, obj = append(r.services, s), s
@@ -194,11 +236,11 @@ func TestHelmTemplate(t *testing.T) {
 }
 
 func checkRendered(t *testing.T, r rendered) {
-	if len(r.deployments) != 1 || len(r.services) != 1 || len(r.configMaps) != 1 || len(r.pdbs) != 1 {
-		t.Fatalf("want one Deployment, Service, ConfigMap and PodDisruptionBudget; got %d, %d, %d, %d",
-			len(r.deployments), len(r.services), len(r.configMaps), len(r.pdbs))
+	if len(r.statefulSets) != 1 || len(r.services) != 2 || len(r.configMaps) != 1 || len(r.pdbs) != 1 {
+		t.Fatalf("want one StatefulSet, two Services (the API's and the pods' headless one), one ConfigMap and one PodDisruptionBudget; got %d, %d, %d, %d",
+			len(r.statefulSets), len(r.services), len(r.configMaps), len(r.pdbs))
 	}
-	d := r.deployments[0]
+	d := r.statefulSets[0]
 	pod := d.Spec.Template
 	if len(pod.Spec.Containers) != 1 {
 		t.Fatalf("want one container, got %d", len(pod.Spec.Containers))
@@ -234,7 +276,14 @@ func checkRendered(t *testing.T, r rendered) {
 	if cfg.Admin.Token == "" || cfg.Upstream.APIKey == "" {
 		t.Error("admin.token and upstream.api_key must come from the Secret")
 	}
-	if n := *d.Spec.Replicas; n > 1 {
+	n := int32(1)
+	if d.Spec.Replicas != nil {
+		n = *d.Spec.Replicas
+	}
+	for _, h := range r.hpas {
+		n = max(n, *h.Spec.MinReplicas)
+	}
+	if n > 1 {
 		if !cfg.ClusterMode() {
 			t.Errorf("%d replicas without redis.url: limits and quotas would multiply", n)
 		}
@@ -323,9 +372,22 @@ func checkRendered(t *testing.T, r rendered) {
 		return len(sel) > 0
 	}
 	if !matches(d.Spec.Selector.MatchLabels) {
-		t.Errorf("Deployment selector %v does not match the pod labels %v", d.Spec.Selector.MatchLabels, pod.Labels)
+		t.Errorf("StatefulSet selector %v does not match the pod labels %v", d.Spec.Selector.MatchLabels, pod.Labels)
 	}
-	svc := r.services[0]
+	var svc, headless *corev1.Service
+	for _, s := range r.services {
+		if s.Spec.ClusterIP == corev1.ClusterIPNone {
+			headless = s
+		} else {
+			svc = s
+		}
+	}
+	if svc == nil || headless == nil {
+		t.Fatal("want the API's Service and the pods' headless Service")
+	}
+	if headless.Name != d.Spec.ServiceName || !matches(headless.Spec.Selector) {
+		t.Errorf("StatefulSet serviceName %q: want the headless Service %q, selecting the pods", d.Spec.ServiceName, headless.Name)
+	}
 	if !matches(svc.Spec.Selector) {
 		t.Errorf("Service selector %v does not match the pod labels", svc.Spec.Selector)
 	}
@@ -346,11 +408,144 @@ func checkRendered(t *testing.T, r rendered) {
 	if pdb.Spec.MaxUnavailable == nil && pdb.Spec.MinAvailable == nil {
 		t.Error("PodDisruptionBudget sets neither maxUnavailable nor minAvailable")
 	}
-	if grace := pod.Spec.TerminationGracePeriodSeconds; grace == nil || time.Duration(*grace)*time.Second <= cfg.Server.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %v: want more than server.shutdown_timeout %s", grace, cfg.Server.ShutdownTimeout)
-	}
+	checkStopping(t, pod, c, cfg)
+	checkExtras(t, r, d, svc, matches)
 	if _, ok := pod.Annotations["checksum/secret"]; !ok {
 		t.Error("no checksum/secret annotation: a changed Secret would not roll the pods")
+	}
+}
+
+// checkStopping checks what outlives a pod and how it stops: the state
+// files on the data volume (a claim of the StatefulSet's, or an emptyDir
+// with persistence off), mounted writable, the config's safe setup
+// (checkSafe) within terminationGracePeriodSeconds, and a shutdown delay at
+// least as long as the readiness probe takes to fail (for whatever routes
+// by it rather than by the pod's deletion).
+func checkStopping(t *testing.T, pod corev1.PodTemplateSpec, c corev1.Container, cfg *config.Config) {
+	t.Helper()
+	var dirs []string
+	for _, vm := range c.VolumeMounts {
+		if vm.Name == "data" && !vm.ReadOnly {
+			dirs = append(dirs, vm.MountPath)
+		}
+	}
+	if len(dirs) != 1 {
+		t.Errorf("want the data volume mounted writable once; got %v", c.VolumeMounts)
+	}
+	grace := time.Duration(0)
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	checkSafe(t, cfg, dirs, grace)
+	if p := c.ReadinessProbe; p != nil {
+		if fail := time.Duration(p.PeriodSeconds*p.FailureThreshold) * time.Second; cfg.Server.ShutdownDelay < fail {
+			t.Errorf("server.shutdown_delay %v is shorter than the readiness probe takes to fail (%v)", cfg.Server.ShutdownDelay, fail)
+		}
+	}
+}
+
+// checkExtras checks the objects behind values: the data volume's claim,
+// the ServiceMonitor, Ingress, NetworkPolicy and HorizontalPodAutoscaler,
+// each against the StatefulSet and the API's Service (svc).
+func checkExtras(t *testing.T, r rendered, d *appsv1.StatefulSet, svc *corev1.Service, matches func(map[string]string) bool) {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	claimed := false
+	for _, tpl := range d.Spec.VolumeClaimTemplates {
+		if tpl.Name == "data" {
+			claimed = true
+			if st := tpl.Spec.Resources.Requests[corev1.ResourceStorage]; st.IsZero() {
+				t.Error("the data claim requests no storage")
+			}
+		}
+	}
+	emptyDir := false
+	for _, v := range pod.Volumes {
+		if v.Name == "data" {
+			emptyDir = v.EmptyDir != nil
+		}
+	}
+	if claimed == emptyDir {
+		t.Errorf("the data volume: want either a volumeClaimTemplate (persistence) or an emptyDir; claim %v, emptyDir %v", claimed, emptyDir)
+	}
+
+	svcPort := func(name string) bool {
+		for _, p := range svc.Spec.Ports {
+			if p.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, m := range r.serviceMonitors {
+		selected := 0
+		for _, s := range r.services {
+			ok := len(m.Spec.Selector.MatchLabels) > 0
+			for k, v := range m.Spec.Selector.MatchLabels {
+				ok = ok && s.Labels[k] == v
+			}
+			if ok {
+				selected++
+				if s != svc {
+					t.Errorf("ServiceMonitor selects Service %s; want only the API's %s (every pod would be scraped twice)", s.Name, svc.Name)
+				}
+			}
+		}
+		if selected == 0 {
+			t.Errorf("ServiceMonitor selects no Service (labels %v)", m.Spec.Selector.MatchLabels)
+		}
+		if len(m.Spec.Endpoints) != 1 {
+			t.Fatalf("ServiceMonitor: want one endpoint, got %d", len(m.Spec.Endpoints))
+		}
+		e := m.Spec.Endpoints[0]
+		if e.Port != "admin" || !svcPort(e.Port) || e.Path != "/metrics" {
+			t.Errorf("ServiceMonitor endpoint %s %s: want port admin, /metrics", e.Port, e.Path)
+		}
+		secret := pod.Containers[0].EnvFrom[0].SecretRef.Name
+		if cr := e.Authorization.Credentials; e.Authorization.Type != "Bearer" || cr.Name != secret || cr.Key != "TRENDGATE_ADMIN_TOKEN" {
+			t.Errorf("ServiceMonitor authorization %+v: want Bearer with %s's TRENDGATE_ADMIN_TOKEN", e.Authorization, secret)
+		}
+		for _, dur := range []string{e.Interval, e.ScrapeTimeout} {
+			if _, err := time.ParseDuration(dur); err != nil {
+				t.Errorf("ServiceMonitor duration %q: %v", dur, err)
+			}
+		}
+	}
+	for _, ing := range r.ingresses {
+		if len(ing.Spec.Rules) == 0 {
+			t.Error("Ingress without rules")
+		}
+		for _, rule := range ing.Spec.Rules {
+			for _, p := range rule.HTTP.Paths {
+				b := p.Backend.Service
+				if b == nil || b.Name != svc.Name || b.Port.Name != "http" || !svcPort(b.Port.Name) {
+					t.Errorf("Ingress path %s: backend %+v; want the API Service's http port (never admin)", p.Path, b)
+				}
+			}
+		}
+	}
+	for _, np := range r.networkPolicies {
+		if !matches(np.Spec.PodSelector.MatchLabels) {
+			t.Error("NetworkPolicy does not select the pods")
+		}
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port != nil && p.Port.String() == "admin" && len(rule.From) == 0 {
+					t.Error("NetworkPolicy opens the admin port to everyone")
+				}
+			}
+		}
+	}
+	for _, h := range r.hpas {
+		if ref := h.Spec.ScaleTargetRef; ref.Kind != "StatefulSet" || ref.Name != d.Name || ref.APIVersion != "apps/v1" {
+			t.Errorf("HorizontalPodAutoscaler targets %+v; want the StatefulSet %s", ref, d.Name)
+		}
+		if d.Spec.Replicas != nil {
+			t.Error("the StatefulSet sets replicas while an HPA scales it: every upgrade would reset the count")
+		}
+		if h.Spec.MinReplicas == nil || *h.Spec.MinReplicas < 2 || h.Spec.MaxReplicas < *h.Spec.MinReplicas {
+			t.Errorf("HorizontalPodAutoscaler min %v max %d", h.Spec.MinReplicas, h.Spec.MaxReplicas)
+		}
 	}
 }
 
@@ -402,12 +597,53 @@ func TestHelmRefuses(t *testing.T) {
 		{"no admin token", []string{"--set", "secrets.upstreamKey=u"}, "secrets.adminToken is required"},
 		{"replicas without cluster mode", []string{"--set", "secrets.upstreamKey=u,secrets.adminToken=a,replicaCount=2"}, "replicaCount > 1 needs clusterMode"},
 		{"cluster mode without redis", []string{"--set", "secrets.upstreamKey=u,secrets.adminToken=a,clusterMode=true"}, "secrets.redisURL is required"},
+		{"autoscaling without cluster mode", []string{"--set", "secrets.upstreamKey=u,secrets.adminToken=a,autoscaling.enabled=true"}, "autoscaling.enabled needs clusterMode"},
+		{"ingress without hosts", []string{"--set", "secrets.upstreamKey=u,secrets.adminToken=a,ingress.enabled=true"}, "ingress.enabled needs at least one entry in ingress.hosts"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runHelm(t, append([]string{"template", "tg", chartDir}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v; want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmDefaults: with the default values (and the two credentials the
+// chart requires) the pod keeps its state on a persistent volume claimed
+// by the StatefulSet, mounted into the pod, and stops within a grace
+// period that covers the shutdown delay and the drain; a ServiceMonitor
+// is rendered with serviceMonitor.enabled=true only.
+func TestHelmDefaults(t *testing.T) {
+	const creds = "secrets.upstreamKey=u,secrets.adminToken=a"
+	for _, tc := range []struct {
+		set      string
+		monitors int
+	}{{creds, 0}, {creds + ",serviceMonitor.enabled=true", 1}} {
+		t.Run(tc.set, func(t *testing.T) {
+			out, err := runHelm(t, "template", "tg", chartDir, "--set", tc.set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := decodeManifests(t, out)
+			checkRendered(t, r)
+			d := r.statefulSets[0]
+			if len(d.Spec.VolumeClaimTemplates) != 1 || d.Spec.VolumeClaimTemplates[0].Name != "data" {
+				t.Errorf("volumeClaimTemplates %v: want the data claim", d.Spec.VolumeClaimTemplates)
+			}
+			mounted := false
+			for _, vm := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+				mounted = mounted || vm.Name == "data" && vm.MountPath == "/var/lib/trendgate"
+			}
+			if !mounted {
+				t.Error("the data claim is not mounted at /var/lib/trendgate")
+			}
+			if g := d.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g != 40 {
+				t.Errorf("terminationGracePeriodSeconds %v; want 40 (delay 10 + drain 20 + writes 10)", g)
+			}
+			if len(r.serviceMonitors) != tc.monitors {
+				t.Errorf("%d ServiceMonitors; want %d", len(r.serviceMonitors), tc.monitors)
 			}
 		})
 	}

@@ -1,5 +1,7 @@
-// Package docs holds the repository's documentation; its test checks that
-// the relative links in README.md and the documents here lead somewhere.
+// Package docs holds the repository's documentation; its tests check that
+// the relative links in README.md and the documents here lead somewhere,
+// and so do the pointers into the repository written in deploy/, the
+// release files and config.example.yaml's comments (pointers_test.go).
 package docs
 
 import (

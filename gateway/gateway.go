@@ -109,6 +109,8 @@ type Gateway struct {
 
 	boot     *config.Config // the configuration the process started with
 	draining atomic.Bool    // set when shutdown begins; readiness turns false
+	// skipDelay ends server.shutdown_delay early (server.go).
+	skipDelay skipSignal
 	// lastReload is the latest reload's outcome, for the dashboard; nil
 	// before any.
 	lastReload atomic.Pointer[admin.ReloadStatus]

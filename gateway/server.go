@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -95,8 +96,9 @@ func (g *Gateway) Run(ctx context.Context) error {
 // (startup never waits for the CA): /readyz stays false and handshakes fail
 // until every domain has a certificate.
 //
-// Then it drains: readiness turns false at once, the public and plain-HTTP
-// servers stop accepting and wait for in-flight requests up to
+// Then it drains: readiness turns false at once, every listener keeps
+// serving for server.shutdown_delay (see SkipShutdownDelay), the public
+// and plain-HTTP servers stop accepting and wait for in-flight requests up to
 // server.shutdown_timeout, background refreshes stop, the local cache is
 // written to cache.persist_path (when set), certificate management stops,
 // and the admin server closes last. Serve closes the listeners.
@@ -248,6 +250,7 @@ func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
 	g.draining.Store(true)
 	g.metrics.ready.Set(0)
 	run.readyMu.Unlock()
+	runErr = g.shutdownDelay(run, runErr)
 	g.log.Info("shutting down: draining in-flight requests", zap.Duration("timeout", run.cfg.Server.ShutdownTimeout))
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), run.cfg.Server.ShutdownTimeout)
@@ -277,6 +280,55 @@ func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
 		errs = append(errs, runErr)
 	}
 	return errors.Join(errs...)
+}
+
+// shutdownDelay keeps every listener serving for server.shutdown_delay
+// once readiness is false, so that whatever routes traffic by /readyz (a
+// load balancer, a Kubernetes Service's endpoints) stops sending new
+// connections before the public listeners close. It ends early when a
+// server fails (it returns that server's error) or when SkipShutdownDelay
+// is called, and is skipped when serving ended on an error (runErr, which
+// it returns).
+func (g *Gateway) shutdownDelay(run *running, runErr error) error {
+	d := run.cfg.Server.ShutdownDelay
+	if d <= 0 || runErr != nil {
+		return runErr
+	}
+	g.log.Info("shutting down: not ready, still serving for server.shutdown_delay", zap.Duration("delay", d))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-g.skipDelay.done():
+		g.log.Info("shutting down: the rest of server.shutdown_delay skipped")
+	case err := <-run.errc:
+		return err
+	}
+	return nil
+}
+
+// SkipShutdownDelay ends server.shutdown_delay at once if Serve is in it,
+// or makes the next one end at once: the drain begins. trendgate serve
+// calls it on a second SIGINT or SIGTERM. Safe to call more than once.
+func (g *Gateway) SkipShutdownDelay() { g.skipDelay.skip() }
+
+// skipSignal is closed once, by skip. The zero value is open.
+type skipSignal struct {
+	made   sync.Once // makes ch
+	closed sync.Once // closes ch
+	ch     chan struct{}
+}
+
+func (s *skipSignal) done() <-chan struct{} { return s.channel() }
+
+func (s *skipSignal) skip() {
+	ch := s.channel()
+	s.closed.Do(func() { close(ch) })
+}
+
+func (s *skipSignal) channel() chan struct{} {
+	s.made.Do(func() { s.ch = make(chan struct{}) })
+	return s.ch
 }
 
 // drainPublic shuts the public and plain-HTTP servers down at the same

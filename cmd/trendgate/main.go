@@ -66,7 +66,8 @@ Usage:
 
 Signals (serve): SIGHUP reloads the config file and, in tls.mode files, the
 certificate files (both are also polled for changes, every -watch);
-SIGINT/SIGTERM drain in-flight requests and stop.
+SIGINT/SIGTERM turn /readyz to 503, keep serving for server.shutdown_delay
+(a second signal skips the rest of it), then drain in-flight requests and stop.
 
 Memory: the Go soft memory limit is GOMEMLIMIT when set, else
 server.memory_limit, else cache.max_bytes + max_bytes/4 + 32 MiB + 1 KiB
@@ -252,7 +253,33 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 			}
 		}
 	}()
+	// Registered here, before serving, so that it sees the first signal
+	// as well as signalContext does.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	served := make(chan struct{})
+	defer close(served)
+	go skipDelayOnSecondSignal(g, sig, served)
 	return g.Run(ctx)
+}
+
+// skipDelayOnSecondSignal calls g.SkipShutdownDelay on the second SIGINT
+// or SIGTERM received on sig (the first begins the shutdown), until done
+// is closed: an operator who presses Ctrl-C twice does not wait out
+// server.shutdown_delay.
+func skipDelayOnSecondSignal(g *gateway.Gateway, sig <-chan os.Signal, done <-chan struct{}) {
+	for n := 0; ; {
+		select {
+		case <-done:
+			return
+		case <-sig:
+			if n++; n == 2 {
+				g.SkipShutdownDelay()
+				return
+			}
+		}
+	}
 }
 
 // logStopped writes the process's last log line, "stopped", with how long
@@ -287,7 +314,9 @@ func runConfig(args []string, stdout io.Writer) error {
 	fs := newFlags("config check", "Usage: "+use+"\n\n"+
 		"Validate a configuration file, given as -config FILE or as the argument: every\n"+
 		"problem is printed with its YAML path (or its line, for a syntax mistake),\n"+
-		"warnings too; the exit status is 0 only for a valid file.\n")
+		"warnings too; the exit status is 0 only for a valid file whose state.path and\n"+
+		"keys_file (when set) can be written: their directories must exist and be writable\n"+
+		"by the user running the check.\n")
 	flagPath := fs.String("config", "", "configuration `FILE` (or give it as the argument)")
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
@@ -347,8 +376,14 @@ func checkConfig(path string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	failed, pathErr := checkWritablePaths(path, cfg)
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
+		if !warningOf(w, failed) {
+			fmt.Fprintf(stdout, "%s: warning: %s\n", path, w)
+		}
+	}
+	if pathErr != nil {
+		return pathErr
 	}
 	managed := 0
 	if cfg.KeysFile != "" {
