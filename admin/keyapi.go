@@ -221,6 +221,10 @@ func (s *server) refused(w http.ResponseWriter, err error) bool {
 			status, code = http.StatusNotFound, api.CodeUnknownAccount
 		case keystore.Taken:
 			status, code = http.StatusConflict, api.CodeKeyIDTaken
+		case keystore.Tombstoned:
+			status, code = http.StatusConflict, api.CodeKeyIDRevoked
+		case keystore.NotActive:
+			status, code = http.StatusConflict, api.CodeKeyNotActive
 		}
 		httperr.Write(w, requestID(w), httperr.New(status, code, ke.Msg))
 	case errors.Is(err, keystore.ErrReadOnly):

@@ -61,6 +61,8 @@ const (
 	CodeInvalidPurge      = "invalid_purge"
 	CodeKeyAPIReadOnly    = "key_api_read_only"
 	CodeKeyIDTaken        = "key_id_taken"
+	CodeKeyIDRevoked      = "key_id_revoked"
+	CodeKeyNotActive      = "key_not_active"
 	CodeKeysUnavailable   = "keys_store_unavailable"
 	CodeNotCached         = "not_cached"
 	CodeUnknownAccount    = "unknown_account"

@@ -57,6 +57,39 @@ func (c *Config) ResolvedKeys() []ResolvedKey {
 	return out
 }
 
+// ResolvedKeysOf is ResolvedKeys of only the keys whose ids are in ids,
+// in file order. It indexes only the accounts those keys name, so it
+// costs one pass over the keys and accounts, whatever their number.
+func (c *Config) ResolvedKeysOf(ids map[string]bool) []ResolvedKey {
+	var keys []Key
+	named := make(map[string]*Account)
+	for _, k := range c.Keys {
+		if ids[k.ID] {
+			keys = append(keys, k)
+			if k.Account != "" {
+				named[k.Account] = nil
+			}
+		}
+	}
+	for i := range c.Accounts {
+		if a, ok := named[c.Accounts[i].ID]; ok && a == nil {
+			named[c.Accounts[i].ID] = &c.Accounts[i]
+		}
+	}
+	for id, a := range named {
+		if a == nil {
+			delete(named, id)
+		}
+	}
+	out := make([]ResolvedKey, 0, len(keys))
+	for _, k := range keys {
+		if rk, ok := c.resolveKey(k, named); ok {
+			out = append(out, rk)
+		}
+	}
+	return out
+}
+
 // ResolvedAccounts returns the configured accounts in file order, then one
 // implicit account per key configured without an account, in key order.
 // An account whose plan does not exist is left out (Validate reports it).

@@ -49,6 +49,11 @@ type Config struct {
 	// is each instance's copy that brings them back after Redis restarts
 	// empty. Read at start only.
 	KeysFile string `yaml:"keys_file"`
+	// RevokedKeyRetention is how long the id of a key revoked through the
+	// key API stays taken: its tombstone (when, by which admin token) is
+	// kept, and a new key of that id is refused unless the request names
+	// the account it joins. Default 400 days (9600h); 0 means the default.
+	RevokedKeyRetention time.Duration `yaml:"revoked_key_retention"`
 }
 
 // Account is a tenant (a team): its keys share its plan, its daily and

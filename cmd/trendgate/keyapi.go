@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"trendgate/admin"
+	"trendgate/config"
 	"trendgate/keystore"
 )
 
@@ -87,6 +88,9 @@ func runKeysRotate(args []string, stdout io.Writer) error {
 	if *id == "" {
 		return errors.New("keys rotate: -id is required")
 	}
+	if err := config.CheckName(*id); err != nil {
+		return fmt.Errorf("keys rotate: -id: %w", err)
+	}
 	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
@@ -114,6 +118,9 @@ func runKeysRevoke(args []string, stdout io.Writer) error {
 	}
 	if *id == "" {
 		return errors.New("keys revoke: -id is required")
+	}
+	if err := config.CheckName(*id); err != nil {
+		return fmt.Errorf("keys revoke: -id: %w", err)
 	}
 	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {

@@ -1,0 +1,191 @@
+package gateway_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"trendgate/admin"
+	"trendgate/config"
+	"trendgate/internal/testing/gatewaytest"
+	"trendgate/keystore"
+)
+
+// TestRevokedIDNotReused is issue 41's reuse sequence through the admin
+// listener: a key cx of plan full, rotated, both keys revoked, then
+// POST /keys {"id":"cx","plan":"limited"}. It used to answer 201 with
+// plan full, in the old customer's account. It must be refused while the
+// tombstone lasts, and after it too (the account cx the rotation wrote out
+// still holds the id); naming the account gives a key checked as a
+// configured one.
+func TestRevokedIDNotReused(t *testing.T) {
+	for _, mode := range []string{"single", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+			var a, b *gatewaytest.Harness
+			if mode == "single" {
+				a = gatewaytest.New(t, withAccount(keysFile))
+				b = a
+			} else {
+				c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Instances: 2, Mutate: withAccount(keysFile)})
+				a, b = c.Nodes[0], c.Nodes[1]
+			}
+			sync := func() {
+				t.Helper()
+				if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var cx, r1 admin.CreatedKey
+			if code, ec := adminSend(t, a.Admin, http.MethodPost, "/keys", `{"id":"cx","plan":"full"}`, &cx); code != http.StatusCreated {
+				t.Fatalf("POST /keys cx: %d %s", code, ec)
+			}
+			if code, ec := adminSend(t, a.Admin, http.MethodPost, "/keys/cx/rotate", `{"overlap":"1h"}`, &r1); code != http.StatusCreated {
+				t.Fatalf("rotate cx: %d %s", code, ec)
+			}
+			for _, id := range []string{"cx", r1.ID} {
+				if code, ec := adminSend(t, a.Admin, http.MethodDelete, "/keys/"+id, "", nil); code != http.StatusOK {
+					t.Fatalf("revoke %s: %d %s", id, code, ec)
+				}
+			}
+			sync()
+			if got := status(b, cx.Secret); got != http.StatusUnauthorized {
+				t.Fatalf("the revoked key cx on the public listener: %d, want 401", got)
+			}
+			if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys", `{"id":"cx","plan":"limited"}`, nil); code != http.StatusConflict || ec != "key_id_revoked" {
+				t.Fatalf("POST /keys reusing the revoked id cx: %d %s, want 409 key_id_revoked", code, ec)
+			}
+			if !strings.Contains(b.Logs.String()+a.Logs.String(), `"action":"revoke","admin":"admin.token","key":"cx"`) {
+				t.Fatal("no audit line for the revocation of cx")
+			}
+			// Naming the account: a key of account cx, on its plan, or a
+			// plan that differs from it refused.
+			if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys", `{"id":"cx","account":"cx","plan":"limited"}`, nil); code != http.StatusBadRequest || ec != "invalid_key_change" {
+				t.Fatalf("POST /keys cx into account cx with another plan: %d %s, want 400", code, ec)
+			}
+			// Past the retention the id is free of its tombstone, but the
+			// account the rotation wrote out still has it.
+			a.Clock.Advance(config.Default().RevokedKeyRetention + time.Hour)
+			if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys", `{"id":"cx","plan":"limited"}`, nil); code != http.StatusConflict || ec != "key_id_taken" {
+				t.Fatalf("POST /keys cx after the retention: %d %s, want 409 key_id_taken (account cx has the id)", code, ec)
+			}
+			var again admin.CreatedKey
+			if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys", `{"id":"cx","account":"cx"}`, &again); code != http.StatusCreated {
+				t.Fatalf("POST /keys cx naming account cx: %d %s", code, ec)
+			}
+			if again.Account != "cx" || again.Plan != "full" {
+				t.Fatalf("the key made naming account cx = %+v; want account cx, plan full", again)
+			}
+			if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range []*gatewaytest.Harness{a, b} {
+				if got := status(h, again.Secret); got != http.StatusOK {
+					t.Fatalf("the new key cx on the public listener: %d", got)
+				}
+			}
+		})
+	}
+}
+
+// TestRotateOnlyActive checks that only a key in force can be rotated (a
+// disabled key used to be rotated into an active one) and that the ids
+// "." and "..", which no URL path can carry, are refused with a 400.
+func TestRotateOnlyActive(t *testing.T) {
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	h := gatewaytest.New(t, func(cfg *config.Config) {
+		withAccount(keysFile)(cfg)
+		cfg.Keys = append(cfg.Keys, config.Key{ID: "off", SHA256: cfg.Keys[0].SHA256[:63] + "0", Account: "acme", Disabled: true})
+		if cfg.Keys[len(cfg.Keys)-1].SHA256 == cfg.Keys[0].SHA256 {
+			cfg.Keys[len(cfg.Keys)-1].SHA256 = cfg.Keys[0].SHA256[:63] + "1"
+		}
+	})
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"rotate a disabled key", http.MethodPost, "/keys/off/rotate", `{}`, 409, "key_not_active"},
+		{"create the id .", http.MethodPost, "/keys", `{"id":".","account":"acme"}`, 400, "invalid_key_change"},
+		{"create the id ..", http.MethodPost, "/keys", `{"id":"..","account":"acme"}`, 400, "invalid_key_change"},
+		{"rotate into the id ..", http.MethodPost, "/keys/team-full/rotate", `{"new_id":".."}`, 400, "invalid_key_change"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code, ec := adminSend(t, h.Admin, tc.method, tc.path, tc.body, nil); code != tc.status || ec != tc.code {
+				t.Fatalf("%s %s: %d %s, want %d %s", tc.method, tc.path, code, ec, tc.status, tc.code)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(keysFile); len(b) != 0 {
+		t.Fatalf("a refused change wrote the keys file:\n%s", b)
+	}
+	// An expired key cannot be rotated either.
+	var k admin.CreatedKey
+	exp := h.Clock.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if code, ec := adminSend(t, h.Admin, http.MethodPost, "/keys", `{"id":"short","account":"acme","expires":"`+exp+`"}`, &k); code != http.StatusCreated {
+		t.Fatalf("POST /keys short: %d %s", code, ec)
+	}
+	h.Clock.Advance(2 * time.Hour)
+	if code, ec := adminSend(t, h.Admin, http.MethodPost, "/keys/short/rotate", `{}`, nil); code != 409 || ec != "key_not_active" {
+		t.Fatalf("rotate an expired key: %d %s, want 409 key_not_active", code, ec)
+	}
+}
+
+// TestKeysFileIsALog checks that each change appends one record to
+// keys_file instead of writing it whole, and that a gateway started on
+// the file finds every change.
+func TestKeysFileIsALog(t *testing.T) {
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	h := gatewaytest.New(t, withAccount(keysFile))
+	var secrets []string
+	sizes := []int64{}
+	for _, id := range []string{"l1", "l2", "l3"} {
+		var k admin.CreatedKey
+		if code, ec := adminSend(t, h.Admin, http.MethodPost, "/keys", `{"id":"`+id+`","account":"acme"}`, &k); code != http.StatusCreated {
+			t.Fatalf("POST /keys %s: %d %s", id, code, ec)
+		}
+		secrets = append(secrets, k.Secret)
+		fi, err := os.Stat(keysFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, fi.Size())
+	}
+	if code, ec := adminSend(t, h.Admin, http.MethodDelete, "/keys/l2", "", nil); code != http.StatusOK {
+		t.Fatalf("DELETE /keys/l2: %d %s", code, ec)
+	}
+	// Each create adds one record of about the same size.
+	if d1, d2 := sizes[1]-sizes[0], sizes[2]-sizes[1]; d1 <= 0 || d2 != d1 {
+		t.Fatalf("keys_file grew by %d then %d bytes; want one record each", d1, d2)
+	}
+	b, err := os.ReadFile(keysFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if strings.Contains(string(b), s) {
+			t.Fatal("keys_file holds a secret")
+		}
+	}
+	d, err := keystore.Load(keysFile)
+	if err != nil || d.Version != 4 {
+		t.Fatalf("keys_file read back: version %v, %v; want 4", d, err)
+	}
+	// Another gateway on the same file serves the same keys.
+	cfg := *h.Config
+	g, _ := gatewaytest.Build(t, h.Clock, &cfg)
+	defer g.Close()
+	want := map[string]int{secrets[0]: 200, secrets[1]: 401, secrets[2]: 200}
+	for s, code := range want {
+		rec := &gatewaytest.DiscardWriter{Hdr: http.Header{}}
+		req, _ := http.NewRequest(http.MethodGet, listPath, nil)
+		req.Header.Set("Authorization", "Bearer "+s)
+		g.ServeHTTP(rec, req)
+		if rec.Status != code && !(code == 200 && rec.Status == 0) {
+			t.Errorf("a gateway started on the keys file answers %d; want %d", rec.Status, code)
+		}
+	}
+}
