@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,6 +187,54 @@ func TestKeysFileIsALog(t *testing.T) {
 		g.ServeHTTP(rec, req)
 		if rec.Status != code && !(code == 200 && rec.Status == 0) {
 			t.Errorf("a gateway started on the keys file answers %d; want %d", rec.Status, code)
+		}
+	}
+}
+
+// TestKeyEditsInForceMatchTheDoc makes every kind of key API change and
+// checks after each that the keys and accounts in force, changed one
+// patch at a time, are those the whole keys file laid over the
+// configuration gives (what a restart or a reload would build).
+func TestKeyEditsInForceMatchTheDoc(t *testing.T) {
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	h := gatewaytest.New(t, withAccount(keysFile))
+	steps := []struct{ method, path, body string }{
+		{http.MethodPost, "/keys", `{"id":"e1","account":"acme"}`},
+		{http.MethodPost, "/keys", `{"id":"own","plan":"limited"}`},
+		{http.MethodPost, "/keys/own/rotate", `{"overlap":"1h"}`},
+		{http.MethodPatch, "/accounts/acme", `{"daily":77,"per_second":3,"burst":9}`},
+		{http.MethodPatch, "/accounts/own", `{"monthly":1234}`},
+		{http.MethodDelete, "/keys/e1", ""},
+		{http.MethodDelete, "/keys/team-limited", ""},
+		{http.MethodPost, "/keys/team-full/rotate", `{"new_id":"tf2","overlap":"2h"}`},
+		{http.MethodPatch, "/accounts/acme", `{"daily":null}`},
+		{http.MethodPost, "/keys", `{"id":"e1","account":"acme"}`},
+	}
+	for _, st := range steps {
+		if code, ec := adminSend(t, h.Admin, st.method, st.path, st.body, nil); code >= 300 {
+			t.Fatalf("%s %s: %d %s", st.method, st.path, code, ec)
+		}
+		d, err := keystore.Load(keysFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := d.Apply(h.Config)
+		got := h.Gateway.Config()
+		if len(got.Keys) != len(want.Keys) || len(got.Accounts) != len(want.Accounts) {
+			t.Fatalf("after %s %s: %d keys, %d accounts in force; the file gives %d, %d",
+				st.method, st.path, len(got.Keys), len(got.Accounts), len(want.Keys), len(want.Accounts))
+		}
+		for _, w := range want.Keys {
+			i := slices.IndexFunc(got.Keys, func(k config.Key) bool { return k.ID == w.ID })
+			if i < 0 || !got.Keys[i].Equal(w) {
+				t.Fatalf("after %s %s: key %s in force differs from the file's %+v", st.method, st.path, w.ID, w)
+			}
+		}
+		for _, w := range want.Accounts {
+			i := slices.IndexFunc(got.Accounts, func(a config.Account) bool { return a.ID == w.ID })
+			if i < 0 || !got.Accounts[i].Equal(w) {
+				t.Fatalf("after %s %s: account %s in force differs from the file's", st.method, st.path, w.ID)
+			}
 		}
 	}
 }
