@@ -69,7 +69,8 @@ const usageTimeout = 2 * time.Second
 // KeysUsage implements admin.UsageSource: every configured key, in
 // configuration order.
 func (g *Gateway) KeysUsage(ctx context.Context) ([]admin.KeyUsage, error) {
-	return g.keysUsage(ctx, g.chain.Settings(), "")
+	out, err := g.keysUsage(ctx, g.chain.Settings(), "")
+	return append(out, g.revokedKeys("")...), err // revoked ones last (keys.go)
 }
 
 // KeyUsage implements admin.UsageSource.
@@ -77,6 +78,9 @@ func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, erro
 	ks, err := g.keysUsage(ctx, g.chain.Settings(), id)
 	if err != nil {
 		return admin.KeyUsage{}, err
+	}
+	if len(ks) == 0 {
+		ks = g.revokedKeys(id) // keys.go
 	}
 	if len(ks) == 0 {
 		return admin.KeyUsage{}, admin.ErrUnknownKey

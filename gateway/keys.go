@@ -315,3 +315,51 @@ func compileValid(cfg *config.Config) (*proxy.Settings, error) {
 	}
 	return proxy.Compile(cfg)
 }
+
+// revokedKeys is the standing of each key revoked through the key API
+// whose tombstone is kept and whose id no key in force has now (only
+// that id, unless ""), as the admin views show it: state revoked, when,
+// by which admin token. A revoked key has no rate, quota or traffic of
+// its own any more.
+func (g *Gateway) revokedKeys(only string) []admin.KeyUsage {
+	d, base, cfg := g.keys.Doc(), g.base.Load(), g.Config()
+	inForce := func(id string) bool {
+		return slices.ContainsFunc(cfg.Keys, func(k config.Key) bool { return k.ID == id })
+	}
+	var out []admin.KeyUsage
+	add := func(ku admin.KeyUsage) {
+		if (only == "" || ku.ID == only) && !inForce(ku.ID) {
+			ku.State = admin.StateRevoked
+			ku.Source = "local"
+			ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
+			out = append(out, ku)
+		}
+	}
+	for _, k := range d.Keys {
+		if k.Revoked == nil {
+			continue
+		}
+		created := k.Created
+		ku := admin.KeyUsage{ID: k.ID, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan, Created: &created,
+			Expires: k.Expires, NotBefore: k.NotBefore, Revoked: k.Revoked, RevokedBy: k.RevokedBy}
+		if a, ok := d.Account(base, ku.Account); ok {
+			ku.Plan = a.Plan
+		}
+		add(ku)
+	}
+	for _, ch := range d.ConfigKeys {
+		if ch.Revoked == nil {
+			continue
+		}
+		ku := admin.KeyUsage{ID: ch.ID, Account: ch.ID, Revoked: ch.Revoked, RevokedBy: ch.RevokedBy}
+		if i := slices.IndexFunc(base.Keys, func(k config.Key) bool { return k.ID == ch.ID && k.SHA256 == ch.SHA256 }); i >= 0 {
+			k := base.Keys[i]
+			ku.Account, ku.Plan, ku.Created, ku.Expires, ku.NotBefore = cmp.Or(k.Account, k.ID), k.Plan, k.Created, k.Expires, k.NotBefore
+			if a, ok := d.Account(base, ku.Account); ok {
+				ku.Plan = a.Plan
+			}
+		}
+		add(ku)
+	}
+	return out
+}

@@ -238,3 +238,48 @@ func TestKeyEditsInForceMatchTheDoc(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedKeysStayVisible: GET /keys/{id} of a revoked key used to
+// answer 404 unknown_key. It answers 200 with state revoked, when and by
+// whom, for a key made through the API and for one of the file; GET /keys
+// lists them, and they count in no account.
+func TestRevokedKeysStayVisible(t *testing.T) {
+	keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+	h := gatewaytest.New(t, withAccount(keysFile))
+	if code, ec := adminSend(t, h.Admin, http.MethodPost, "/keys", `{"id":"gone","account":"acme"}`, nil); code != http.StatusCreated {
+		t.Fatalf("POST /keys: %d %s", code, ec)
+	}
+	for _, id := range []string{"gone", "team-limited"} {
+		if code, ec := adminSend(t, h.Admin, http.MethodDelete, "/keys/"+id, "", nil); code != http.StatusOK {
+			t.Fatalf("DELETE /keys/%s: %d %s", id, code, ec)
+		}
+	}
+	for _, tc := range []struct{ id, account, plan string }{{"gone", "acme", "full"}, {"team-limited", "team-limited", "limited"}} {
+		var ku admin.KeyUsage
+		if code, ec := adminSend(t, h.Admin, http.MethodGet, "/keys/"+tc.id, "", &ku); code != http.StatusOK {
+			t.Fatalf("GET /keys/%s of a revoked key: %d %s, want 200", tc.id, code, ec)
+		}
+		if ku.State != "revoked" || ku.Revoked == nil || ku.RevokedBy != "admin.token" || ku.Account != tc.account || ku.Plan != tc.plan {
+			t.Fatalf("GET /keys/%s = %+v; want state revoked by admin.token, account %s, plan %s", tc.id, ku, tc.account, tc.plan)
+		}
+	}
+	var list admin.KeyList
+	if code, ec := adminSend(t, h.Admin, http.MethodGet, "/keys", "", &list); code != http.StatusOK {
+		t.Fatalf("GET /keys: %d %s", code, ec)
+	}
+	states := map[string]string{}
+	for _, k := range list.Keys {
+		states[k.ID] = k.State
+	}
+	if states["gone"] != "revoked" || states["team-limited"] != "revoked" || states["team-full"] != "active" {
+		t.Fatalf("GET /keys states = %v", states)
+	}
+	for _, a := range list.Accounts {
+		if slices.Contains(a.Keys, "gone") || a.ID == "team-limited" {
+			t.Fatalf("a revoked key counts in account %+v", a)
+		}
+	}
+	if code, ec := adminSend(t, h.Admin, http.MethodGet, "/keys/never", "", nil); code != http.StatusNotFound || ec != "unknown_key" {
+		t.Fatalf("GET /keys/never: %d %s, want 404 unknown_key", code, ec)
+	}
+}
