@@ -70,6 +70,11 @@ type AccountSettings struct {
 type RevokedKey struct {
 	ID      string    `json:"id"`
 	Revoked time.Time `json:"revoked"`
+	// Pending is true when the shared store (Redis) was out of reach: the
+	// key is refused by the instance that answered from now on, and by
+	// every other one once the revocation is stored, at the first poll
+	// that reaches Redis again. The answer is then 202, not 200.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // RotateRequest is the body of POST /keys/{id}/rotate; both members are
@@ -144,6 +149,10 @@ func (s *server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := s.o.Keys.RevokeKey(r.Context(), s.actor(r), r.PathValue("id"))
 	if s.refused(w, err) {
+		return
+	}
+	if k.Pending {
+		writeJSON(w, http.StatusAccepted, k)
 		return
 	}
 	writeJSON(w, http.StatusOK, k)

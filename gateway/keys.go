@@ -211,6 +211,11 @@ func (g *Gateway) CreateKey(ctx context.Context, by string, nk keystore.NewKey) 
 // RevokeKey takes a key out of force on every instance.
 func (g *Gateway) RevokeKey(ctx context.Context, by, id string) (admin.RevokedKey, error) {
 	at, err := g.keys.Revoke(ctx, id, by)
+	if errors.Is(err, keystore.ErrPending) {
+		// Denied here at once; every instance once Redis is back.
+		g.audit("revoke", by, zap.String("key", id), zap.Bool("pending", true))
+		return admin.RevokedKey{ID: id, Revoked: at, Pending: true}, nil
+	}
 	if err != nil {
 		return admin.RevokedKey{}, err
 	}

@@ -85,9 +85,10 @@ type Store struct {
 	rules rules
 	keys  redisKeys
 
-	mu   sync.Mutex // serializes edits, polls and reloads; guards doc and file
-	doc  *Doc
-	file *file // the keys file; nil without one
+	mu      sync.Mutex // serializes edits, polls and reloads; guards doc, file and pending
+	doc     *Doc
+	file    *file           // the keys file; nil without one
+	pending []pendingRevoke // revocations denied here while Redis was out of reach (pending.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -198,7 +199,7 @@ func (s *Store) Reload(apply func(*Doc) error) error {
 			return err
 		}
 	}
-	if err := apply(d); err != nil {
+	if err := apply(s.view(d)); err != nil {
 		return err
 	}
 	s.doc, s.file = d, f
@@ -214,7 +215,10 @@ func (s *Store) Poll(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sync(ctx)
+	if err := s.sync(ctx); err != nil {
+		return err
+	}
+	return s.flushPending(ctx)
 }
 
 // sync is Poll under the lock.
@@ -256,8 +260,17 @@ func (s *Store) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 
 // Revoke takes key id out of force and returns when; by is the id of the
 // admin token that asked, kept with the tombstone.
+//
+// In cluster mode with Redis out of reach, the key is denied on this
+// instance at once and the revocation is stored when Redis is back: the
+// error then wraps ErrPending (see pending.go).
 func (s *Store) Revoke(ctx context.Context, id, by string) (time.Time, error) {
 	p, err := s.edit(ctx, s.rules.revoke(id, by))
+	if errors.Is(err, ErrUnavailable) && s.o.Redis != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.revokeLocally(id, by, err)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -349,12 +362,17 @@ func (s *Store) editShared(ctx context.Context, e edit) (*Patch, error) {
 // next is e applied to the Doc in force and checked: its patch, the Doc
 // after it, and what puts that Doc in force.
 func (s *Store) next(e edit) (*Patch, *Doc, func(), error) {
-	p, err := e(s.doc, s.o.Base(), s.o.Clock.Now())
+	return s.nextAt(e, s.doc, s.doc.Version+1)
+}
+
+// nextAt is e applied to cur and checked, as version v.
+func (s *Store) nextAt(e edit, cur *Doc, v int64) (*Patch, *Doc, func(), error) {
+	p, err := e(cur, s.o.Base(), s.o.Clock.Now())
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	p.Version = s.doc.Version + 1
-	next := s.doc.with(p)
+	p.Version = v
+	next := cur.with(p)
 	commit := func() { s.changed([]*Patch{p}) }
 	if s.o.Check != nil {
 		if commit, err = s.o.Check(next, p); err != nil {
@@ -410,9 +428,13 @@ func (s *Store) write(d *Doc, ps ...*Patch) (*Doc, error) {
 }
 
 func (s *Store) changed(ps []*Patch) {
-	if s.o.OnChange != nil {
-		s.o.OnChange(s.doc, ps)
+	if s.o.OnChange == nil {
+		return
 	}
+	if len(s.pending) > 0 {
+		ps = nil // the keys denied here must stay denied: a whole rebuild
+	}
+	s.o.OnChange(s.view(s.doc), ps)
 }
 
 // Encode is d as the keys file's snapshot record and Redis's snapshot

@@ -135,6 +135,10 @@ func runKeysRevoke(args []string, stdout io.Writer) error {
 		return fmt.Errorf("keys revoke: the answer is not a revocation: %w", err)
 	}
 	fmt.Fprintf(stdout, "revoked %s at %s\n", r.ID, r.Revoked.UTC().Format(time.RFC3339))
+	if r.Pending {
+		fmt.Fprintln(stdout, "pending: Redis is out of reach; the key is refused by the instance that answered now, "+
+			"and by every other instance once the revocation is stored (when Redis is back)")
+	}
 	return nil
 }
 
