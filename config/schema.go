@@ -42,8 +42,9 @@ type Config struct {
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
 	// KeysFile keeps the changes made through the admin key API (keys
-	// created, revoked or rotated; accounts' overrides), written
-	// atomically and read again by a reload; its directory must exist.
+	// created, revoked or rotated; accounts' overrides): a log of one
+	// record per change, compacted now and then, read again by a reload
+	// when it was edited; its directory must exist.
 	// Empty (the default) leaves the key API read-only on a single
 	// instance; in cluster mode Redis holds the changes, and the file
 	// is each instance's copy that brings them back after Redis restarts
