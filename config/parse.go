@@ -112,6 +112,10 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 // whether decoding stopped early (a syntax error or several documents), in
 // which case cfg is only partly filled.
 func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
+	data, keys, fast := fastKeys(data) // the keys block read by hand (fastkeys.go)
+	if fast {
+		defer func() { cfg.Keys = keys }()
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	err := dec.Decode(cfg)
