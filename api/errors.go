@@ -62,6 +62,7 @@ const (
 	CodeKeyAPIReadOnly    = "key_api_read_only"
 	CodeKeyIDTaken        = "key_id_taken"
 	CodeKeyIDRevoked      = "key_id_revoked"
+	CodeAccountInUse      = "account_in_use"
 	CodeKeyNotActive      = "key_not_active"
 	CodeKeysUnavailable   = "keys_store_unavailable"
 	CodeNotCached         = "not_cached"

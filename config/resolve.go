@@ -156,6 +156,10 @@ func (k Key) apply(p limits.Policy) limits.Policy {
 	return overrides{k.PerSecond, k.Burst, k.Daily, k.Monthly}.apply(p)
 }
 
+// Apply returns p, the account's plan's Policy, with a's overrides in
+// place of the plan's numbers.
+func (a Account) Apply(p limits.Policy) limits.Policy { return a.apply(p) }
+
 // apply returns p with a's overrides in place of the plan's numbers.
 func (a Account) apply(p limits.Policy) limits.Policy {
 	return overrides{a.PerSecond, a.Burst, a.Daily, a.Monthly}.apply(p)

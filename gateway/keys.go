@@ -269,6 +269,46 @@ func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.Ac
 	return admin.AccountSettings{}, fmt.Errorf("gateway: account %q patched but not in force", id)
 }
 
+// CreateAccount makes an account through the key API and returns its
+// numbers in force.
+func (g *Gateway) CreateAccount(ctx context.Context, by string, na keystore.NewAccount) (admin.AccountSettings, error) {
+	if err := g.keys.CreateAccount(ctx, na); err != nil {
+		return admin.AccountSettings{}, err
+	}
+	g.audit("create_account", by, zap.String("account", na.ID), zap.String("plan", na.Plan))
+	return g.accountSettings(na.ID)
+}
+
+// DeleteAccount takes away an account the key API made, once no key in
+// force names it.
+func (g *Gateway) DeleteAccount(ctx context.Context, by, id string) (admin.DeletedAccount, error) {
+	at, err := g.keys.DeleteAccount(ctx, id)
+	if err != nil {
+		return admin.DeletedAccount{}, err
+	}
+	g.audit("delete_account", by, zap.String("account", id))
+	return admin.DeletedAccount{ID: id, Deleted: at}, nil
+}
+
+// accountSettings is account id's numbers in force.
+func (g *Gateway) accountSettings(id string) (admin.AccountSettings, error) {
+	cfg := g.Config()
+	i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == id })
+	if i < 0 {
+		return admin.AccountSettings{}, fmt.Errorf("gateway: account %q made but not in force", id)
+	}
+	a := cfg.Accounts[i]
+	pol := a.Apply(cfg.Plans[a.Plan].Policy)
+	out := admin.AccountSettings{ID: a.ID, Plan: a.Plan, Keys: []string{},
+		Daily: pol.Daily, Monthly: pol.Monthly, PerSecond: pol.PerSecond, Burst: pol.Burst}
+	for _, k := range cfg.Keys {
+		if k.Account == id {
+			out.Keys = append(out.Keys, k.ID)
+		}
+	}
+	return out, nil
+}
+
 // created is the answer for a new key k: its account and plan as now in
 // force.
 func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {

@@ -283,3 +283,75 @@ func TestRevokedKeysStayVisible(t *testing.T) {
 		t.Fatalf("GET /keys/never: %d %s, want 404 unknown_key", code, ec)
 	}
 }
+
+// TestAccountsAPI: POST /accounts used to be 404. An account made on one
+// instance is in force on the other after its poll, is checked as a
+// configured one, keeps its keys, writes audit lines, and DELETE refuses
+// it while a key names it.
+func TestAccountsAPI(t *testing.T) {
+	for _, mode := range []string{"single", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			keysFile := filepath.Join(t.TempDir(), "keys.yaml")
+			var a, b *gatewaytest.Harness
+			if mode == "single" {
+				a = gatewaytest.New(t, withAccount(keysFile))
+				b = a
+			} else {
+				c := gatewaytest.NewCluster(t, gatewaytest.ClusterOptions{Instances: 2, Mutate: withAccount(keysFile)})
+				a, b = c.Nodes[0], c.Nodes[1]
+			}
+			var got admin.AccountSettings
+			if code, ec := adminSend(t, a.Admin, http.MethodPost, "/accounts", `{"id":"globex","plan":"limited","daily":40}`, &got); code != http.StatusCreated {
+				t.Fatalf("POST /accounts: %d %s", code, ec)
+			}
+			if got.ID != "globex" || got.Plan != "limited" || got.Daily != 40 {
+				t.Fatalf("POST /accounts = %+v", got)
+			}
+			for _, tc := range []struct {
+				body, code string
+				status     int
+			}{
+				{`{"id":"globex","plan":"full"}`, "key_id_taken", 409},
+				{`{"id":"team-full","plan":"full"}`, "key_id_taken", 409},
+				{`{"id":"x","plan":"gold"}`, "invalid_key_change", 400},
+				{`{"id":"..","plan":"full"}`, "invalid_key_change", 400},
+				{`{"id":"y","plan":"limited","burst":1}`, "invalid_key_change", 400}, // below the whatsup cost, as in a file
+			} {
+				if code, ec := adminSend(t, a.Admin, http.MethodPost, "/accounts", tc.body, nil); code != tc.status || ec != tc.code {
+					t.Fatalf("POST /accounts %s: %d %s, want %d %s", tc.body, code, ec, tc.status, tc.code)
+				}
+			}
+			if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var k admin.CreatedKey
+			if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys", `{"id":"globex-1","account":"globex"}`, &k); code != http.StatusCreated || k.Plan != "limited" {
+				t.Fatalf("POST /keys into globex on B: %d %s %+v", code, ec, k)
+			}
+			if code, ec := adminSend(t, b.Admin, http.MethodDelete, "/accounts/globex", "", nil); code != http.StatusConflict || ec != "account_in_use" {
+				t.Fatalf("DELETE /accounts/globex with a key: %d %s, want 409 account_in_use", code, ec)
+			}
+			if code, ec := adminSend(t, b.Admin, http.MethodDelete, "/accounts/acme", "", nil); code != http.StatusConflict || ec != "account_in_use" {
+				t.Fatalf("DELETE /accounts/acme (configured): %d %s, want 409", code, ec)
+			}
+			if code, _ := adminSend(t, b.Admin, http.MethodDelete, "/keys/globex-1", "", nil); code != http.StatusOK {
+				t.Fatal("revoke globex-1")
+			}
+			if code, ec := adminSend(t, b.Admin, http.MethodDelete, "/accounts/globex", "", nil); code != http.StatusOK {
+				t.Fatalf("DELETE /accounts/globex: %d %s", code, ec)
+			}
+			if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(a.Gateway.Config().Accounts, func(ac config.Account) bool { return ac.ID == "globex" }) {
+				t.Fatal("the deleted account is in force on A")
+			}
+			logs := a.Logs.String() + b.Logs.String()
+			for _, line := range []string{`"action":"create_account","admin":"admin.token","account":"globex"`, `"action":"delete_account","admin":"admin.token","account":"globex"`} {
+				if !strings.Contains(logs, line) {
+					t.Fatalf("no audit line %s", line)
+				}
+			}
+		})
+	}
+}

@@ -67,6 +67,9 @@ type AccountChange struct {
 	Burst     *int     `yaml:"burst,omitempty" json:"burst,omitempty"`
 	Daily     *int64   `yaml:"daily,omitempty" json:"daily,omitempty"`
 	Monthly   *int64   `yaml:"monthly,omitempty" json:"monthly,omitempty"`
+	// Deleted, when set, takes away the account the API made (DELETE
+	// /accounts/{id}); its id may be given to a new account.
+	Deleted *time.Time `yaml:"deleted,omitempty" json:"deleted,omitempty"`
 }
 
 // Patch is one edit: the records it adds to a Doc or puts in place of
@@ -197,6 +200,9 @@ func (d *Doc) Apply(base *config.Config) *config.Config {
 	var own map[string]int // keys without an account, by id; built once needed
 	for _, ch := range d.Accounts {
 		i, ok := accounts[ch.ID]
+		if ch.Deleted != nil && !ok {
+			continue // made by the API, and deleted
+		}
 		if !ok {
 			if ch.Plan == "" {
 				continue // the account is gone from the file
@@ -257,7 +263,7 @@ func (d *Doc) Key(base *config.Config, id string) (config.Key, bool) {
 		k = ak.config()
 	}
 	if k.Account == "" && !slices.ContainsFunc(base.Accounts, func(a config.Account) bool { return a.ID == id }) {
-		if ch := d.account(id); ch != nil && ch.Plan != "" {
+		if ch := d.account(id); ch != nil && ch.Plan != "" && ch.Deleted == nil {
 			writeOut(&k)
 		}
 	}
@@ -272,7 +278,7 @@ func (d *Doc) Account(base *config.Config, id string) (config.Account, bool) {
 	var a config.Account
 	if i := slices.IndexFunc(base.Accounts, func(a config.Account) bool { return a.ID == id }); i >= 0 {
 		a = base.Accounts[i]
-	} else if ch != nil && ch.Plan != "" {
+	} else if ch != nil && ch.Plan != "" && ch.Deleted == nil {
 		a = config.Account{ID: id, Plan: ch.Plan}
 	} else {
 		return config.Account{}, false

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"trendgate/config"
@@ -31,6 +32,9 @@ const (
 	// NotActive: a rotation of a key that is disabled, expired or not
 	// valid yet.
 	NotActive
+	// InUse: an account that keys still name, or one of the configuration
+	// file, cannot be deleted.
+	InUse
 )
 
 // Error is an edit refused for its input. Its message is for the operator
@@ -248,6 +252,64 @@ func (r rules) patchAccount(id string, ap AccountPatch) edit {
 		ap.Burst.apply(&ch.Burst)
 		ap.Daily.apply(&ch.Daily)
 		ap.Monthly.apply(&ch.Monthly)
+		return &Patch{Accounts: []AccountChange{ch}}, nil
+	}
+}
+
+// NewAccount is an account to create: an id, a plan, and optionally the
+// plan's numbers overridden.
+type NewAccount struct {
+	ID        string   `json:"id"`
+	Plan      string   `json:"plan"`
+	PerSecond *float64 `json:"per_second,omitempty"`
+	Burst     *int     `json:"burst,omitempty"`
+	Daily     *int64   `json:"daily,omitempty"`
+	Monthly   *int64   `json:"monthly,omitempty"`
+}
+
+// createAccount makes the account na.
+func (r rules) createAccount(na NewAccount) edit {
+	return func(d *Doc, base *config.Config, now time.Time) (*Patch, error) {
+		if err := config.CheckName(na.ID); err != nil {
+			return nil, refuse(Invalid, "id: %q is not a valid account id: use 1 to 64 letters, digits, '_', '.' or '-', other than \".\" and \"..\"", na.ID)
+		}
+		if _, ok := d.Account(base, na.ID); ok {
+			return nil, refuse(Taken, "account %q exists: change it with PATCH /accounts/%s", na.ID, na.ID)
+		}
+		if _, ok := d.Key(base, na.ID); ok || d.taken(base, na.ID) {
+			return nil, refuse(Taken, "%q is the id of a key, which is an account of its own: choose another id", na.ID)
+		}
+		if _, ok := base.Plans[na.Plan]; !ok {
+			return nil, refuse(Invalid, "plan: unknown plan %q", na.Plan)
+		}
+		ch := AccountChange{ID: na.ID, Plan: na.Plan, PerSecond: na.PerSecond, Burst: na.Burst, Daily: na.Daily, Monthly: na.Monthly}
+		return &Patch{Accounts: []AccountChange{ch}}, nil
+	}
+}
+
+// deleteAccount takes away account id, made through the API, once no key
+// in force names it.
+func (r rules) deleteAccount(id string) edit {
+	return func(d *Doc, base *config.Config, now time.Time) (*Patch, error) {
+		if slices.ContainsFunc(base.Accounts, func(a config.Account) bool { return a.ID == id }) {
+			return nil, refuse(InUse, "account %q is in the configuration file: remove it there (and reload)", id)
+		}
+		a, ok := d.Account(base, id)
+		if !ok {
+			return nil, refuse(UnknownAccount, "no account made through the key API has id %q", id)
+		}
+		var keys []string
+		for _, k := range d.Apply(base).Keys {
+			if k.Account == id || k.Account == "" && k.ID == id {
+				keys = append(keys, k.ID)
+			}
+		}
+		if len(keys) > 0 {
+			return nil, refuse(InUse, "account %q still has %d key(s) in force (%s): revoke them first", id, len(keys), strings.Join(keys[:min(len(keys), 5)], ", "))
+		}
+		at := now.UTC().Truncate(time.Second)
+		ch := *d.account(id)
+		ch.Plan, ch.Deleted = a.Plan, &at
 		return &Patch{Accounts: []AccountChange{ch}}, nil
 	}
 }

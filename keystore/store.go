@@ -293,6 +293,22 @@ func (s *Store) Rotate(ctx context.Context, id, newID string, overlap time.Durat
 	return r, secret, err
 }
 
+// CreateAccount makes the account na.
+func (s *Store) CreateAccount(ctx context.Context, na NewAccount) error {
+	_, err := s.edit(ctx, s.rules.createAccount(na))
+	return err
+}
+
+// DeleteAccount takes away account id, made through the API, once no key
+// in force names it; it returns when.
+func (s *Store) DeleteAccount(ctx context.Context, id string) (time.Time, error) {
+	p, err := s.edit(ctx, s.rules.deleteAccount(id))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return *p.Accounts[0].Deleted, nil
+}
+
 // PatchAccount changes account id's overrides.
 func (s *Store) PatchAccount(ctx context.Context, id string, p AccountPatch) error {
 	_, err := s.edit(ctx, s.rules.patchAccount(id, p))
