@@ -16,21 +16,15 @@ import (
 // account by its id (`key "acme-ci".plan: ...`), not by a position in
 // the file.
 func (c *Config) ValidateChanged(keys, accounts []string) error {
-	kset := make(map[string]bool, len(keys))
-	for _, id := range keys {
-		kset[id] = true
-	}
-	aset := make(map[string]bool, len(accounts))
-	for _, id := range accounts {
-		aset[id] = true
-	}
+	kset := newNameSet(keys)
+	aset := newNameSet(accounts)
 	sub := &Config{Plans: c.Plans, Limits: c.Limits, Routes: c.Routes}
 	var p problems
 	ids := map[string]int{}        // the changed keys' ids, counted in c
 	digests := map[string]string{} // the changed keys' digests → id
 	need := map[string]bool{}      // accounts the changed keys name
 	for _, k := range c.Keys {
-		if !kset[k.ID] {
+		if !kset.has(k.ID) {
 			continue
 		}
 		ids[k.ID]++
@@ -47,14 +41,14 @@ func (c *Config) ValidateChanged(keys, accounts []string) error {
 	seen := map[string]bool{}
 	for _, a := range c.Accounts {
 		switch {
-		case aset[a.ID] && seen[a.ID]:
+		case aset.has(a.ID) && seen[a.ID]:
 			p.add(fmt.Sprintf("account %q.id", a.ID), "is used by another account")
-		case aset[a.ID] || need[a.ID]:
+		case aset.has(a.ID) || need[a.ID]:
 			sub.Accounts = append(sub.Accounts, a)
 		}
 		seen[a.ID] = true
 		// A changed key outside this account may not take its id.
-		if n := ids[a.ID]; n > 0 && !aset[a.ID] {
+		if n := ids[a.ID]; n > 0 && !aset.has(a.ID) {
 			for _, k := range sub.Keys {
 				if k.ID == a.ID && k.Account != a.ID {
 					p.add(fmt.Sprintf("key %q.id", k.ID), "is the id of an account; a key outside that account "+
@@ -63,15 +57,20 @@ func (c *Config) ValidateChanged(keys, accounts []string) error {
 			}
 		}
 	}
+	var shas []string
+	for sha := range digests {
+		shas = append(shas, sha)
+	}
+	dset := newNameSet(shas)
 	for _, k := range c.Keys {
-		if kset[k.ID] {
+		if kset.has(k.ID) {
 			continue
 		}
-		if id, dup := digests[k.SHA256]; dup {
-			p.add(fmt.Sprintf("key %q.sha256", id), "same digest as key %q", k.ID)
+		if dset.has(k.SHA256) {
+			p.add(fmt.Sprintf("key %q.sha256", digests[k.SHA256]), "same digest as key %q", k.ID)
 		}
 		// A changed account may not take the id of a key outside it.
-		if aset[k.ID] && k.Account != k.ID {
+		if aset.has(k.ID) && k.Account != k.ID {
 			p.add(fmt.Sprintf("account %q.id", k.ID), "is the id of a key outside the account; "+
 				"that key is an account of its own and needs an id no account has")
 		}
@@ -86,6 +85,37 @@ func (c *Config) ValidateChanged(keys, accounts []string) error {
 		return &Error{Problems: p}
 	}
 	return nil
+}
+
+// nameSet is a set of strings asked about once per key of a large file:
+// a few members are compared in turn, which costs less than hashing each
+// name asked about; more go in a map.
+type nameSet struct {
+	few  []string
+	many map[string]bool
+}
+
+func newNameSet(names []string) nameSet {
+	if len(names) <= 8 {
+		return nameSet{few: names}
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return nameSet{many: m}
+}
+
+func (s nameSet) has(name string) bool {
+	if s.many != nil {
+		return s.many[name]
+	}
+	for _, n := range s.few {
+		if n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // named replaces the position that starts prob (keys[3], accounts[0])

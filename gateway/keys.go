@@ -68,7 +68,11 @@ func (g *Gateway) checkKeys(next *keystore.Doc, p *keystore.Patch) (commit func(
 	if err != nil {
 		return nil, err
 	}
-	return func() { g.putKeys(set, next.Version, []*keystore.Patch{p}) }, nil
+	return func() {
+		g.swapMu.Lock()
+		defer g.swapMu.Unlock()
+		g.putKeys(set, next.Version, []*keystore.Patch{p})
+	}, nil
 }
 
 // keysChanged puts a newer Doc in force that another instance stored
