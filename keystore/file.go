@@ -51,8 +51,8 @@ type file struct {
 	path    string
 	version int64 // the version of the Doc it holds
 	records int   // records after its snapshot
-	torn    bool  // its last line was cut short: write it whole next
-	legacy  bool  // one YAML document: write it whole next
+	torn    bool  // its last line was cut short
+	whole   bool  // missing, one YAML document, or torn: write it whole next
 	size    int64 // size and modification time once read or written,
 	mtime   time.Time
 }
@@ -68,6 +68,7 @@ func openFile(path string) (*file, *Doc, error) {
 	f := &file{path: path}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		f.whole = true
 		return f, &Doc{}, nil
 	}
 	if err != nil {
@@ -93,7 +94,7 @@ func (f *file) parse(b []byte) (*Doc, error) {
 		}
 	}
 	if len(body) > 0 && !isRecordLine(body) {
-		f.legacy = true
+		f.whole = true
 		d, err := decodeYAML(body)
 		return d, err
 	}
@@ -108,7 +109,7 @@ func (f *file) parse(b []byte) (*Doc, error) {
 		rec, err := decodeRecord(line)
 		if err != nil || !complete {
 			if len(bytes.TrimSpace(body)) == 0 {
-				f.torn = true // the last line: an append cut short
+				f.torn, f.whole = true, true // the last line: an append cut short
 				break
 			}
 			if err == nil {
@@ -195,7 +196,7 @@ func (f *file) append(ps []*Patch) (err error) {
 			err = fmt.Errorf("keys_file: %w", cerr)
 		}
 		if err != nil {
-			f.torn = true // part of a line may be there: write it whole next
+			f.whole = true // part of a line may be there
 		}
 	}()
 	if _, err := fh.Write(buf); err != nil {
@@ -215,7 +216,7 @@ func (f *file) snapshot(d *Doc) error {
 	if err := Save(f.path, d); err != nil {
 		return err
 	}
-	f.version, f.records, f.torn, f.legacy = d.Version, 0, false, false
+	f.version, f.records, f.torn, f.whole = d.Version, 0, false, false
 	f.stat()
 	return nil
 }

@@ -430,7 +430,7 @@ func (s *Store) keepCopy(d *Doc, ps ...*Patch) *Doc {
 // pruned, which puts the same keys and accounts in force.
 func (s *Store) write(d *Doc, ps ...*Patch) (*Doc, error) {
 	f := s.file
-	if len(ps) == 0 || ps[0].Version != f.version+1 || f.records+len(ps) > compactEvery || f.torn || f.legacy {
+	if len(ps) == 0 || ps[0].Version != f.version+1 || f.records+len(ps) > compactEvery || f.whole {
 		pruned := d.prune(s.o.Base(), s.o.Clock.Now(), s.o.Retention)
 		if err := f.snapshot(pruned); err != nil {
 			return nil, err
