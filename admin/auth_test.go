@@ -40,6 +40,12 @@ func (stubKeys) RotateKey(context.Context, string, string, RotateRequest) (Creat
 func (stubKeys) PatchAccount(context.Context, string, string, keystore.AccountPatch) (AccountSettings, error) {
 	return AccountSettings{}, nil
 }
+func (stubKeys) CreateAccount(context.Context, string, keystore.NewAccount) (AccountSettings, error) {
+	return AccountSettings{}, nil
+}
+func (stubKeys) DeleteAccount(context.Context, string, string) (DeletedAccount, error) {
+	return DeletedAccount{}, nil
+}
 func (stubKeys) ResetAccount(context.Context, string, string, ResetRequest) (AccountReset, error) {
 	return AccountReset{}, nil
 }

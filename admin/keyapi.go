@@ -27,6 +27,8 @@ type KeyAdmin interface {
 	RevokeKey(ctx context.Context, by, id string) (RevokedKey, error)
 	RotateKey(ctx context.Context, by, id string, r RotateRequest) (CreatedKey, error)
 	PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (AccountSettings, error)
+	CreateAccount(ctx context.Context, by string, na keystore.NewAccount) (AccountSettings, error)
+	DeleteAccount(ctx context.Context, by, id string) (DeletedAccount, error)
 	ResetAccount(ctx context.Context, by, id string, r ResetRequest) (AccountReset, error)
 }
 
@@ -66,10 +68,21 @@ type AccountSettings struct {
 	Burst     int     `json:"burst"`
 }
 
+// DeletedAccount is the answer to DELETE /accounts/{id}.
+type DeletedAccount struct {
+	ID      string    `json:"id"`
+	Deleted time.Time `json:"deleted"`
+}
+
 // RevokedKey is the answer to a revocation.
 type RevokedKey struct {
 	ID      string    `json:"id"`
 	Revoked time.Time `json:"revoked"`
+	// Pending is true when the shared store (Redis) was out of reach: the
+	// key is refused by the instance that answered from now on, and by
+	// every other one once the revocation is stored, at the first poll
+	// that reaches Redis again. The answer is then 202, not 200.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // RotateRequest is the body of POST /keys/{id}/rotate; both members are
@@ -120,6 +133,8 @@ func (s *server) registerKeyAPI(mux *http.ServeMux) {
 	mux.Handle("POST /keys", s.auth(http.HandlerFunc(s.serveCreate)))
 	mux.Handle("DELETE /keys/{id}", s.auth(http.HandlerFunc(s.serveRevoke)))
 	mux.Handle("POST /keys/{id}/rotate", s.auth(http.HandlerFunc(s.serveRotate)))
+	mux.Handle("POST /accounts", s.auth(http.HandlerFunc(s.serveCreateAccount)))
+	mux.Handle("DELETE /accounts/{id}", s.auth(http.HandlerFunc(s.serveDeleteAccount)))
 	mux.Handle("PATCH /accounts/{id}", s.auth(http.HandlerFunc(s.servePatchAccount)))
 	mux.Handle("POST /accounts/{id}/reset", s.auth(http.HandlerFunc(s.serveReset)))
 }
@@ -144,6 +159,10 @@ func (s *server) serveRevoke(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := s.o.Keys.RevokeKey(r.Context(), s.actor(r), r.PathValue("id"))
 	if s.refused(w, err) {
+		return
+	}
+	if k.Pending {
+		writeJSON(w, http.StatusAccepted, k)
 		return
 	}
 	writeJSON(w, http.StatusOK, k)
@@ -174,6 +193,32 @@ func (s *server) servePatchAccount(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a, err := s.o.Keys.PatchAccount(r.Context(), s.actor(r), r.PathValue("id"), p)
+	if s.refused(w, err) {
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *server) serveCreateAccount(w http.ResponseWriter, r *http.Request) {
+	var na keystore.NewAccount
+	if he := decodeBody(r, &na, true); he != nil {
+		httperr.Write(w, requestID(w), he)
+		return
+	}
+	a, err := s.o.Keys.CreateAccount(r.Context(), s.actor(r), na)
+	if s.refused(w, err) {
+		return
+	}
+	w.Header().Set("Location", "/accounts/"+url.PathEscape(a.ID))
+	writeJSON(w, http.StatusCreated, a)
+}
+
+func (s *server) serveDeleteAccount(w http.ResponseWriter, r *http.Request) {
+	if he := noBody(r); he != nil {
+		httperr.Write(w, requestID(w), he)
+		return
+	}
+	a, err := s.o.Keys.DeleteAccount(r.Context(), s.actor(r), r.PathValue("id"))
 	if s.refused(w, err) {
 		return
 	}
@@ -221,6 +266,12 @@ func (s *server) refused(w http.ResponseWriter, err error) bool {
 			status, code = http.StatusNotFound, api.CodeUnknownAccount
 		case keystore.Taken:
 			status, code = http.StatusConflict, api.CodeKeyIDTaken
+		case keystore.Tombstoned:
+			status, code = http.StatusConflict, api.CodeKeyIDRevoked
+		case keystore.NotActive:
+			status, code = http.StatusConflict, api.CodeKeyNotActive
+		case keystore.InUse:
+			status, code = http.StatusConflict, api.CodeAccountInUse
 		}
 		httperr.Write(w, requestID(w), httperr.New(status, code, ke.Msg))
 	case errors.Is(err, keystore.ErrReadOnly):

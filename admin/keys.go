@@ -63,7 +63,7 @@ type AccountPage struct {
 
 // KeyStates are the states a key can be in, as KeyUsage.State and the
 // state filter of GET /keys name them.
-var KeyStates = []string{"active", "disabled", "expired", "not_yet_valid"}
+var KeyStates = []string{"active", "disabled", "expired", "not_yet_valid", StateRevoked}
 
 // KeyList is the body of GET /keys: one page of keys in id order, and the
 // cursor of the next page (null on the last).
@@ -86,9 +86,14 @@ type AccountList struct {
 type KeyUsage struct {
 	ID   string `json:"id"`
 	Plan string `json:"plan"`
-	// State is active, disabled, expired or not_yet_valid (before
-	// NotBefore).
+	// State is active, disabled, expired, not_yet_valid (before
+	// NotBefore) or revoked (through the key API; kept for
+	// revoked_key_retention, with Revoked and RevokedBy).
 	State string `json:"state"`
+	// Revoked is when a revoked key was revoked, RevokedBy the id of the
+	// admin token that did; absent for every other state.
+	Revoked   *time.Time `json:"revoked,omitempty"`
+	RevokedBy string     `json:"revoked_by,omitempty"`
 	// Account is the key's account; for a key configured without one, the
 	// key's own ID ("" is read the same way).
 	Account string     `json:"account"`
@@ -122,6 +127,9 @@ type KeyUsage struct {
 	LastUsed *time.Time `json:"last_used"`
 }
 
+// StateRevoked is the State of a key revoked through the key API.
+const StateRevoked = "revoked"
+
 // AccountUsage is one account's standing: its quotas (shared by its keys)
 // and the sum of its keys' traffic.
 type AccountUsage struct {
@@ -143,6 +151,9 @@ func Accounts(keys []KeyUsage) []AccountUsage {
 	out := []AccountUsage{}
 	index := make(map[string]int)
 	for _, k := range keys {
+		if k.State == StateRevoked {
+			continue // no longer the account's: its figures are not there
+		}
 		id := cmp.Or(k.Account, k.ID)
 		i, ok := index[id]
 		if !ok {

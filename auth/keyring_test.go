@@ -211,7 +211,7 @@ func TestAuthenticateDigestPrefixCollision(t *testing.T) {
 		if err != nil {
 			t.Fatalf("NewKeyring: %v", err)
 		}
-		if n := len(k.byPrefix); n != 1 {
+		if n := len(k.base.byPrefix); n != 1 {
 			t.Fatalf("decoys fall in %d buckets; want 1", n)
 		}
 		if _, err := k.Authenticate(key, t0); ReasonOf(err) != ReasonUnknown {

@@ -95,6 +95,7 @@ func Default() *Config {
 			PlanFull:    defaultFullPlan(),
 			PlanLimited: defaultLimitedPlan(),
 		},
+		RevokedKeyRetention: 400 * 24 * time.Hour,
 	}
 }
 

@@ -111,6 +111,10 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Config, error) 
 // several documents, or a value a type's own reader refused), in which
 // case cfg is only partly filled.
 func decodeStrict(data []byte, cfg *Config) (problems []string, fatal bool) {
+	data, keys, fast := fastKeys(data) // the keys block read by hand (fastkeys.go)
+	if fast {
+		defer func() { cfg.Keys = keys }()
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	switch err := dec.Decode(&doc); {

@@ -57,6 +57,39 @@ func (c *Config) ResolvedKeys() []ResolvedKey {
 	return out
 }
 
+// ResolvedKeysOf is ResolvedKeys of only the keys whose ids are in ids,
+// in file order. It indexes only the accounts those keys name, so it
+// costs one pass over the keys and accounts, whatever their number.
+func (c *Config) ResolvedKeysOf(ids map[string]bool) []ResolvedKey {
+	var keys []Key
+	named := make(map[string]*Account)
+	for _, k := range c.Keys {
+		if ids[k.ID] {
+			keys = append(keys, k)
+			if k.Account != "" {
+				named[k.Account] = nil
+			}
+		}
+	}
+	for i := range c.Accounts {
+		if a, ok := named[c.Accounts[i].ID]; ok && a == nil {
+			named[c.Accounts[i].ID] = &c.Accounts[i]
+		}
+	}
+	for id, a := range named {
+		if a == nil {
+			delete(named, id)
+		}
+	}
+	out := make([]ResolvedKey, 0, len(keys))
+	for _, k := range keys {
+		if rk, ok := c.resolveKey(k, named); ok {
+			out = append(out, rk)
+		}
+	}
+	return out
+}
+
 // ResolvedAccounts returns the configured accounts in file order, then one
 // implicit account per key configured without an account, in key order.
 // An account whose plan does not exist is left out (Validate reports it).
@@ -122,6 +155,10 @@ func (c *Config) resolveKey(k Key, accounts map[string]*Account) (rk ResolvedKey
 func (k Key) apply(p limits.Policy) limits.Policy {
 	return overrides{k.PerSecond, k.Burst, k.Daily, k.Monthly}.apply(p)
 }
+
+// Apply returns p, the account's plan's Policy, with a's overrides in
+// place of the plan's numbers.
+func (a Account) Apply(p limits.Policy) limits.Policy { return a.apply(p) }
 
 // apply returns p with a's overrides in place of the plan's numbers.
 func (a Account) apply(p limits.Policy) limits.Policy {

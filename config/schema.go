@@ -45,13 +45,19 @@ type Config struct {
 	// so every API request is refused with 401.
 	Keys []Key `yaml:"keys"`
 	// KeysFile keeps the changes made through the admin key API (keys
-	// created, revoked or rotated; accounts' overrides), written
-	// atomically and read again by a reload; its directory must exist.
+	// created, revoked or rotated; accounts' overrides): a log of one
+	// record per change, compacted now and then, read again by a reload
+	// when it was edited; its directory must exist.
 	// Empty (the default) leaves the key API read-only on a single
 	// instance; in cluster mode Redis holds the changes, and the file
 	// is each instance's copy that brings them back after Redis restarts
 	// empty. Read at start only.
 	KeysFile string `yaml:"keys_file"`
+	// RevokedKeyRetention is how long the id of a key revoked through the
+	// key API stays taken: its tombstone (when, by which admin token) is
+	// kept, and a new key of that id is refused unless the request names
+	// the account it joins. Default 400 days (9600h); 0 means the default.
+	RevokedKeyRetention time.Duration `yaml:"revoked_key_retention"`
 }
 
 // Account is a tenant (a team): its keys share its plan, its daily and

@@ -7,7 +7,6 @@ import (
 	"net/mail"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,14 +25,6 @@ import (
 const (
 	MinHeaderBytes = 4 << 10
 	MaxHeaderBytes = 1 << 20
-)
-
-var (
-	// idPattern is what key ids and plan names must match: they appear in
-	// logs and metrics labels.
-	idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-	// digestPattern is a lower-case hex SHA-256 digest.
-	digestPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // problems collects validation problems, each "path: problem".
@@ -73,6 +64,9 @@ func (c *Config) Validate() error {
 	c.validatePlans(&p)
 	c.validateAccounts(&p)
 	c.validateKeys(&p)
+	if c.RevokedKeyRetention < 0 {
+		p.add("revoked_key_retention", "must not be negative")
+	}
 	p.addSection("upstream.", c.Upstream.Validate())
 	p.addSection("cache.", c.Cache.Validate())
 	p.addSection("limits.", c.Limits.Validate())
@@ -197,14 +191,14 @@ func (c *Config) validateAdminLog(p *problems) {
 	digests := make(map[string]int, len(c.Admin.Tokens))
 	for i, t := range c.Admin.Tokens {
 		path := fmt.Sprintf("admin.tokens[%d]", i)
-		if !idPattern.MatchString(t.ID) {
-			p.add(path+".id", "must match %s", idPattern)
+		if !validName(t.ID) {
+			p.add(path+".id", "%s", nameRule)
 		} else if j, dup := ids[t.ID]; dup {
 			p.add(path+".id", "%q is already used by admin.tokens[%d]", t.ID, j)
 		} else {
 			ids[t.ID] = i
 		}
-		if !digestPattern.MatchString(t.SHA256) {
+		if !validDigest(t.SHA256) {
 			// Never echoed: it may be the token itself.
 			p.add(path+".sha256", "must be 64 lower-case hex digits: the SHA-256 of the token (printf %%s \"$TOKEN\" | sha256sum)")
 		} else if j, dup := digests[t.SHA256]; dup {
@@ -271,8 +265,8 @@ func (c *Config) validatePlans(p *problems) {
 	sort.Strings(names)
 	for _, name := range names {
 		path := "plans." + name
-		if !idPattern.MatchString(name) {
-			p.add(path, "plan name must match %s", idPattern)
+		if !validName(name) {
+			p.add(path, "plan name %s", nameRule)
 		}
 		c.validatePlan(p, path, c.Plans[name])
 		c.checkCosts(p, path, c.Plans[name].Policy, c.Plans[name].Endpoints)
@@ -373,8 +367,8 @@ func (c *Config) validateAccounts(p *problems) {
 	for i, a := range c.Accounts {
 		path := fmt.Sprintf("accounts[%d]", i)
 		switch {
-		case !idPattern.MatchString(a.ID):
-			p.add(path+".id", "must match %s", idPattern)
+		case !validName(a.ID):
+			p.add(path+".id", "%s", nameRule)
 		default:
 			if j, dup := ids[a.ID]; dup {
 				p.add(path+".id", "%q is already used by accounts[%d]", a.ID, j)
@@ -401,14 +395,14 @@ func (c *Config) validateAccounts(p *problems) {
 }
 
 func (c *Config) validateKeys(p *problems) {
-	ids := make(map[string]int)
-	digests := make(map[string]int)
+	ids := make(map[string]int, len(c.Keys))
+	digests := make(map[string]int, len(c.Keys))
 	accounts := c.accountsByID()
 	for i, k := range c.Keys {
-		path := fmt.Sprintf("keys[%d]", i)
+		path := "keys[" + strconv.Itoa(i) + "]"
 		switch {
-		case !idPattern.MatchString(k.ID):
-			p.add(path+".id", "must match %s", idPattern)
+		case !validName(k.ID):
+			p.add(path+".id", "%s", nameRule)
 		default:
 			if j, dup := ids[k.ID]; dup {
 				p.add(path+".id", "%q is already used by keys[%d]", k.ID, j)
@@ -422,7 +416,7 @@ func (c *Config) validateKeys(p *problems) {
 			p.add(path+".sha256", "this is the secret itself, not its digest; run `trendgate keys hash` "+
 				"and paste what it prints; treat this secret as exposed (it is in the file): "+
 				"issue a new key with `trendgate keys new` and revoke this one")
-		case !digestPattern.MatchString(k.SHA256):
+		case !validDigest(k.SHA256):
 			p.add(path+".sha256", "must be 64 lower-case hex digits (the SHA-256 of the key)")
 		default:
 			if j, dup := digests[k.SHA256]; dup {
@@ -538,8 +532,8 @@ func (c *Config) planNames() []string {
 // requires (they appear in logs and metric labels): nil, or an error
 // saying what is allowed.
 func CheckName(id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("config: %q is not a valid name: use 1 to 64 letters, digits, '_', '.' or '-'", id)
+	if !validName(id) {
+		return fmt.Errorf("config: %q is not a valid name: %s", id, nameHelp)
 	}
 	return nil
 }

@@ -48,12 +48,12 @@ type composeService struct {
 	Restart     string            `yaml:"restart"`
 	// StopGracePeriod is how long `docker compose stop` waits after
 	// SIGTERM before SIGKILL.
-	StopGracePeriod string `yaml:"stop_grace_period"`
-	ReadOnly    bool              `yaml:"read_only"`
-	CapDrop     []string          `yaml:"cap_drop"`
-	SecurityOpt []string          `yaml:"security_opt"`
-	DependsOn   any               `yaml:"depends_on"`
-	Healthcheck *struct {
+	StopGracePeriod string   `yaml:"stop_grace_period"`
+	ReadOnly        bool     `yaml:"read_only"`
+	CapDrop         []string `yaml:"cap_drop"`
+	SecurityOpt     []string `yaml:"security_opt"`
+	DependsOn       any      `yaml:"depends_on"`
+	Healthcheck     *struct {
 		Test     []string `yaml:"test"`
 		Interval string   `yaml:"interval"`
 		Timeout  string   `yaml:"timeout"`

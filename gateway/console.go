@@ -70,7 +70,9 @@ const topN = 10
 const usageTimeout = 2 * time.Second
 
 // KeysPage implements admin.UsageSource: one page of keys in id order,
-// found through the snapshot's index and read key by key.
+// found through the snapshot's index and read key by key. Keys revoked
+// through the key API (their tombstones: keys.go) are merged into the same
+// id order, so one cursor pages through both.
 func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage, error) {
 	set := g.chain.Settings()
 	idx := g.keyIdx.of(set)
@@ -83,42 +85,76 @@ func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage
 		}
 		places = a.keys
 	}
-	page := make([]config.ResolvedKey, 0, min(q.Limit, 64))
-	more := false
+	// Up to Limit+1 keys in force and Limit+1 revoked ones after the
+	// cursor, each in id order; the page is the first Limit of the two
+	// merged, and one more tells there is a next page.
+	inForce := make([]config.ResolvedKey, 0, min(q.Limit+1, 64))
 	take := func(rk config.ResolvedKey) bool {
 		if q.State != "" && keyState(rk, now) != q.State {
 			return true
 		}
-		if len(page) == q.Limit {
-			more = true
-			return false
-		}
-		page = append(page, rk)
-		return true
+		inForce = append(inForce, rk)
+		return len(inForce) <= q.Limit
 	}
 	first := idx.keysAfter(q.After)
-	if places == nil {
-		for i := first; i < len(idx.keys) && take(idx.keys[i]); i++ {
-		}
-	} else {
-		for _, i := range places[sort.SearchInts(places, first):] {
-			if !take(idx.keys[i]) {
-				break
+	if q.State != admin.StateRevoked {
+		if places == nil {
+			for i := first; i < len(idx.keys) && take(idx.keys[i]); i++ {
+			}
+		} else {
+			for _, i := range places[sort.SearchInts(places, first):] {
+				if !take(idx.keys[i]) {
+					break
+				}
 			}
 		}
 	}
-	keys, err := g.usageOfKeys(ctx, set, page)
+	var revoked []admin.KeyUsage
+	if q.State == "" || q.State == admin.StateRevoked {
+		for _, ku := range g.revokedKeys("", idx.has) {
+			if ku.ID > q.After && (q.Account == "" || ku.Account == q.Account) {
+				revoked = append(revoked, ku)
+			}
+		}
+		slices.SortFunc(revoked, func(a, b admin.KeyUsage) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	var page []config.ResolvedKey
+	var order []bool // per place in the page: true for a revoked key
+	i, j := 0, 0
+	for len(order) < q.Limit && (i < len(inForce) || j < len(revoked)) {
+		if j == len(revoked) || (i < len(inForce) && inForce[i].Key.ID < revoked[j].ID) {
+			page, order, i = append(page, inForce[i]), append(order, false), i+1
+		} else {
+			order, j = append(order, true), j+1
+		}
+	}
+	more := i < len(inForce) || j < len(revoked)
+	used, err := g.usageOfKeys(ctx, set, page)
 	if err != nil {
 		return admin.KeyPage{}, err
+	}
+	keys := make([]admin.KeyUsage, 0, len(order))
+	ui, ri := 0, 0
+	for _, isRevoked := range order {
+		if isRevoked {
+			keys, ri = append(keys, revoked[ri]), ri+1
+		} else {
+			keys, ui = append(keys, used[ui]), ui+1
+		}
 	}
 	return admin.KeyPage{Keys: keys, More: more}, nil
 }
 
-// KeyUsage implements admin.UsageSource: a lookup in the snapshot's index.
+// KeyUsage implements admin.UsageSource: a lookup in the snapshot's index,
+// then among the tombstones of revoked keys.
 func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, error) {
 	set := g.chain.Settings()
-	rk, ok := g.keyIdx.of(set).key(id)
+	idx := g.keyIdx.of(set)
+	rk, ok := idx.key(id)
 	if !ok {
+		if ks := g.revokedKeys(id, idx.has); len(ks) > 0 {
+			return ks[0], nil // a tombstone (keys.go)
+		}
 		return admin.KeyUsage{}, admin.ErrUnknownKey
 	}
 	ks, err := g.usageOfKeys(ctx, set, []config.ResolvedKey{rk})

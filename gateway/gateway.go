@@ -226,7 +226,7 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 				return fmt.Errorf("with the key API's changes (version %d): %w", d.Version, err)
 			}
 		}
-		set, err := proxy.Compile(eff)
+		set, err := proxy.Recompile(g.chain.Settings(), eff)
 		if err == nil {
 			err = g.cache.Reconfigure(cfg.Cache)
 		}

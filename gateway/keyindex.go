@@ -104,6 +104,12 @@ func (idx *keyIndex) key(id string) (config.ResolvedKey, bool) {
 }
 
 // account returns the account with id.
+// has reports whether a key of that id is in force in the snapshot.
+func (idx *keyIndex) has(id string) bool {
+	_, ok := idx.key(id)
+	return ok
+}
+
 func (idx *keyIndex) account(id string) (*indexedAccount, bool) {
 	i, ok := idx.accountPos[id]
 	if !ok {

@@ -33,8 +33,9 @@ func (g *Gateway) openKeys(cfg *config.Config, rdb redis.UniversalClient) (*conf
 	g.base.Store(cfg)
 	st, err := keystore.Open(context.Background(), keystore.Options{
 		Path: cfg.KeysFile, Redis: rdb, Prefix: cfg.Redis.Prefix,
-		Timeout: max(cfg.Redis.Timeout, keysTimeout),
-		Clock:   g.clk, Log: g.log,
+		Timeout:   max(cfg.Redis.Timeout, keysTimeout),
+		Retention: cfg.RevokedKeyRetention,
+		Clock:     g.clk, Log: g.log,
 		Base:     g.base.Load,
 		Check:    g.checkKeys,
 		OnChange: g.keysChanged,
@@ -51,43 +52,147 @@ func (g *Gateway) openKeys(cfg *config.Config, rdb redis.UniversalClient) (*conf
 	return eff, nil
 }
 
-// checkKeys reports whether d, laid over the configuration file in force,
-// gives settings this instance can serve.
-func (g *Gateway) checkKeys(d *keystore.Doc) error {
-	_, err := compileValid(d.Apply(g.base.Load()))
-	return err
+// checkKeys prepares the settings in force once the edit p, which makes
+// next, is stored: the keys and accounts p touches compiled again over
+// the settings in force, checked as configured ones are. The store calls
+// it under its lock, and commit too, so nothing comes between.
+func (g *Gateway) checkKeys(next *keystore.Doc, p *keystore.Patch) (commit func(), err error) {
+	if g.chain == nil {
+		// Still in New, which builds the settings from the Doc itself.
+		_, err := compileValid(next.Apply(g.base.Load()))
+		return func() {}, err
+	}
+	g.swapMu.Lock()
+	defer g.swapMu.Unlock()
+	set, err := g.patched(g.chain.Settings(), next, []*keystore.Patch{p})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		g.swapMu.Lock()
+		defer g.swapMu.Unlock()
+		g.putKeys(set, next.Version, []*keystore.Patch{p})
+	}, nil
 }
 
-// keysChanged puts a newer Doc in force: made here, or by another
-// instance (seen by the store's poll). One that does not fit this
-// instance's configuration file is logged and the keys in force stay.
-func (g *Gateway) keysChanged(d *keystore.Doc) {
+// keysChanged puts a newer Doc in force that another instance stored
+// (seen by the store's poll): the keys its patches touch when they are
+// known, else the whole Doc laid over the file again. One that does not
+// fit this instance's configuration file is logged and the keys in force
+// stay.
+func (g *Gateway) keysChanged(d *keystore.Doc, ps []*keystore.Patch) {
 	if g.chain == nil {
 		return // still in New: openKeys reads the Doc itself
 	}
 	g.swapMu.Lock()
 	defer g.swapMu.Unlock()
-	eff := d.Apply(g.base.Load())
-	set, err := compileValid(eff)
+	var set *proxy.Settings
+	var err error
+	if ps != nil {
+		set, err = g.patched(g.chain.Settings(), d, ps)
+	} else {
+		set, err = compileValid(d.Apply(g.base.Load()))
+	}
 	if err != nil {
 		g.metrics.keysApplied.WithLabelValues("refused").Inc()
 		g.log.Error("keys: the key API's changes do not fit this instance's configuration; the keys in force stay",
 			zap.Int64("version", d.Version), zap.Error(err))
 		return
 	}
+	if ps != nil {
+		g.putKeys(set, d.Version, ps)
+		return
+	}
 	old := g.chain.Swap(set)
 	g.metrics.keysApplied.WithLabelValues("ok").Inc()
-	k := diffKeys(old.Config().Keys, eff.Keys)
-	g.log.Info("keys changed", zap.Int64("version", d.Version), zap.Int("keys", len(eff.Keys)),
+	k := diffKeys(old.Config().Keys, set.Config().Keys)
+	g.log.Info("keys changed", zap.Int64("version", d.Version), zap.Int("keys", len(set.Config().Keys)),
 		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed), zap.Strings("keys_changed", k.changed))
 }
 
-// compileValid validates cfg and compiles it.
-func compileValid(cfg *config.Config) (*proxy.Settings, error) {
-	if err := cfg.Validate(); err != nil {
+// putKeys makes set, prepared by patched, the settings in force; the
+// caller holds swapMu.
+func (g *Gateway) putKeys(set *proxy.Settings, version int64, ps []*keystore.Patch) {
+	g.chain.Swap(set)
+	g.metrics.keysApplied.WithLabelValues("ok").Inc()
+	keys, accounts := touched(ps)
+	g.log.Info("keys changed", zap.Int64("version", version), zap.Int("keys", len(set.Config().Keys)),
+		zap.Strings("keys_touched", keys), zap.Strings("accounts_touched", accounts))
+}
+
+// touched is what ps touch, each id once.
+func touched(ps []*keystore.Patch) (keys, accounts []string) {
+	for _, p := range ps {
+		k, a := p.Touched()
+		keys, accounts = append(keys, k...), append(accounts, a...)
+	}
+	slices.Sort(keys)
+	slices.Sort(accounts)
+	return slices.Compact(keys), slices.Compact(accounts)
+}
+
+// patched is cur with the keys and accounts that ps touch as d (laid over
+// the configuration file) has them: those keys and accounts are found,
+// checked and compiled, and everything else is shared with cur, so a key
+// change costs the same beside 100 keys as beside 100,000.
+func (g *Gateway) patched(cur *proxy.Settings, d *keystore.Doc, ps []*keystore.Patch) (*proxy.Settings, error) {
+	base := g.base.Load()
+	keys, accounts := touched(ps)
+	eff := *cur.Config()
+	copied := false
+	for _, id := range keys {
+		k, ok := d.Key(base, id)
+		i := slices.IndexFunc(eff.Keys, func(k config.Key) bool { return k.ID == id })
+		switch {
+		case ok && i < 0:
+			// Appended in place when there is room: a Config in force
+			// only reads its own length.
+			eff.Keys = append(eff.Keys, k)
+		case i >= 0:
+			if !copied {
+				eff.Keys, copied = slices.Clone(eff.Keys), true
+			}
+			if ok {
+				eff.Keys[i] = k
+			} else {
+				eff.Keys = slices.Delete(eff.Keys, i, i+1)
+			}
+		}
+	}
+	if len(accounts) > 0 {
+		eff.Accounts = slices.Clone(eff.Accounts)
+	}
+	for _, id := range accounts {
+		a, ok := d.Account(base, id)
+		i := slices.IndexFunc(eff.Accounts, func(a config.Account) bool { return a.ID == id })
+		switch {
+		case ok && i < 0:
+			eff.Accounts = append(eff.Accounts, a)
+		case ok:
+			eff.Accounts[i] = a
+		case i >= 0:
+			eff.Accounts = slices.Delete(eff.Accounts, i, i+1)
+		}
+	}
+	// An account's numbers are in the policy of each of its keys.
+	ids := keys
+	if len(accounts) > 0 {
+		in := make(map[string]bool, len(accounts))
+		for _, id := range accounts {
+			in[id] = true
+		}
+		for _, k := range eff.Keys {
+			if in[k.Account] || k.Account == "" && in[k.ID] {
+				ids = append(ids, k.ID)
+			}
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	if err := eff.ValidateChanged(ids, accounts); err != nil {
 		return nil, err
 	}
-	return proxy.Compile(cfg)
+	return cur.WithKeys(&eff, ids)
 }
 
 // audit writes the key API's log line for one change: what, on which key
@@ -109,7 +214,12 @@ func (g *Gateway) CreateKey(ctx context.Context, by string, nk keystore.NewKey) 
 
 // RevokeKey takes a key out of force on every instance.
 func (g *Gateway) RevokeKey(ctx context.Context, by, id string) (admin.RevokedKey, error) {
-	at, err := g.keys.Revoke(ctx, id)
+	at, err := g.keys.Revoke(ctx, id, by)
+	if errors.Is(err, keystore.ErrPending) {
+		// Denied here at once; every instance once Redis is back.
+		g.audit("revoke", by, zap.String("key", id), zap.Bool("pending", true))
+		return admin.RevokedKey{ID: id, Revoked: at, Pending: true}, nil
+	}
 	if err != nil {
 		return admin.RevokedKey{}, err
 	}
@@ -163,6 +273,46 @@ func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.Ac
 	return admin.AccountSettings{}, fmt.Errorf("gateway: account %q patched but not in force", id)
 }
 
+// CreateAccount makes an account through the key API and returns its
+// numbers in force.
+func (g *Gateway) CreateAccount(ctx context.Context, by string, na keystore.NewAccount) (admin.AccountSettings, error) {
+	if err := g.keys.CreateAccount(ctx, na); err != nil {
+		return admin.AccountSettings{}, err
+	}
+	g.audit("create_account", by, zap.String("account", na.ID), zap.String("plan", na.Plan))
+	return g.accountSettings(na.ID)
+}
+
+// DeleteAccount takes away an account the key API made, once no key in
+// force names it.
+func (g *Gateway) DeleteAccount(ctx context.Context, by, id string) (admin.DeletedAccount, error) {
+	at, err := g.keys.DeleteAccount(ctx, id)
+	if err != nil {
+		return admin.DeletedAccount{}, err
+	}
+	g.audit("delete_account", by, zap.String("account", id))
+	return admin.DeletedAccount{ID: id, Deleted: at}, nil
+}
+
+// accountSettings is account id's numbers in force.
+func (g *Gateway) accountSettings(id string) (admin.AccountSettings, error) {
+	cfg := g.Config()
+	i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == id })
+	if i < 0 {
+		return admin.AccountSettings{}, fmt.Errorf("gateway: account %q made but not in force", id)
+	}
+	a := cfg.Accounts[i]
+	pol := a.Apply(cfg.Plans[a.Plan].Policy)
+	out := admin.AccountSettings{ID: a.ID, Plan: a.Plan, Keys: []string{},
+		Daily: pol.Daily, Monthly: pol.Monthly, PerSecond: pol.PerSecond, Burst: pol.Burst}
+	for _, k := range cfg.Keys {
+		if k.Account == id {
+			out.Keys = append(out.Keys, k.ID)
+		}
+	}
+	return out, nil
+}
+
 // created is the answer for a new key k: its account and plan as now in
 // force.
 func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {
@@ -206,3 +356,56 @@ func hasAccount(cfg *config.Config, id string) bool {
 // SyncKeys brings the keys in force up to the cluster's now (it also runs
 // every keystore.PollEvery); without cluster mode it does nothing.
 func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.Poll(ctx) }
+
+// compileValid validates cfg and compiles it.
+func compileValid(cfg *config.Config) (*proxy.Settings, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return proxy.Compile(cfg)
+}
+
+// revokedKeys is the standing of each key revoked through the key API
+// whose tombstone is kept and whose id no key in force has now (only
+// that id, unless ""), as the admin views show it: state revoked, when,
+// by which admin token. A revoked key has no rate, quota or traffic of
+// its own any more. inForce tells whether a key of an id is in force.
+func (g *Gateway) revokedKeys(only string, inForce func(id string) bool) []admin.KeyUsage {
+	d, base := g.keys.Doc(), g.base.Load()
+	var out []admin.KeyUsage
+	add := func(ku admin.KeyUsage) {
+		if (only == "" || ku.ID == only) && !inForce(ku.ID) {
+			ku.State = admin.StateRevoked
+			ku.Source = "local"
+			ku.Last24h = admin.UsageWindow{Scope: "instance", ByEndpoint: []admin.UsageCount{}}
+			out = append(out, ku)
+		}
+	}
+	for _, k := range d.Keys {
+		if k.Revoked == nil {
+			continue
+		}
+		created := k.Created
+		ku := admin.KeyUsage{ID: k.ID, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan, Created: &created,
+			Expires: k.Expires, NotBefore: k.NotBefore, Revoked: k.Revoked, RevokedBy: k.RevokedBy}
+		if a, ok := d.Account(base, ku.Account); ok {
+			ku.Plan = a.Plan
+		}
+		add(ku)
+	}
+	for _, ch := range d.ConfigKeys {
+		if ch.Revoked == nil {
+			continue
+		}
+		ku := admin.KeyUsage{ID: ch.ID, Account: ch.ID, Revoked: ch.Revoked, RevokedBy: ch.RevokedBy}
+		if i := slices.IndexFunc(base.Keys, func(k config.Key) bool { return k.ID == ch.ID && k.SHA256 == ch.SHA256 }); i >= 0 {
+			k := base.Keys[i]
+			ku.Account, ku.Plan, ku.Created, ku.Expires, ku.NotBefore = cmp.Or(k.Account, k.ID), k.Plan, k.Created, k.Expires, k.NotBefore
+			if a, ok := d.Account(base, ku.Account); ok {
+				ku.Plan = a.Plan
+			}
+		}
+		add(ku)
+	}
+	return out
+}

@@ -41,13 +41,13 @@ func needsRestart(path string) bool {
 // it is not live yet, not the key. It returns the settings pending a
 // restart.
 func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
-	for _, p := range config.Changed(g.boot, cfg) {
+	for _, p := range changedSettings(g.boot, cfg) {
 		if needsRestart(p) {
 			pending = append(pending, p)
 		}
 	}
 	var live []string
-	for _, p := range config.Changed(old, cfg) {
+	for _, p := range changedSettings(old, cfg) {
 		switch {
 		case p == "keys" || p == "plans":
 		case !needsRestart(p):
@@ -94,28 +94,26 @@ type keyChanges struct {
 // disabled or enabled is listed there, not under changed.
 func diffKeys(old, cur []config.Key) keyChanges {
 	var c keyChanges
-	before := make(map[string]config.Key, len(old))
-	for _, k := range old {
-		before[k.ID] = k
+	// The common reload keeps the keys in their order: compare in step
+	// while the ids match, and index only what is left.
+	n := 0
+	for ; n < len(old) && n < len(cur) && old[n].ID == cur[n].ID; n++ {
+		c.compare(old[n], cur[n])
+	}
+	old, cur = old[n:], cur[n:]
+	before := make(map[string]int, len(old))
+	for i := range old {
+		before[old[i].ID] = i
 	}
 	seen := make(map[string]bool, len(cur))
 	for _, k := range cur {
 		seen[k.ID] = true
-		o, ok := before[k.ID]
-		switch {
-		case !ok:
+		i, ok := before[k.ID]
+		if !ok {
 			c.added = append(c.added, k.ID)
-		case k.Disabled && !o.Disabled:
-			c.disabled = append(c.disabled, k.ID)
-		case !k.Disabled && o.Disabled:
-			c.enabled = append(c.enabled, k.ID)
+			continue
 		}
-		if ok {
-			o.Disabled = k.Disabled
-			if !reflect.DeepEqual(o, k) {
-				c.changed = append(c.changed, k.ID)
-			}
-		}
+		c.compare(old[i], k)
 	}
 	for _, k := range old {
 		if !seen[k.ID] {
@@ -123,6 +121,33 @@ func diffKeys(old, cur []config.Key) keyChanges {
 		}
 	}
 	return c
+}
+
+// compare notes how key k, o before, changed.
+func (c *keyChanges) compare(o, k config.Key) {
+	switch {
+	case k.Disabled && !o.Disabled:
+		c.disabled = append(c.disabled, k.ID)
+	case !k.Disabled && o.Disabled:
+		c.enabled = append(c.enabled, k.ID)
+	}
+	o.Disabled = k.Disabled
+	if !o.Equal(k) {
+		c.changed = append(c.changed, k.ID)
+	}
+}
+
+// changedSettings is config.Changed(a, b) with the keys compared by
+// Key.Equal instead of reflection: a reload of 100,000 keys compares them
+// twice (with the configuration in force and with the one at start).
+func changedSettings(a, b *config.Config) []string {
+	ak, bk := *a, *b
+	ak.Keys, bk.Keys = nil, nil
+	out := config.Changed(&ak, &bk)
+	if !slices.EqualFunc(a.Keys, b.Keys, config.Key.Equal) {
+		out = append(out, "keys")
+	}
+	return out
 }
 
 // diffPlans returns the plans added, removed and changed, each sorted.

@@ -10,11 +10,15 @@
 // latest is redone on the latest, so two operators editing at once lose
 // nothing.
 //
-// A Store holds the Doc. On a single instance it is a YAML file written
-// atomically (a reader finds the old file or the new one whole). In
-// cluster mode the Doc lives in one Redis hash that every instance polls
-// (a one-field read twice a second), and each instance keeps the file as
-// well: when Redis comes back empty (it keeps nothing on disk) the first
-// instance to see it writes its copy back, so a Redis restart loses no
-// key.
+// A Store holds the Doc. An edit writes only the records it touches (a
+// Patch): on a single instance it is appended to the keys file, a log of
+// checksummed records compacted now and then (file.go); in cluster mode it
+// is one field of a Redis hash beside a snapshot, which every instance
+// polls (a one-field read twice a second) and reads only the records it
+// lacks (redis.go). Each instance keeps the file as well: when Redis comes
+// back empty (it keeps nothing on disk) the first instance to see it
+// writes its copy back, so a Redis restart loses no key. Revoked keys stay
+// as tombstones for a retention, so their ids are not given out again by
+// accident, and a revocation that cannot reach Redis is applied on the
+// instance at once and stored when Redis is back (pending.go).
 package keystore

@@ -55,7 +55,7 @@ func open(t *testing.T, cfg *config.Config, clk clock.Clock) *Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "keys.yaml")
 	s, err := Open(context.Background(), Options{Path: path, Clock: clk, Base: func() *config.Config { return cfg },
-		Check: func(d *Doc) error { return d.Apply(cfg).Validate() }})
+		Check: func(d *Doc, _ *Patch) (func(), error) { return func() {}, d.Apply(cfg).Validate() }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestCreateRevokeRotateApply(t *testing.T) {
 	}
 
 	// Revoke a file key: gone from the keys in force, the file untouched.
-	if _, err := s.Revoke(ctx, "acme-batch"); err != nil {
+	if _, err := s.Revoke(ctx, "acme-batch", "tester"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := keyOf(s.Doc().Apply(cfg), "acme-batch"); ok {
@@ -111,7 +111,7 @@ func TestCreateRevokeRotateApply(t *testing.T) {
 	if _, ok := keyOf(cfg, "acme-batch"); !ok {
 		t.Fatal("Apply modified the configuration it was given")
 	}
-	if _, err := s.Revoke(ctx, "acme-batch"); kindOf(err) != UnknownKey {
+	if _, err := s.Revoke(ctx, "acme-batch", "tester"); kindOf(err) != UnknownKey {
 		t.Fatalf("revoking twice: %v, want UnknownKey", err)
 	}
 	// A revoked key's id stays taken while the file has it.
@@ -148,7 +148,7 @@ func TestCreateRevokeRotateApply(t *testing.T) {
 		t.Fatalf("account written out of key solo = %+v; want plan limited, daily 70", acct)
 	}
 	// Revoking the old key leaves the account, and the new key, in force.
-	if _, err := s.Revoke(ctx, "solo"); err != nil {
+	if _, err := s.Revoke(ctx, "solo", "tester"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Doc().Apply(cfg).Validate(); err != nil {
@@ -197,8 +197,10 @@ func TestEditsRefuseBadInput(t *testing.T) {
 		{"a plan unlike the account's", NewKey{ID: "x4", Account: "acme", Plan: "limited"}, Invalid},
 		{"no account and no plan", NewKey{ID: "x5"}, Invalid},
 		{"unknown plan", NewKey{ID: "x6", Plan: "gold"}, Invalid},
-		// A key outside account acme may not take its id (validation).
-		{"an account's id", NewKey{ID: "acme", Plan: "full"}, Invalid},
+		// A key outside account acme may not take its id.
+		{"an account's id", NewKey{ID: "acme", Plan: "full"}, Taken},
+		{"the id .", NewKey{ID: ".", Account: "acme"}, Invalid},
+		{"the id ..", NewKey{ID: "..", Account: "acme"}, Invalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := s.Create(ctx, tc.nk)
@@ -368,14 +370,14 @@ func TestRedisLosesTheDocAndGetsItBack(t *testing.T) {
 	ctx := context.Background()
 	var changes []int64
 	a, err := Open(ctx, Options{Redis: rdb, Prefix: prefix, Path: filepath.Join(t.TempDir(), "keys.yaml"),
-		Base: func() *config.Config { return cfg }, OnChange: func(d *Doc) { changes = append(changes, d.Version) }})
+		Base: func() *config.Config { return cfg }, OnChange: func(d *Doc, _ []*Patch) { changes = append(changes, d.Version) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := a.Create(ctx, NewKey{ID: "acme-ci", Account: "acme"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Revoke(ctx, "acme-web"); err != nil {
+	if _, err := a.Revoke(ctx, "acme-web", "tester"); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Del(ctx, prefix+"{keys}:doc").Err(); err != nil {
@@ -417,7 +419,7 @@ func TestEditAfterRedisLostTheDoc(t *testing.T) {
 	}
 	edit, cancel := context.WithTimeout(ctx, time.Second) // well under editBudget
 	defer cancel()
-	if _, err := a.Revoke(edit, "acme-web"); err != nil {
+	if _, err := a.Revoke(edit, "acme-web", "tester"); err != nil {
 		t.Fatalf("an edit after Redis lost the Doc: %v", err)
 	}
 	if v, _ := rdb.HGet(ctx, prefix+"{keys}:doc", "version").Int64(); v != 2 {

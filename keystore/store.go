@@ -1,25 +1,19 @@
 package keystore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
-	"go.yaml.in/yaml/v3"
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/atomicfile"
 	"trendgate/internal/clock"
 )
 
@@ -33,10 +27,14 @@ const PollEvery = 500 * time.Millisecond
 
 // editBudget bounds how long an edit keeps being redone after losing
 // races to other instances' edits. It is a time, not a count: an instance
-// that has to fetch the newer Doc before each try is slower than the one
-// that just won, so under a burst of edits it can lose many times in a
-// row, but the burst is finite and the edit lands once it is over.
+// that has to fetch the newer records before each try is slower than the
+// one that just won, so under a burst of edits it can lose many times in
+// a row, but the burst is finite and the edit lands once it is over.
 const editBudget = 5 * time.Second
+
+// DefaultRetention is how long the id of a revoked key stays taken when
+// Options.Retention is 0 (config: revoked_key_retention).
+const DefaultRetention = 400 * 24 * time.Hour
 
 // ErrUnavailable wraps what keeps an edit from being stored: Redis
 // unreachable in cluster mode, the keys file not writable. Nothing changed.
@@ -52,10 +50,13 @@ type Options struct {
 	Path string
 	// Redis, when set, holds the Doc shared by a cluster's instances.
 	Redis redis.UniversalClient
-	// Prefix starts the Redis key ("<prefix>{keys}:doc").
+	// Prefix starts the Redis keys ("<prefix>{keys}:doc", "…:log").
 	Prefix string
 	// Timeout bounds each Redis command; 0 means 1 s.
 	Timeout time.Duration
+	// Retention is how long the id of a revoked key stays taken (its
+	// tombstone is kept); 0 means DefaultRetention.
+	Retention time.Duration
 	// Clock stamps edits; nil means clock.Real{}.
 	Clock clock.Clock
 	// Log receives what goes wrong in the background; nil means none.
@@ -63,24 +64,31 @@ type Options struct {
 	// Base returns the configuration file's settings in force, which
 	// edits are made against; required.
 	Base func() *config.Config
-	// Check is asked whether a Doc fits this instance (it builds the keys
-	// and accounts in force from it) before an edit stores the Doc; its
-	// error refuses the edit as Invalid.
-	Check func(*Doc) error
-	// OnChange is called with each newer Doc: an edit's, or one another
-	// instance stored. Calls are serialized with each other and with
+	// Check is asked whether next, the Doc after the edit p, fits this
+	// instance before the edit is stored; its error refuses the edit as
+	// Invalid. Its commit, called once the edit is stored, puts next in
+	// force (OnChange is not called for it). Nil accepts every edit, and
+	// then OnChange is called.
+	Check func(next *Doc, p *Patch) (commit func(), err error)
+	// OnChange is called with each newer Doc another instance stored (or
+	// an edit's, without Check), with the patches that lead to it from the
+	// Doc in force before, or nil when they are not known (a snapshot was
+	// read). Calls are serialized with each other, with edits and with
 	// Reload's apply, under the Store's lock (so they must not call the
 	// Store).
-	OnChange func(*Doc)
+	OnChange func(d *Doc, ps []*Patch)
 }
 
 // Store holds the Doc of one instance. It is safe for concurrent use.
 type Store struct {
-	o   Options
-	key string
+	o     Options
+	rules rules
+	keys  redisKeys
 
-	mu  sync.Mutex // serializes edits, polls and reloads; guards doc
-	doc *Doc
+	mu      sync.Mutex // serializes edits, polls and reloads; guards doc, file and pending
+	doc     *Doc
+	file    *file           // the keys file; nil without one
+	pending []pendingRevoke // revocations denied here while Redis was out of reach (pending.go)
 
 	stop chan struct{}
 	done chan struct{}
@@ -100,13 +108,20 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
-	s := &Store{o: o, key: o.Prefix + "{keys}:doc", doc: &Doc{}}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	s := &Store{o: o, rules: rules{retention: o.Retention}, keys: newRedisKeys(o.Prefix), doc: &Doc{}}
 	if o.Path != "" {
-		d, err := Load(o.Path)
+		f, d, err := openFile(o.Path)
 		if err != nil {
 			return nil, err
 		}
-		s.doc = d
+		if f.torn {
+			o.Log.Warn("keys: the last record of keys_file was cut short (a crash while writing it) and is left out; the file is written whole at the next change",
+				zap.String("keys_file", o.Path))
+		}
+		s.file, s.doc = f, d
 	}
 	if o.Redis != nil {
 		if err := s.Poll(ctx); err != nil {
@@ -122,6 +137,9 @@ func (s *Store) Doc() *Doc {
 	defer s.mu.Unlock()
 	return s.doc
 }
+
+// Retention is how long the id of a revoked key stays taken.
+func (s *Store) Retention() time.Duration { return s.o.Retention }
 
 // Start polls Redis every PollEvery until Close; without Redis it does
 // nothing.
@@ -164,26 +182,27 @@ func (s *Store) Close() error {
 }
 
 // Reload hands apply the Doc to lay over a reloaded configuration file:
-// on a single instance the keys file read again (an operator may have
-// edited it by hand), in cluster mode the Doc in force (Redis holds the
-// Doc; the file is only its copy). apply runs under the Store's lock, so
-// no edit or poll comes between; the Doc read becomes the one in force
-// only if apply returns nil. A keys file that does not parse is an error,
-// and apply is not called.
+// on a single instance the keys file read again when it changed since
+// this Store last wrote it (an operator may have edited it by hand), in
+// cluster mode the Doc in force (Redis holds the Doc; the file is only
+// its copy). apply runs under the Store's lock, so no edit or poll comes
+// between; the Doc read becomes the one in force only if apply returns
+// nil. A keys file that does not parse is an error, and apply is not
+// called.
 func (s *Store) Reload(apply func(*Doc) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.doc
-	if s.o.Path != "" && s.o.Redis == nil {
+	d, f := s.doc, s.file
+	if f != nil && s.o.Redis == nil && f.changed() {
 		var err error
-		if d, err = Load(s.o.Path); err != nil {
+		if f, d, err = openFile(s.o.Path); err != nil {
 			return err
 		}
 	}
-	if err := apply(d); err != nil {
+	if err := apply(s.view(d)); err != nil {
 		return err
 	}
-	s.doc = d
+	s.doc, s.file = d, f
 	return nil
 }
 
@@ -196,19 +215,27 @@ func (s *Store) Poll(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.sync(ctx); err != nil {
+		return err
+	}
+	return s.flushPending(ctx)
+}
+
+// sync is Poll under the lock.
+func (s *Store) sync(ctx context.Context) error {
 	v, err := s.remoteVersion(ctx)
 	if err != nil {
 		return err
 	}
 	switch {
 	case v > s.doc.Version:
-		d, err := s.remote(ctx)
+		d, ps, err := s.fetch(ctx, v)
 		if err != nil {
 			return err
 		}
-		s.adopt(d)
+		s.adopt(d, ps)
 	case v < s.doc.Version:
-		if _, err := s.swap(ctx, v, s.doc); err != nil {
+		if _, err := s.putSnapshot(ctx, v, s.doc); err != nil {
 			return err
 		}
 		s.o.Log.Info("keys: Redis held an older copy of the shared keys; this instance's is written back",
@@ -224,18 +251,33 @@ func (s *Store) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 	if err != nil {
 		return Key{}, "", err
 	}
-	d, err := s.edit(ctx, create(nk, auth.Digest(secret)))
+	p, err := s.edit(ctx, s.rules.create(nk, auth.Digest(secret)))
 	if err != nil {
 		return Key{}, "", err
 	}
-	return d.Keys[len(d.Keys)-1], secret, nil
+	return p.Keys[0], secret, nil
 }
 
-// Revoke takes key id out of force and returns when.
-func (s *Store) Revoke(ctx context.Context, id string) (time.Time, error) {
-	now := s.o.Clock.Now().UTC().Truncate(time.Second)
-	_, err := s.edit(ctx, revoke(id))
-	return now, err
+// Revoke takes key id out of force and returns when; by is the id of the
+// admin token that asked, kept with the tombstone.
+//
+// In cluster mode with Redis out of reach, the key is denied on this
+// instance at once and the revocation is stored when Redis is back: the
+// error then wraps ErrPending (see pending.go).
+func (s *Store) Revoke(ctx context.Context, id, by string) (time.Time, error) {
+	p, err := s.edit(ctx, s.rules.revoke(id, by))
+	if errors.Is(err, ErrUnavailable) && s.o.Redis != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.revokeLocally(id, by, err)
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(p.Keys) > 0 {
+		return *p.Keys[0].Revoked, nil
+	}
+	return *p.ConfigKeys[0].Revoked, nil
 }
 
 // Rotate makes a new key in key id's account, newID or the next free
@@ -247,79 +289,82 @@ func (s *Store) Rotate(ctx context.Context, id, newID string, overlap time.Durat
 		return Rotation{}, "", err
 	}
 	var r Rotation
-	_, err = s.edit(ctx, rotate(id, newID, overlap, auth.Digest(secret), &r))
+	_, err = s.edit(ctx, s.rules.rotate(id, newID, overlap, auth.Digest(secret), &r))
 	return r, secret, err
+}
+
+// CreateAccount makes the account na.
+func (s *Store) CreateAccount(ctx context.Context, na NewAccount) error {
+	_, err := s.edit(ctx, s.rules.createAccount(na))
+	return err
+}
+
+// DeleteAccount takes away account id, made through the API, once no key
+// in force names it; it returns when.
+func (s *Store) DeleteAccount(ctx context.Context, id string) (time.Time, error) {
+	p, err := s.edit(ctx, s.rules.deleteAccount(id))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return *p.Accounts[0].Deleted, nil
 }
 
 // PatchAccount changes account id's overrides.
 func (s *Store) PatchAccount(ctx context.Context, id string, p AccountPatch) error {
-	_, err := s.edit(ctx, patchAccount(id, p))
+	_, err := s.edit(ctx, s.rules.patchAccount(id, p))
 	return err
 }
 
-// edit runs e on the latest Doc and stores the result as the next
-// version: under the lock on a single instance, or with a compare-and-set
-// in Redis, redone on the newer Doc when another instance's edit came
-// first. The Doc in force changes only once the new one is stored.
-func (s *Store) edit(ctx context.Context, e edit) (*Doc, error) {
+// edit runs e on the latest Doc and stores its patch as the next version:
+// appended to the keys file on a single instance, or in cluster mode
+// stored in Redis with a compare-and-set, redone on the newer Doc when
+// another instance's edit came first. The Doc in force changes only once
+// the patch is stored.
+func (s *Store) edit(ctx context.Context, e edit) (*Patch, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.o.Redis != nil:
 		return s.editShared(ctx, e)
-	case s.o.Path != "":
-		next, err := s.next(s.doc, e)
+	case s.file != nil:
+		p, next, commit, err := s.next(e)
 		if err != nil {
 			return nil, err
 		}
-		if err := Save(s.o.Path, next); err != nil {
+		if next, err = s.write(next, p); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		s.doc = next
-		s.changed()
-		return next, nil
+		commit()
+		return p, nil
 	default:
 		return nil, ErrReadOnly
 	}
 }
 
 // editShared is edit in cluster mode. A lost race costs one fetch of the
-// newer Doc and a short random pause, so that instances editing at once
-// do not keep colliding in step. The Docs fetched on the way are not put
-// in force one by one (each would rewrite the keys file and rebuild the
-// keys): only the last one is, once the edit is stored or given up.
-func (s *Store) editShared(ctx context.Context, e edit) (*Doc, error) {
+// newer records and a short random pause, so that instances editing at
+// once do not keep colliding in step.
+func (s *Store) editShared(ctx context.Context, e edit) (*Patch, error) {
 	ctx, cancel := context.WithTimeout(ctx, editBudget)
 	defer cancel()
-	latest := s.doc
-	defer func() { s.adopt(latest) }()
 	for try := 0; ; try++ {
-		v, err := s.remoteVersion(ctx)
+		if err := s.sync(ctx); err != nil {
+			return nil, err
+		}
+		p, next, commit, err := s.next(e)
 		if err != nil {
 			return nil, err
 		}
-		// The version the swap expects Redis to hold: the one just read,
-		// or the newer Doc's once fetched. Below this instance's version,
-		// Redis lost the Doc (a restart, the TTL); the edit then stores
-		// this instance's Doc, edited, as Poll would have written it back.
-		from := v
-		if v > latest.Version {
-			if latest, err = s.remote(ctx); err != nil {
-				return nil, err
-			}
-			from = latest.Version
-		}
-		next, err := s.next(latest, e)
-		if err != nil {
-			return nil, err
-		}
-		won, err := s.swap(ctx, from, next)
+		won, err := s.putRecord(ctx, s.doc.Version, p)
 		if err != nil {
 			return nil, err
 		}
 		if won {
-			latest = next
-			return next, nil
+			s.doc = s.keepCopy(next, p)
+			commit()
+			s.compactShared(ctx)
+			return p, nil
 		}
 		pause := time.Duration(rand.Int64N(int64(min(try+1, 20)) * int64(time.Millisecond)))
 		select {
@@ -330,150 +375,87 @@ func (s *Store) editShared(ctx context.Context, e edit) (*Doc, error) {
 	}
 }
 
-// next is e applied to cur, checked, as the version after cur's.
-func (s *Store) next(cur *Doc, e edit) (*Doc, error) {
-	next, err := e(cur, s.o.Base(), s.o.Clock.Now())
-	if err != nil {
-		return nil, err
-	}
-	next.Version = cur.Version + 1
-	if s.o.Check != nil {
-		if err := s.o.Check(next); err != nil {
-			return nil, &Error{Kind: Invalid, Msg: err.Error()}
-		}
-	}
-	return next, nil
+// next is e applied to the Doc in force and checked: its patch, the Doc
+// after it, and what puts that Doc in force.
+func (s *Store) next(e edit) (*Patch, *Doc, func(), error) {
+	return s.nextAt(e, s.doc, s.doc.Version+1)
 }
 
-// adopt makes d, newer than the Doc in force, the one in force, and
-// keeps its copy in the keys file.
-func (s *Store) adopt(d *Doc) {
+// nextAt is e applied to cur and checked, as version v.
+func (s *Store) nextAt(e edit, cur *Doc, v int64) (*Patch, *Doc, func(), error) {
+	p, err := e(cur, s.o.Base(), s.o.Clock.Now())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p.Version = v
+	next := cur.with(p)
+	commit := func() { s.changed([]*Patch{p}) }
+	if s.o.Check != nil {
+		if commit, err = s.o.Check(next, p); err != nil {
+			return nil, nil, nil, &Error{Kind: Invalid, Msg: err.Error()}
+		}
+	}
+	return p, next, commit, nil
+}
+
+// adopt makes d, newer than the Doc in force and reached from it by ps
+// (nil: not known), the one in force, and keeps its copy in the keys file.
+func (s *Store) adopt(d *Doc, ps []*Patch) {
 	if d.Version <= s.doc.Version {
 		return
 	}
-	s.doc = d
-	if s.o.Path != "" {
-		if err := Save(s.o.Path, d); err != nil {
-			s.o.Log.Error("keys: the copy of the shared keys could not be written to keys_file; Redis still holds them", zap.Error(err))
+	s.doc = s.keepCopy(d, ps...)
+	s.changed(ps)
+}
+
+// keepCopy writes d, reached by ps, to the keys file, if any, logging a
+// failure: in cluster mode Redis holds the Doc, the file is its copy. It
+// returns the Doc to keep in force (see write).
+func (s *Store) keepCopy(d *Doc, ps ...*Patch) *Doc {
+	if s.file == nil {
+		return d
+	}
+	kept, err := s.write(d, ps...)
+	if err != nil {
+		s.o.Log.Error("keys: the copy of the shared keys could not be written to keys_file; Redis still holds them", zap.Error(err))
+		return d
+	}
+	return kept
+}
+
+// write stores d in the keys file: ps appended when they lead to it from
+// what the file holds, else (or when the file has grown to
+// compactEvery records, or needs a whole write) d whole, less the
+// tombstones past the retention. It returns the Doc written: d, or d
+// pruned, which puts the same keys and accounts in force.
+func (s *Store) write(d *Doc, ps ...*Patch) (*Doc, error) {
+	f := s.file
+	if len(ps) == 0 || ps[0].Version != f.version+1 || f.records+len(ps) > compactEvery || f.whole {
+		pruned := d.prune(s.o.Base(), s.o.Clock.Now(), s.o.Retention)
+		if err := f.snapshot(pruned); err != nil {
+			return nil, err
 		}
+		return pruned, nil
 	}
-	s.changed()
-}
-
-func (s *Store) changed() {
-	if s.o.OnChange != nil {
-		s.o.OnChange(s.doc)
-	}
-}
-
-// sharedTTL is how long Redis keeps the shared Doc after its last edit.
-// Like every key trendgate writes, it expires; every instance holds the
-// Doc in memory (and in keys_file) and writes it back at its next poll
-// once Redis has lost it (see Poll), so an expiry costs nothing.
-const sharedTTL = 30 * 24 * time.Hour
-
-// casScript sets the Doc if the stored version is ARGV[1] and answers -1,
-// else answers the stored version. KEYS: the hash. ARGV: expected
-// version, new version, the Doc, the TTL in ms.
-var casScript = redis.NewScript(`
-local v = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-if v ~= tonumber(ARGV[1]) then return v end
-redis.call('HSET', KEYS[1], 'version', ARGV[2], 'doc', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return -1
-`)
-
-// swap stores d in Redis if Redis still holds version from; it reports
-// whether it did.
-func (s *Store) swap(ctx context.Context, from int64, d *Doc) (bool, error) {
-	b, err := encode(d)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	n, err := casScript.Run(ctx, s.o.Redis, []string{s.key}, from, d.Version, b, sharedTTL.Milliseconds()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return n == -1, nil
-}
-
-func (s *Store) remoteVersion(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	v, err := s.o.Redis.HGet(ctx, s.key, "version").Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	return v, nil
-}
-
-func (s *Store) remote(ctx context.Context) (*Doc, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer cancel()
-	vals, err := s.o.Redis.HMGet(ctx, s.key, "version", "doc").Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
-	}
-	str, _ := vals[1].(string)
-	d, err := decode([]byte(str))
-	if err != nil {
-		return nil, fmt.Errorf("keys: the shared keys in Redis (%s) do not parse: %w", s.key, err)
-	}
-	vs, _ := vals[0].(string)
-	if v, _ := strconv.ParseInt(vs, 10, 64); v != d.Version {
-		return nil, fmt.Errorf("keys: the shared keys in Redis (%s) say version %d in a hash of version %s", s.key, d.Version, vs)
-	}
-	return d, nil
-}
-
-// fileHeader starts every keys file.
-const fileHeader = "# trendgate keys file: the keys and account changes made through the admin key API.\n" +
-	"# Written by trendgate (docs/accounts.md); change it through the API or `trendgate keys`.\n"
-
-// Load reads the keys file at path; a missing file is an empty Doc.
-func Load(path string) (*Doc, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &Doc{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("keys_file: %w", err)
-	}
-	d, err := decode(b)
-	if err != nil {
-		return nil, fmt.Errorf("keys_file %s: %w", path, err)
-	}
-	return d, nil
-}
-
-// Save writes d to the keys file at path atomically, mode 0600.
-func Save(path string, d *Doc) error {
-	b, err := encode(d)
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(path, append([]byte(fileHeader), b...), 0o600); err != nil {
-		return fmt.Errorf("keys_file: %w", err)
-	}
-	return nil
-}
-
-func encode(d *Doc) ([]byte, error) {
-	return yaml.Marshal(d)
-}
-
-// decode parses a Doc strictly: an unknown field is an error.
-func decode(b []byte) (*Doc, error) {
-	d := &Doc{}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(d); err != nil && !errors.Is(err, io.EOF) {
+	if err := f.append(ps); err != nil {
 		return nil, err
 	}
 	return d, nil
 }
+
+func (s *Store) changed(ps []*Patch) {
+	if s.o.OnChange == nil {
+		return
+	}
+	if len(s.pending) > 0 {
+		ps = nil // the keys denied here must stay denied: a whole rebuild
+	}
+	s.o.OnChange(s.view(s.doc), ps)
+}
+
+// Encode is d as the keys file's snapshot record and Redis's snapshot
+// hold it (JSON).
+func Encode(d *Doc) ([]byte, error) { return jsonEncode(d) }
+
+// versionString is v as a Redis field name.
+func versionString(v int64) string { return strconv.FormatInt(v, 10) }

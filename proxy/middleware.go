@@ -83,7 +83,7 @@ func (c *Chain) policyForValidKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	limits.SetPolicyHeader(w.Header(), in.set.policies[p.KeyID], in.start)
+	limits.SetPolicyHeader(w.Header(), in.set.policies.get(p.KeyID), in.start)
 }
 
 // isAPIPath reports whether p is under one of the API's path prefixes.
@@ -108,7 +108,7 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 		}
 		// The keyring and these maps come from one snapshot, compiled
 		// together: a key it accepts has both.
-		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies[p.KeyID]
+		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies.get(p.KeyID)
 		in.usage = in.set.usage[p.KeyID]
 		next.ServeHTTP(w, r)
 	})

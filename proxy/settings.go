@@ -22,8 +22,8 @@ import (
 type Settings struct {
 	cfg      *config.Config
 	keyring  *auth.Keyring
-	plans    map[string]*plan         // plan name → compiled plan
-	policies map[string]limits.Policy // key id → resolved rate and quotas
+	plans    map[string]*plan // plan name → compiled plan
+	policies policyMap        // key id → resolved rate and quotas (keyset.go)
 	costs    limits.Costs
 	routes   *api.Routes // the configured routes; nil: none
 	ttl      cache.Config
@@ -47,7 +47,7 @@ type plan struct {
 func Compile(cfg *config.Config) (*Settings, error) {
 	set := &Settings{
 		cfg:      cfg,
-		policies: make(map[string]limits.Policy, len(cfg.Keys)),
+		policies: policyMap{base: make(map[string]limits.Policy, len(cfg.Keys))},
 		plans:    make(map[string]*plan, len(cfg.Plans)),
 		costs:    cfg.Limits.Costs,
 		ttl:      cfg.Cache,
@@ -75,15 +75,8 @@ func Compile(cfg *config.Config) (*Settings, error) {
 	}
 	specs := make([]auth.KeySpec, 0, len(cfg.Keys))
 	for _, rk := range cfg.ResolvedKeys() {
-		spec := auth.KeySpec{ID: rk.Key.ID, Digest: rk.Key.SHA256, Account: rk.Account, Plan: rk.Plan, Disabled: rk.Key.Disabled}
-		if rk.Key.Expires != nil {
-			spec.Expires = *rk.Key.Expires
-		}
-		if rk.Key.NotBefore != nil {
-			spec.NotBefore = *rk.Key.NotBefore
-		}
-		specs = append(specs, spec)
-		set.policies[rk.Key.ID] = rk.Policy
+		specs = append(specs, specOf(rk))
+		set.policies.base[rk.Key.ID] = rk.Policy
 	}
 	kr, err := auth.NewKeyring(specs)
 	if err != nil {

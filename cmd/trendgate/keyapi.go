@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"trendgate/admin"
+	"trendgate/config"
 	"trendgate/keystore"
 )
 
@@ -87,6 +88,9 @@ func runKeysRotate(args []string, stdout io.Writer) error {
 	if *id == "" {
 		return errors.New("keys rotate: -id is required")
 	}
+	if err := config.CheckName(*id); err != nil {
+		return fmt.Errorf("keys rotate: -id: %w", err)
+	}
 	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {
 		return fmt.Errorf("keys rotate: %w", err)
@@ -115,6 +119,9 @@ func runKeysRevoke(args []string, stdout io.Writer) error {
 	if *id == "" {
 		return errors.New("keys revoke: -id is required")
 	}
+	if err := config.CheckName(*id); err != nil {
+		return fmt.Errorf("keys revoke: -id: %w", err)
+	}
 	root, token, err := adminTarget(fs, *base, *path)
 	if err != nil {
 		return fmt.Errorf("keys revoke: %w", err)
@@ -128,6 +135,10 @@ func runKeysRevoke(args []string, stdout io.Writer) error {
 		return fmt.Errorf("keys revoke: the answer is not a revocation: %w", err)
 	}
 	fmt.Fprintf(stdout, "revoked %s at %s\n", r.ID, r.Revoked.UTC().Format(time.RFC3339))
+	if r.Pending {
+		fmt.Fprintln(stdout, "pending: Redis is out of reach; the key is refused by the instance that answered now, "+
+			"and by every other instance once the revocation is stored (when Redis is back)")
+	}
 	return nil
 }
 

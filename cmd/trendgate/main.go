@@ -53,6 +53,9 @@ Usage:
   trendgate keys create|rotate|revoke [-config FILE | -admin ADDR] -id ID ...
                                              change keys through the running gateway's key
                                              API (see trendgate keys -help)
+  trendgate accounts create|update|delete [-config FILE | -admin ADDR] -id ID ...
+                                             make, change or delete an account through the
+                                             running gateway's key API (see accounts -help)
   trendgate state check|reset [-config] FILE check the state file of state.path, or move a
                                              damaged one aside so the next start begins at zero
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
@@ -116,6 +119,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return runConfig(args[1:], stdout)
 	case "keys":
 		return runKeys(args[1:], stdin, stdout)
+	case "accounts":
+		return runAccounts(args[1:], stdout)
 	case "state":
 		return runState(args[1:], stdout)
 	case "demo-upstream":

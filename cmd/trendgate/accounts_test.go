@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/gateway"
+	"trendgate/internal/clock"
+)
+
+// TestAccountsCLI makes, changes and deletes an account through the CLI
+// against a running gateway's admin listener, with a key in it checked on
+// the public API, and the refusals a delete meets.
+func TestAccountsCLI(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	up, err := demo.New(demo.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Admin.Token = "cli-admin-token"
+	cfg.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
+	cfg.Accounts = []config.Account{{ID: "acme", Plan: "full"}}
+	cfg.Keys = []config.Key{{ID: "acme-web", SHA256: auth.Digest(newSecret(t)), Account: "acme"}}
+	g, err := gateway.New(cfg, gateway.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	adm := httptest.NewServer(g.AdminHandler())
+	t.Cleanup(adm.Close)
+	t.Setenv(adminTokenEnv, "cli-admin-token")
+	cli := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(args, strings.NewReader(""), &out, &out)
+		return out.String(), err
+	}
+	out, err := cli("accounts", "create", "-admin", adm.URL, "-id", "globex", "-plan", "limited", "-daily", "300")
+	if err != nil || !strings.Contains(out, "account: globex\nplan: limited") || !strings.Contains(out, "daily: 300") {
+		t.Fatalf("accounts create: %v\n%s", err, out)
+	}
+	if _, err := cli("accounts", "create", "-admin", adm.URL, "-id", "globex", "-plan", "full"); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("creating globex twice: %v, want a 409", err)
+	}
+	out, err = cli("keys", "create", "-admin", adm.URL, "-id", "globex-ci", "-account", "globex")
+	if err != nil {
+		t.Fatalf("keys create in globex: %v\n%s", err, out)
+	}
+	secret := regexp.MustCompile(`(?m)^secret: (tg_\S+)$`).FindStringSubmatch(out)
+	if secret == nil || !strings.Contains(out, "plan: limited") {
+		t.Fatalf("keys create in globex:\n%s", out)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/api4/public/topics/list/v1", nil)
+	r.Header.Set("Authorization", "Bearer "+secret[1])
+	w := httptest.NewRecorder()
+	g.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("the key of the new account on the public API: %d", w.Code)
+	}
+	out, err = cli("accounts", "update", "-admin", adm.URL, "-id", "globex", "-daily", "default", "-monthly", "900")
+	if err != nil || !strings.Contains(out, "daily: 5000") || !strings.Contains(out, "monthly: 900") || !strings.Contains(out, "keys: globex-ci") {
+		t.Fatalf("accounts update: %v\n%s", err, out)
+	}
+	for _, tc := range []struct{ id, want string }{{"globex", "account_in_use"}, {"acme", "account_in_use"}, {"nobody", "unknown_account"}, {"..", "not a valid name"}} {
+		if _, err := cli("accounts", "delete", "-admin", adm.URL, "-id", tc.id); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("accounts delete %s: %v, want %s", tc.id, err, tc.want)
+		}
+	}
+	if _, err := cli("keys", "revoke", "-admin", adm.URL, "-id", "globex-ci"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("accounts", "delete", "-admin", adm.URL, "-id", "globex"); err != nil || !strings.HasPrefix(out, "deleted account globex at ") {
+		t.Fatalf("accounts delete globex once its key is revoked: %v\n%s", err, out)
+	}
+	for _, a := range g.Config().Accounts {
+		if a.ID == "globex" {
+			t.Fatal("the deleted account is still in force")
+		}
+	}
+}
