@@ -324,9 +324,9 @@ func checkRendered(t *testing.T, r rendered) {
 		}
 	}
 
-	// Memory: the sizing rule (docs/operations.md), 1.25 x cache.max_bytes + 48 MiB, as
-	// request and limit, above the Go soft limit trendgate sets.
-	rule := cfg.Cache.MaxBytes + cfg.Cache.MaxBytes/4 + 48<<20
+	// Memory: the sizing rule (docs/operations.md), 1.25 x cache.max_bytes + 48 MiB
+	// + 1 KiB per key, as request and limit, above the Go soft limit trendgate sets.
+	rule := cfg.Cache.MaxBytes + cfg.Cache.MaxBytes/4 + 48<<20 + int64(len(cfg.Keys))<<10
 	lim, req := c.Resources.Limits[corev1.ResourceMemory], c.Resources.Requests[corev1.ResourceMemory]
 	if lim.IsZero() || lim.Value() < rule {
 		t.Errorf("memory limit %s; want at least %d (1.25 x cache.max_bytes %d + 48 MiB)", lim.String(), rule, cfg.Cache.MaxBytes)

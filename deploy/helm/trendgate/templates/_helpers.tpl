@@ -94,10 +94,11 @@ The combinations the chart refuses, each with the reason.
 {{- end -}}
 
 {{/*
-Memory in bytes from the sizing rule of docs/operations.md: 1.25 x cache.max_bytes + 48 MiB.
+Memory in bytes from the sizing rule of docs/operations.md: 1.25 x cache.max_bytes + 48 MiB
++ 1 KiB per key listed in config.keys (keys made through the key API are not counted here).
 */}}
 {{- define "trendgate.memory" -}}
 {{- $max := 268435456 -}}
 {{- with .Values.config.cache -}}{{- with .max_bytes -}}{{- $max = int64 . -}}{{- end -}}{{- end -}}
-{{- add $max (div $max 4) 50331648 -}}
+{{- add $max (div $max 4) 50331648 (mul (len (.Values.config.keys | default list)) 1024) -}}
 {{- end -}}
