@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
+	"trendgate/rollup"
 	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
@@ -81,6 +82,7 @@ func Default() *Config {
 		Limits:   limits.DefaultConfig(),
 		Tracing:  tracing.DefaultConfig(),
 		State:    state.DefaultConfig(),
+		Usage:    rollup.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,

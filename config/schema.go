@@ -7,6 +7,7 @@ import (
 	"trendgate/cache"
 	"trendgate/internal/cors"
 	"trendgate/limits"
+	"trendgate/rollup"
 	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
@@ -26,6 +27,9 @@ type Config struct {
 	Redis    Redis           `yaml:"redis"`
 	State    state.Config    `yaml:"state"`
 	Tracing  tracing.Config  `yaml:"tracing"`
+	// Usage is the daily usage rollups' retention and flush interval
+	// (package rollup).
+	Usage rollup.Config `yaml:"usage"`
 	// Plans maps a plan name to its definition. Default holds the built-in
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.

@@ -78,6 +78,7 @@ func (c *Config) Validate() error {
 	p.addSection("limits.", c.Limits.Validate())
 	p.addSection("tracing.", c.Tracing.Validate())
 	p.addSection("state.", c.State.Validate())
+	p.addSection("usage.", c.Usage.Validate())
 	if len(p) == 0 {
 		return nil
 	}

@@ -49,6 +49,11 @@ type info struct {
 	policy  limits.Policy
 	usage   *activity.Key // the key's 24 h counters; nil until authenticated
 	cost    int
+	// charged is set once the quota units of cost were charged (the
+	// response was delivered), and chargedDay is the UTC day the limiter
+	// charged them in: the usage history counts them there.
+	charged    bool
+	chargedDay int
 	cache   string // Cache-Status summary for the log: hit, miss, stale, ...
 	code    string // the error code the client received; "" for none
 	// clientID is the client's X-Request-ID, sanitized, when it was not
