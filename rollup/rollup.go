@@ -77,6 +77,10 @@ func (d *Date) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return ErrBadDate
 	}
+	if s == "" {
+		*d = 0
+		return nil
+	}
 	v, err := ParseDate(s)
 	*d = v
 	return err
@@ -169,7 +173,7 @@ type Cell struct {
 
 // Day is one UTC day of an account's or a key's usage.
 type Day struct {
-	Date          Date  `json:"date"`
+	Date          Date  `json:"date,omitempty"` // absent in a Series' Total
 	Units         int64 `json:"units"`
 	Requests      int64 `json:"requests"`
 	UpstreamCalls int64 `json:"upstream_calls"`
