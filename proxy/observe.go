@@ -49,11 +49,6 @@ type info struct {
 	policy  limits.Policy
 	usage   *activity.Key // the key's 24 h counters; nil until authenticated
 	cost    int
-	// charged is set once the quota units of cost were charged (the
-	// response was delivered), and chargedDay is the UTC day the limiter
-	// charged them in: the usage history counts them there.
-	charged    bool
-	chargedDay int
 	cache   string // Cache-Status summary for the log: hit, miss, stale, ...
 	code    string // the error code the client received; "" for none
 	// clientID is the client's X-Request-ID, sanitized, when it was not
@@ -71,6 +66,12 @@ type info struct {
 	// spans made (see trace.go).
 	span   trace.Span
 	traced bool
+
+	// charged is set once the quota units of cost were charged (the
+	// response was delivered), and chargedDay is the UTC day the limiter
+	// charged them in: the usage history counts them there.
+	charged    bool
+	chargedDay int
 
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
