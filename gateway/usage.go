@@ -105,3 +105,16 @@ func (h historySource) AccountOfKey(id string) (string, bool) {
 	}
 	return "", false
 }
+
+// FlushUsage writes what the usage history recorded since its last write
+// (to the file, or to Redis in cluster mode) now rather than at the next
+// usage.flush_interval.
+func (g *Gateway) FlushUsage(ctx context.Context) error {
+	switch s := g.rollups.(type) {
+	case *rollup.Local:
+		return s.Flush()
+	case *rollup.Redis:
+		return s.Flush(ctx)
+	}
+	return nil
+}
