@@ -293,9 +293,9 @@ func (w *fileWriter) append(rows map[rowKey]*row) error {
 	return err
 }
 
-// rewriteFile writes rows as a fresh file replacing path (atomically) and
-// opens it for appending; old, when not nil, is closed.
-func rewriteFile(path string, old *fileWriter, rows map[rowKey]*row) (*fileWriter, error) {
+// encodeFile returns rows as a whole file, one row per key-day, and the
+// string ids it defines.
+func encodeFile(rows map[rowKey]*row) ([]byte, map[string]uint64) {
 	strs := make(map[string]uint64)
 	b := []byte(fileMagic)
 	// One record per 4,096 rows keeps each record's size reasonable
@@ -314,6 +314,12 @@ func rewriteFile(path string, old *fileWriter, rows map[rowKey]*row) (*fileWrite
 		}
 	}
 	flush()
+	return b, strs
+}
+
+// installFile writes b (see encodeFile) as a fresh file replacing path
+// (atomically) and opens it for appending; old, when not nil, is closed.
+func installFile(path string, old *fileWriter, b []byte, strs map[string]uint64) (*fileWriter, error) {
 	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return old, err
 	}

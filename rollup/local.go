@@ -24,13 +24,15 @@ type Local struct {
 	cfg  Config
 	path string // "" keeps the rollups in memory only
 
-	mu sync.Mutex // guards every field below
+	flushMu sync.Mutex  // serializes Flush and Close; guards w
+	w       *fileWriter // nil without a path
+
+	mu sync.Mutex // guards the fields below
 	// all is every kept row; pending is what was recorded since the last
 	// Flush (deltas), written by the next.
 	all     table
 	pending table
-	w       *fileWriter // nil without a path
-	oldest  Date        // the first day all may hold; older rows are dropped on compaction
+	oldest  Date // the first day all may hold; older rows are dropped on compaction
 }
 
 // OpenLocal loads the rollups file at path (none yet is an empty history;
@@ -63,7 +65,8 @@ func OpenLocal(path string, cfg Config, clk clock.Clock, log *zap.Logger) (*Loca
 	l.oldest = l.Oldest(clk.Now())
 	// Always rewrite at start: it drops expired days and a damaged tail,
 	// and starts the file's dictionary afresh.
-	if err := l.compactLocked(); err != nil {
+	b, strs := l.encodeAllLocked()
+	if err := l.install(b, strs); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -94,45 +97,58 @@ func (l *Local) Record(e Event) {
 // Flush appends what was recorded since the last Flush to the file (one
 // record, synced) and compacts the file when a day fell out of the
 // retention or it doubled. It writes nothing when nothing was recorded.
+// Record is not held up by the write: only taking the recorded rows (or,
+// to compact, encoding every row) happens under the lock Record takes.
 func (l *Local) Flush() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	if l.w == nil {
 		return nil
 	}
-	if o := l.Oldest(l.clk.Now()); o > l.oldest || l.w.broken {
+	l.mu.Lock()
+	if o := l.Oldest(l.clk.Now()); o > l.oldest || l.w.broken || l.w.size > 2*l.w.base+1<<20 {
 		l.oldest = max(o, l.oldest)
-		return l.compactLocked()
+		b, strs := l.encodeAllLocked()
+		l.mu.Unlock()
+		return l.install(b, strs)
 	}
-	if len(l.pending.rows) == 0 {
+	pending := l.pending
+	l.pending = newTable()
+	l.mu.Unlock()
+	if len(pending.rows) == 0 {
 		return nil
 	}
-	if err := l.w.append(l.pending.rows); err != nil {
-		// The file's state is unknown after a failed write: rewrite it
-		// whole from memory next time, which holds everything.
+	if err := l.w.append(pending.rows); err != nil {
+		// The file's state is unknown after a failed write: the next
+		// Flush rewrites it whole from memory, which holds everything.
 		return fmt.Errorf("rollup: write %s: %w (rewriting it whole next)", l.path, err)
-	}
-	l.pending = newTable()
-	if l.w.size > 2*l.w.base+1<<20 {
-		return l.compactLocked()
 	}
 	return nil
 }
 
-// compactLocked drops rows older than l.oldest and rewrites the file from
-// memory (a new file renamed over the old one). l.mu is held.
-func (l *Local) compactLocked() error {
+// encodeAllLocked drops rows older than l.oldest and encodes the rest as
+// a whole file; what was pending is in it. l.mu is held.
+func (l *Local) encodeAllLocked() ([]byte, map[string]uint64) {
 	for k := range l.all.rows {
 		if k.day < l.oldest {
 			delete(l.all.rows, k)
 		}
 	}
-	w, err := rewriteFile(l.path, l.w, l.all.rows)
+	l.pending = newTable()
+	return encodeFile(l.all.rows)
+}
+
+// install replaces the file with b (see encodeAllLocked). l.flushMu is
+// held.
+func (l *Local) install(b []byte, strs map[string]uint64) error {
+	w, err := installFile(l.path, l.w, b, strs)
 	if err != nil {
+		if l.w != nil {
+			l.w.broken = true // try again at the next Flush
+		}
 		return fmt.Errorf("rollup: compact %s: %w", l.path, err)
 	}
 	l.w = w
-	l.pending = newTable()
 	return nil
 }
 
@@ -160,8 +176,8 @@ func (l *Local) FlushInterval() time.Duration { return l.cfg.FlushInterval }
 // Close flushes and closes the file.
 func (l *Local) Close() error {
 	err := l.Flush()
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	if l.w != nil {
 		err = errors.Join(err, l.w.f.Close())
 		l.w = nil
@@ -189,8 +205,8 @@ func (l *Local) Query(_ context.Context, q Query) ([]Series, error) {
 
 // FileSize is the rollups file's size in bytes (0 without a file).
 func (l *Local) FileSize() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
 	if l.w == nil {
 		return 0
 	}

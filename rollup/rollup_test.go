@@ -324,3 +324,51 @@ func TestParseDate(t *testing.T) {
 		}
 	}
 }
+
+// Records made while flushes run are all written once: the reopened file
+// holds exactly what was recorded.
+func TestLocalConcurrentFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.usage")
+	clk := clock.NewFake(t0)
+	l, err := OpenLocal(path, Config{}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 4, 500
+	done := make(chan struct{})
+	for w := range writers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range each {
+				l.Record(Event{Account: "acme", Key: fmt.Sprint("k", w), Route: "list", Requests: 1, Units: int64(i%3 + 1)})
+			}
+		}()
+	}
+	for range writers {
+		for {
+			if err := l.Flush(); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-done:
+			default:
+				continue
+			}
+			break
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := OpenLocal(path, Config{}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	got := query(t, l2, Query{From: DateOf(t0), To: DateOf(t0)})
+	// Units per writer: 500 requests cycling 1, 2, 3.
+	wantUnits := int64(writers * (each/3*6 + 1 + 2))
+	if len(got) != 1 || got[0].Total.Requests != writers*each || got[0].Total.Units != wantUnits {
+		t.Errorf("reopened: %+v, want %d requests and %d units", got, writers*each, wantUnits)
+	}
+}
