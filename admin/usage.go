@@ -57,7 +57,7 @@ func (s *server) registerUsage(mux *http.ServeMux) {
 
 // serveUsageHistory answers the three usage history routes: the days
 // from= to to= (inclusive, UTC; from defaults to the first of this month,
-// to to today), as JSON or, when the Accept header names text/csv, CSV.
+// or the oldest day kept, to to today), as JSON or, when the Accept header names text/csv, CSV.
 func (s *server) serveUsageHistory(w http.ResponseWriter, r *http.Request) {
 	h := s.o.History
 	now := s.now()
@@ -101,7 +101,9 @@ func (s *server) serveUsageHistory(w http.ResponseWriter, r *http.Request) {
 // first day kept. to after today reads up to today.
 func historyRange(r *http.Request, now time.Time, oldest rollup.Date) (rollup.Query, *httperr.Error) {
 	today := rollup.DateOf(now)
-	q := rollup.Query{From: rollup.Date(int(today)/100*100 + 1), To: today}
+	// from defaults to the first of this month, or the oldest day kept
+	// when the retention is shorter.
+	q := rollup.Query{From: max(rollup.Date(int(today)/100*100+1), oldest), To: today}
 	vals := r.URL.Query()
 	for name, vs := range vals {
 		if (name != "from" && name != "to") || len(vs) != 1 {
