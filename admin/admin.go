@@ -88,6 +88,9 @@ type Options struct {
 	// of a purge by url= exactly as a request at that moment would; nil
 	// means clock.Real{}.
 	Clock clock.Clock
+	// History serves GET /usage, GET /accounts/{id}/usage and GET
+	// /keys/{id}/usage (usage.go). If nil, there are no such routes.
+	History HistorySource
 }
 
 var errNotLocal = httperr.New(http.StatusForbidden, api.CodeAdminNotLocal,
@@ -150,6 +153,9 @@ func New(o Options) http.Handler {
 	}
 	if o.Dashboard != nil {
 		s.registerDashboard(mux)
+	}
+	if o.History != nil {
+		s.registerUsage(mux)
 	}
 	mux.Handle("GET /openapi.yaml", s.auth(http.HandlerFunc(s.serveOpenAPI)))
 	if o.Pprof != nil {

@@ -72,6 +72,10 @@ const (
 	CodeNotCached         = "not_cached"
 	CodeUnknownAccount    = "unknown_account"
 	CodeUnknownKey        = "unknown_key"
+	// The usage history's (admin/usage.go).
+	CodeInvalidDate          = "invalid_date"
+	CodeInvalidRange         = "invalid_range"
+	CodeRangeBeyondRetention = "range_beyond_retention"
 )
 
 // Client-facing errors raised by the gateway after parsing (ParseRequest

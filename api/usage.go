@@ -55,6 +55,25 @@ type Usage struct {
 	// Last24h is the traffic of the last 24 hours, of the key and of its
 	// account (all its keys).
 	Last24h UsageTraffic `json:"last_24h"`
+	// History is the account's daily usage (all its keys) over the last
+	// UsageHistoryDays UTC days, today included, oldest first; a day
+	// without usage is absent. Absent when the gateway keeps no usage
+	// history or the account has none in those days.
+	History []UsageDay `json:"history,omitempty"`
+}
+
+// UsageHistoryDays is how many days Usage.History covers.
+const UsageHistoryDays = 90
+
+// UsageDay is one UTC day of an account's usage history: the quota units
+// charged (the same as its daily quota counter charged), the requests
+// answered, the upstream calls they caused and the body bytes sent.
+type UsageDay struct {
+	Date          string `json:"date"` // YYYY-MM-DD
+	Units         int64  `json:"units"`
+	Requests      int64  `json:"requests"`
+	UpstreamCalls int64  `json:"upstream_calls"`
+	BytesSent     int64  `json:"bytes_sent"`
 }
 
 // UsageRate is a key's token bucket: refill rate, size and the whole

@@ -8,6 +8,7 @@ import (
 	"trendgate/internal/cors"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
+	"trendgate/rollup"
 	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
@@ -83,6 +84,7 @@ func Default() *Config {
 		Tracing:  tracing.DefaultConfig(),
 		Metrics:  tenantlabel.DefaultConfig(),
 		State:    state.DefaultConfig(),
+		Usage:    rollup.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
 			Timeout:    50 * time.Millisecond,

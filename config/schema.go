@@ -8,6 +8,7 @@ import (
 	"trendgate/internal/cors"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
+	"trendgate/rollup"
 	"trendgate/state"
 	"trendgate/tracing"
 	"trendgate/upstream"
@@ -29,6 +30,9 @@ type Config struct {
 	Tracing  tracing.Config  `yaml:"tracing"`
 	// Metrics bounds the tenant labels of /metrics (docs/operations.md).
 	Metrics tenantlabel.Config `yaml:"metrics"`
+	// Usage is the daily usage rollups' retention and flush interval
+	// (package rollup).
+	Usage rollup.Config `yaml:"usage"`
 	// Plans maps a plan name to its definition. Default holds the built-in
 	// plans "full" and "limited"; a plan of the same name in a file replaces
 	// the built-in one entirely. Nil or empty fails Validate.

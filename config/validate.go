@@ -73,6 +73,7 @@ func (c *Config) Validate() error {
 	p.addSection("tracing.", c.Tracing.Validate())
 	p.addSection("metrics.", c.Metrics.Validate())
 	p.addSection("state.", c.State.Validate())
+	p.addSection("usage.", c.Usage.Validate())
 	if len(p) == 0 {
 		return nil
 	}

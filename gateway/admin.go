@@ -41,6 +41,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Keys:         g,
 		Dashboard:    g,
 		Clock:        g.clk,
+		History:      historySource{g},
 		Pprof:        func() bool { return g.Config().Admin.Pprof },
 		Routes:       func() *api.Routes { return g.chain.Settings().Routes() },
 	})

@@ -90,6 +90,9 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		return deps, err
 	}
 	g.cache, deps.Cache = c, c
+	if err := g.startRollups(cfg, &deps); err != nil {
+		return deps, err
+	}
 	return deps, nil
 }
 

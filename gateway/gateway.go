@@ -25,6 +25,7 @@ import (
 	"trendgate/keystore"
 	"trendgate/limits"
 	"trendgate/proxy"
+	"trendgate/rollup"
 	"trendgate/state"
 	"trendgate/tracing"
 )
@@ -128,6 +129,8 @@ type Gateway struct {
 	base      atomic.Pointer[config.Config]
 	swapMu    sync.Mutex
 	keysRedis redis.UniversalClient // the shared copy's Redis; nil without cluster mode
+	// rollups is the usage history (usage.go).
+	rollups rollup.Store
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the

@@ -18,6 +18,7 @@ import (
 	"trendgate/internal/inflight"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
+	"trendgate/rollup"
 	"trendgate/series"
 	"trendgate/upstream"
 )
@@ -81,6 +82,11 @@ type Deps struct {
 	StatedReading  series.Reading
 	ReadingsRedis  redis.UniversalClient
 	ReadingsPrefix string
+	// Rollups receives every authenticated, routed request and the
+	// upstream calls it causes, for the usage history (record.go); and
+	// gives a client its account's daily history (usage.go). Nil means
+	// none is kept.
+	Rollups rollup.Store
 }
 
 // Chain is the public API handler: observe, route, authenticate, check the
@@ -122,6 +128,8 @@ type Chain struct {
 	// tracer makes spans; nil with tracing off, which is all the hot path
 	// checks (see trace.go).
 	tracer trace.Tracer
+	// rollups keeps the usage history; nil keeps none.
+	rollups rollup.Store
 }
 
 // New builds the chain serving set (see Compile) on deps.
@@ -130,7 +138,7 @@ func New(set *Settings, deps Deps) *Chain {
 		clk: deps.Clock, log: deps.Logger, access: zap.NewNop(), metrics: newMetrics(deps.Registry, deps.Labels),
 		up: deps.Upstream, cache: deps.Cache, local: deps.Local, limiter: deps.Limiter, usage: deps.Usage,
 		authFail: deps.AuthFailures, act: deps.Activity, inflight: deps.Inflight,
-		statedReading: deps.StatedReading, tracer: deps.Tracer,
+		statedReading: deps.StatedReading, tracer: deps.Tracer, rollups: deps.Rollups,
 		readings: newReadings(deps.Logger.Named("series"), deps.ReadingsRedis, deps.ReadingsPrefix),
 	}
 	if a := set.cfg.Log.Access; a == nil || *a {

@@ -285,6 +285,7 @@ func (c *Chain) limit(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 		if sw, _ := w.(*statusWriter); sw != nil && delivered(sw.status) {
 			c.metrics.charge(in.keyID, in.account, in.cost)
+			in.charged, in.chargedDay = true, d.Day
 			return
 		}
 		refund()

@@ -67,6 +67,12 @@ type info struct {
 	span   trace.Span
 	traced bool
 
+	// charged is set once the quota units of cost were charged (the
+	// response was delivered), and chargedDay is the UTC day the limiter
+	// charged them in: the usage history counts them there.
+	charged    bool
+	chargedDay int
+
 	// Allocated with the info, so a request costs one allocation for all
 	// three: the status-recording writer and the X-Request-Id value.
 	sw    statusWriter

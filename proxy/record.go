@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"trendgate/activity"
+	"trendgate/rollup"
 )
 
 // What the chain counts for the operator's console (package gateway reads
@@ -33,8 +34,35 @@ func (c *Chain) record(in *info, status int, elapsed time.Duration) {
 		}
 		in.usage.Record(in.start, in.req.Endpoint, status, units)
 		topic = in.req.Topic
+		if c.rollups != nil {
+			c.recordRollup(in, status)
+		}
 	}
 	c.act.Request(in.start, outcomeOf(status, in.cache), elapsed, topic)
+}
+
+// recordRollup adds a finished request to the usage history: its route
+// and outcome class, the bytes sent and, when it was charged, its units,
+// in the day the limiter charged them (so that an account's daily units
+// add up to what its quota counters charged). The upstream calls it caused
+// are added as they are sent (fetchFor).
+func (c *Chain) recordRollup(in *info, status int) {
+	e := rollup.Event{
+		Day:      rollup.DateOf(in.start),
+		Account:  in.account,
+		Key:      in.keyID,
+		Route:    in.req.Label(),
+		Class:    rollup.ClassOf(status),
+		Requests: 1,
+		Bytes:    int64(in.sw.bytes),
+	}
+	if in.charged {
+		e.Units = int64(in.cost)
+		if in.chargedDay != 0 {
+			e.Day = rollup.Date(in.chargedDay)
+		}
+	}
+	c.rollups.Record(e)
 }
 
 // outcomeOf classifies a finished request for the dashboard rates.

@@ -22,6 +22,7 @@ import (
 	"trendgate/cache"
 	"trendgate/limits"
 	"trendgate/projection"
+	"trendgate/rollup"
 	"trendgate/upstream"
 )
 
@@ -197,6 +198,9 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 			c.act.UpstreamCall(now, req.Topic)
 			if !background && usage != nil {
 				usage.UpstreamCall(now)
+			}
+			if !background && c.rollups != nil && keyID != "" {
+				c.rollups.Record(rollup.Event{Account: account, Key: keyID, Route: req.Label(), Upstream: 1})
 			}
 		},
 	})

@@ -11,6 +11,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/limits"
+	"trendgate/rollup"
 )
 
 // GET /trendgate/v1/usage: a client reads its own standing with its own
@@ -125,6 +126,19 @@ func (c *Chain) usageOf(ctx context.Context, in *info) (api.Usage, error) {
 		Daily:       usageQuota(u.DayUsed, u.Policy.Daily, u.DayEnd),
 		Monthly:     usageQuota(u.MonthUsed, u.Policy.Monthly, u.MonthEnd),
 		Last24h:     traffic(in.set, in.keyID, in.account, now),
+	}
+	if c.rollups != nil {
+		to := rollup.DateOf(now)
+		ss, err := c.rollups.Query(ctx, rollup.Query{From: to.AddDays(1 - api.UsageHistoryDays), To: to, Account: in.account})
+		if err != nil {
+			return api.Usage{}, fmt.Errorf("proxy: usage history of account %s: %w", in.account, err)
+		}
+		out.History = []api.UsageDay{}
+		for _, s := range ss {
+			for _, d := range s.Days {
+				out.History = append(out.History, api.UsageDay{Date: d.Date.String(), Units: d.Units, Requests: d.Requests, UpstreamCalls: d.UpstreamCalls, BytesSent: d.BytesSent})
+			}
+		}
 	}
 	if u.Policy.PerSecond > 0 {
 		out.Rate = &api.UsageRate{PerSecond: u.Policy.PerSecond, Burst: u.Policy.Burst, Remaining: u.BurstTokens}

@@ -58,6 +58,9 @@ Usage:
                                              running gateway's key API (see accounts -help)
   trendgate state check|reset [-config] FILE check the state file of state.path, or move a
                                              damaged one aside so the next start begins at zero
+  trendgate usage report -month YYYY-MM [-account ID] [-csv] [-config FILE | -admin ADDR]
+                                             a month's usage history per account from the
+                                             admin listener: tables, or its CSV export
   trendgate demo-upstream -listen ADDR       run the demo upstream alone (see its -help)
   trendgate healthcheck [-ready] [-config FILE|-url URL]
                                              exit 0 when the admin /healthz (liveness) or,
@@ -123,6 +126,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return runAccounts(args[1:], stdout)
 	case "state":
 		return runState(args[1:], stdout)
+	case "usage":
+		return runUsage(args[1:], stdout)
 	case "demo-upstream":
 		return runDemoUpstream(args[1:], stdout, stderr)
 	case "healthcheck":
