@@ -89,7 +89,11 @@ var routeScopes = map[string][]string{
 	"GET /keys/{id}":     {ScopeRead, ScopeKeys},
 	"GET /accounts":      {ScopeRead, ScopeKeys},
 	"GET /accounts/{id}": {ScopeRead, ScopeKeys},
-	"POST /purge":        {ScopePurge},
+	// The usage history (usage.go): billing reads, like /summary.
+	"GET /usage":               {ScopeRead, ScopeKeys},
+	"GET /accounts/{id}/usage": {ScopeRead, ScopeKeys},
+	"GET /keys/{id}/usage":     {ScopeRead, ScopeKeys},
+	"POST /purge":              {ScopePurge},
 }
 
 // scopesFor returns the scopes that may use the route of pattern.

@@ -23,7 +23,7 @@ func TestScopesAgree(t *testing.T) {
 }
 
 // TestReadScopedToken (issue 41): a token configured with scopes: [read]
-// reads /metrics, /summary and GET /keys, and gets 403 missing_scope on
+// reads /metrics, /summary, GET /keys, /accounts and the usage history, and gets 403 missing_scope on
 // POST /keys, which changes nothing; the refusal is counted. The same key
 // created with a keys-scoped token is 201.
 func TestReadScopedToken(t *testing.T) {
@@ -35,7 +35,7 @@ func TestReadScopedToken(t *testing.T) {
 		}
 		cfg.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
 	})
-	for _, path := range []string{"/metrics", "/summary", "/keys", "/accounts"} {
+	for _, path := range []string{"/metrics", "/summary", "/keys", "/accounts", "/usage"} {
 		if resp, body := h.AdminDo(http.MethodGet, path, scraper); resp.StatusCode != 200 {
 			t.Errorf("GET %s with the read token: %d %s; want 200", path, resp.StatusCode, body)
 		}
