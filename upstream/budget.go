@@ -235,10 +235,11 @@ type LocalBudget struct {
 	clk     clock.Clock
 	reserve float64
 
-	mu           sync.Mutex // guards minute, day, blockedUntil and fair
+	mu           sync.Mutex // guards minute, day, blockedUntil, fair and demand
 	minute, day  window
 	blockedUntil time.Time
 	fair         fairTenants
+	demand       demandGate // the calls left go where the demand is (demand.go)
 
 	// events, when set (by the Client that owns the budget, before use),
 	// hears when Observe adopts the upstream's count.
@@ -284,8 +285,24 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	now := b.clk.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if c.Key == "" || c.Background {
+		return b.take(c, nil, now), nil
+	}
+	d := b.demand.ask(c.Key, now)
+	v := b.take(c, d, now)
+	if v.OK {
+		b.demand.granted(d)
+	} else {
+		b.demand.refused(d, now)
+	}
+	return v, nil
+}
+
+// take decides c at now; d, when not nil, is what the demand gate knows
+// of c's request. b.mu is held.
+func (b *LocalBudget) take(c Claim, d *keyDemand, now time.Time) Verdict {
 	if now.Before(b.blockedUntil) {
-		return Verdict{RetryAfter: b.blockedUntil.Sub(now), Upstream: true}, nil
+		return Verdict{RetryAfter: b.blockedUntil.Sub(now), Upstream: true}
 	}
 	ms, ds := minuteStart(now), dayStart(now)
 	b.minute.roll(ms, now)
@@ -304,12 +321,15 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 		tenant = b.fair.claim(c, now, ms, ds)
 		if wait == 0 {
 			if share, capped := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
-				return Verdict{RetryAfter: share, Share: true, Cap: capped}, nil
+				return Verdict{RetryAfter: share, Share: true, Cap: capped}
 			}
 		}
 	}
 	if wait > 0 {
-		return Verdict{RetryAfter: wait}, nil
+		return Verdict{RetryAfter: wait}
+	}
+	if d != nil && b.demand.holds(c.Key, d, b.minute.remaining(), now) {
+		return Verdict{RetryAfter: min(pendingFor, minuteEnd)}
 	}
 	b.minute.used++
 	b.day.used++
@@ -317,7 +337,7 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 		tenant.minute.used++
 		tenant.day.used++
 	}
-	return Verdict{OK: true}, nil
+	return Verdict{OK: true}
 }
 
 // shareWait is how long tenant t must wait for its fair share or per-minute

@@ -466,7 +466,7 @@ func (c *Client) slot(ctx context.Context, req Request) (func(), error) {
 // take spends one call of the outbound budget for req's attempt (0 for
 // the first). With tracing on, the wait and its verdict are a span.
 func (c *Client) take(ctx context.Context, req Request, attempt int) (Verdict, error) {
-	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background}
+	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background, Key: req.key()}
 	if c.tracer == nil {
 		return c.budget.Take(ctx, claim)
 	}

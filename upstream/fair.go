@@ -22,6 +22,11 @@ type Claim struct {
 	// Background marks a refresh nobody waits for: it may not use the
 	// budget's refresh reserve.
 	Background bool
+	// Key names the canonical request the call would answer, for the
+	// in-process budget's demand gate (see demandGate): when the minute's
+	// calls left cannot cover every refused request, they are kept for
+	// the requests asked most. "" is not subject to it.
+	Key string
 }
 
 // weight is c's weight with the default applied.
