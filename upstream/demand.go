@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -20,6 +21,12 @@ import (
 // stale answers), never a wait. A request that answers many clients is thus
 // served before one that answers few, and every refused client is answered
 // at once.
+//
+// The fair share comes first: the gate only sees claims the share allows,
+// and a call within its account's guarantee is held only for requests asked
+// by more accounts (within demandHalfLife) than its own, so no single
+// account, however often it asks, can hold another account's guaranteed
+// calls. Only LocalBudget has the gate; RedisBudget ignores Claim.Key.
 //
 // The gate only ever refuses while other requests are refused too, and only
 // in their favour: a workload whose requests are all asked alike (a flood of
@@ -46,6 +53,42 @@ type keyDemand struct {
 	// refusedAt is when a claim for the key was last refused, zero once
 	// a claim for it was granted.
 	refusedAt time.Time
+	// askers are the latest tenants that asked (at most maxAskers), each
+	// with its last ask.
+	askers []asker
+}
+
+type asker struct {
+	tenant string
+	at     time.Time
+}
+
+// accounts is how many tenants asked for d within the last demandHalfLife.
+func (d *keyDemand) accounts(now time.Time) int {
+	n := 0
+	for _, a := range d.askers {
+		if now.Sub(a.at) <= demandHalfLife {
+			n++
+		}
+	}
+	return n
+}
+
+// asked records tenant's ask at now.
+func (d *keyDemand) asked(tenant string, now time.Time) {
+	if tenant == "" {
+		return
+	}
+	for i := range d.askers {
+		if d.askers[i].tenant == tenant {
+			d.askers[i].at = now
+			return
+		}
+	}
+	if len(d.askers) == maxAskers {
+		d.askers = slices.Delete(d.askers, 0, 1)
+	}
+	d.askers = append(d.askers, asker{tenant, now})
 }
 
 const (
@@ -61,6 +104,8 @@ const (
 	// forgetBelow is the faded count under which a request that is not
 	// pending is forgotten.
 	forgetBelow = 0.1
+	// maxAskers bounds keyDemand.askers.
+	maxAskers = 8
 )
 
 // decayed is d's count of asks at now.
@@ -79,7 +124,7 @@ func (d *keyDemand) isPending(now time.Time) bool {
 
 // ask records one ask for key at now and returns its entry (nil when the
 // gate is full and key is new).
-func (g *demandGate) ask(key string, now time.Time) *keyDemand {
+func (g *demandGate) ask(key, tenant string, now time.Time) *keyDemand {
 	if g.keys == nil {
 		g.keys = make(map[string]*keyDemand)
 	}
@@ -94,27 +139,34 @@ func (g *demandGate) ask(key string, now time.Time) *keyDemand {
 	}
 	d.asks = d.decayed(now) + 1
 	d.at = now
+	d.asked(tenant, now)
 	return d
 }
 
 // holds reports whether the claim for key, whose entry is d, should be
 // refused so that the minute's left calls go to pending requests asked more
-// often.
-func (g *demandGate) holds(key string, d *keyDemand, left int64, now time.Time) bool {
+// often. A call within its account's guarantee (guaranteed) is held only
+// for requests asked by more accounts than key: one account, however often
+// it asks, cannot hold another's guaranteed calls.
+func (g *demandGate) holds(key string, d *keyDemand, left int64, now time.Time, guaranteed bool) bool {
 	if left < 0 || g.pending == 0 {
 		return false // unlimited, or nobody else refused
 	}
-	mine := 1.0
+	asks, accounts := 1.0, 1
 	if d != nil {
-		mine = d.asks
+		asks, accounts = d.asks, d.accounts(now)
 	}
-	var more int64
+	var ahead int64
 	for k, o := range g.keys {
 		if o.refusedAt.IsZero() || k == key || !o.isPending(now) {
 			continue
 		}
-		if o.decayed(now) > mine {
-			if more++; more >= left {
+		more := o.decayed(now) > asks
+		if guaranteed {
+			more = o.accounts(now) > accounts
+		}
+		if more {
+			if ahead++; ahead >= left {
 				return true
 			}
 		}

@@ -159,6 +159,20 @@ func guarantee(pool int64, w, total float64) int64 {
 	return int64(math.Floor(float64(pool)*w/total + 1e-9))
 }
 
+// withinGuarantee reports whether self's next call in a window of limit
+// (reserve held for newcomers) is within its guarantee among others; an
+// unlimited window guarantees nothing.
+func withinGuarantee(limit, reserve int64, self standing, others []standing) bool {
+	if limit == 0 {
+		return false
+	}
+	total := self.weight
+	for _, o := range others {
+		total += o.weight
+	}
+	return self.used < guarantee(limit-reserve, self.weight, total)
+}
+
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
 // and newcomer reserve, while others are the other active tenants and
