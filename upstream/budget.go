@@ -332,7 +332,7 @@ func (b *LocalBudget) take(c Claim, d *keyDemand, now time.Time) Verdict {
 		return Verdict{RetryAfter: wait}
 	}
 	if d != nil && b.demand.holds(c.Key, d, b.minute.remaining(), now, guaranteed) {
-		return Verdict{RetryAfter: min(pendingFor, minuteEnd)}
+		return Verdict{RetryAfter: min(pendingFor, minuteEnd), Demand: true}
 	}
 	b.minute.used++
 	b.day.used++

@@ -62,7 +62,7 @@ func TestDemandGateSpendsTheMinuteOnTheMostAsked(t *testing.T) {
 		{key: "/hot", ok: true},
 	})
 	v, _ := b.Take(context.Background(), Claim{Key: "/cold2"})
-	if v.OK || v.Share || v.RetryAfter <= 0 {
+	if v.OK || v.Share || v.Demand || v.RetryAfter <= 0 {
 		t.Errorf("with the minute used: %+v; want a budget refusal with Retry-After", v)
 	}
 
@@ -87,7 +87,9 @@ func TestDemandGateForgetsWhatIsNoLongerAsked(t *testing.T) {
 	b, clk := demandBudget(t, 1, minute.Add(50*time.Second))
 	runDemandSteps(t, b, []demandStep{{key: "/x", ok: true}, {key: "/hot", times: 3}})
 	clk.Set(minute.Add(time.Minute))
-	runDemandSteps(t, b, []demandStep{{key: "/cold"}}) // held for /hot
+	if v, _ := b.Take(context.Background(), Claim{Key: "/cold"}); v.OK || !v.Demand || v.RetryAfter <= 0 || v.RetryAfter > pendingFor {
+		t.Fatalf("/cold with 1 call left and /hot refused 3 times: %+v; want held for /hot, Retry-After within %v", v, pendingFor)
+	}
 	clk.Set(minute.Add(50*time.Second + pendingFor + time.Second))
 	runDemandSteps(t, b, []demandStep{{key: "/cold", ok: true}}) // /hot no longer asked for
 

@@ -53,6 +53,10 @@ type Verdict struct {
 	// Upstream, on a refusal, means the upstream itself said to wait (a
 	// 429, or a remaining count of 0) and RetryAfter runs to its reset.
 	Upstream bool
+	// Demand, on a refusal, means the minute's calls left are held for
+	// refused requests asked more than this one (see demandGate); the
+	// gateway answers it as the budget's refusal.
+	Demand bool
 }
 
 // The fairness rule, shared by LocalBudget and the Lua of RedisBudget.
