@@ -96,7 +96,7 @@ const (
 	demandHalfLife = time.Minute
 	// pendingFor is how long a refused request still counts as asked for
 	// without a new ask: a request in demand is asked again within it.
-	pendingFor = 15 * time.Second
+	pendingFor = 30 * time.Second
 	// maxDemandKeys bounds the requests the gate remembers; past it, new
 	// requests are not remembered (they count as asked once) until a sweep
 	// forgets the faded ones.
