@@ -291,9 +291,9 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	d := b.demand.ask(c.Key, c.Tenant, now)
 	v := b.take(c, d, now)
 	if v.OK {
-		b.demand.granted(d)
+		b.demand.granted(c.Key, d)
 	} else {
-		b.demand.refused(d, now)
+		b.demand.refused(c.Key, d, now)
 	}
 	return v, nil
 }

@@ -40,9 +40,10 @@ import (
 // of the claim gives the same order without the wait.
 type demandGate struct {
 	keys map[string]*keyDemand // guarded by the budget's mu
-	// pending counts the entries of keys with pendingAt set; it bounds
-	// the scan.
-	pending int
+	// pending holds the entries of keys refused since last granted (some
+	// perhaps no longer asked for, until a sweep): the claims scan only
+	// these.
+	pending map[string]*keyDemand
 	swept   time.Time // when keys was last swept of forgotten entries
 }
 
@@ -149,7 +150,7 @@ func (g *demandGate) ask(key, tenant string, now time.Time) *keyDemand {
 // for requests asked by more accounts than key: one account, however often
 // it asks, cannot hold another's guaranteed calls.
 func (g *demandGate) holds(key string, d *keyDemand, left int64, now time.Time, guaranteed bool) bool {
-	if left < 0 || g.pending == 0 {
+	if left < 0 || len(g.pending) == 0 {
 		return false // unlimited, or nobody else refused
 	}
 	asks, accounts := 1.0, 1
@@ -157,8 +158,8 @@ func (g *demandGate) holds(key string, d *keyDemand, left int64, now time.Time, 
 		asks, accounts = d.asks, d.accounts(now)
 	}
 	var ahead int64
-	for k, o := range g.keys {
-		if o.refusedAt.IsZero() || k == key || !o.isPending(now) {
+	for k, o := range g.pending {
+		if k == key || !o.isPending(now) {
 			continue
 		}
 		more := o.decayed(now) > asks
@@ -174,24 +175,26 @@ func (g *demandGate) holds(key string, d *keyDemand, left int64, now time.Time, 
 	return false
 }
 
-// refused records that the claim for d's request was refused at now.
-func (g *demandGate) refused(d *keyDemand, now time.Time) {
+// refused records that the claim for key, whose entry is d, was refused
+// at now.
+func (g *demandGate) refused(key string, d *keyDemand, now time.Time) {
 	if d == nil {
 		return
 	}
-	if d.refusedAt.IsZero() {
-		g.pending++
+	if g.pending == nil {
+		g.pending = make(map[string]*keyDemand)
 	}
+	g.pending[key] = d
 	d.refusedAt = now
 }
 
-// granted records that the claim for d's request was granted.
-func (g *demandGate) granted(d *keyDemand) {
+// granted records that the claim for key, whose entry is d, was granted.
+func (g *demandGate) granted(key string, d *keyDemand) {
 	if d == nil || d.refusedAt.IsZero() {
 		return
 	}
 	d.refusedAt = time.Time{}
-	g.pending--
+	delete(g.pending, key)
 }
 
 // sweep forgets, at most once a second, the requests that are neither
@@ -204,7 +207,7 @@ func (g *demandGate) sweep(now time.Time) {
 	for k, d := range g.keys {
 		if !d.refusedAt.IsZero() && !d.isPending(now) {
 			d.refusedAt = time.Time{}
-			g.pending--
+			delete(g.pending, k)
 		}
 		if d.refusedAt.IsZero() && d.decayed(now) < forgetBelow {
 			delete(g.keys, k)

@@ -96,7 +96,7 @@ func TestDemandGateForgetsWhatIsNoLongerAsked(t *testing.T) {
 	clk.Advance(20 * demandHalfLife)
 	runDemandSteps(t, b, []demandStep{{key: "/late", ok: true}})
 	b.mu.Lock()
-	n, pending := len(b.demand.keys), b.demand.pending
+	n, pending := len(b.demand.keys), len(b.demand.pending)
 	b.mu.Unlock()
 	if n != 1 || pending != 0 {
 		t.Errorf("after 20 half-lives: %d requests remembered, %d pending; want only /late, granted", n, pending)
@@ -209,4 +209,25 @@ func simulateZipf(t *testing.T, gated bool) zipfRun {
 		clk.Advance(time.Second)
 	}
 	return r
+}
+
+// BenchmarkDemandGateHolds measures the gate's decision for a request
+// asked once while 1,000 refused requests are pending and the minute has
+// 990 calls left (the scan is over the pending requests).
+func BenchmarkDemandGateHolds(b *testing.B) {
+	now := time.Date(2026, 11, 27, 12, 0, 50, 0, time.UTC)
+	var g demandGate
+	for i := range 1000 {
+		key := fmt.Sprintf("/hot/%d", i)
+		g.ask(key, "a", now)
+		g.refused(key, g.ask(key, "b", now), now)
+	}
+	now = now.Add(10 * time.Second)
+	cold := &keyDemand{asks: 1, at: now, askers: []asker{{"c", now}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !g.holds("/cold", cold, 990, now, false) {
+			b.Fatal("not held; want held for the 1,000 pending requests")
+		}
+	}
 }
