@@ -235,10 +235,11 @@ type LocalBudget struct {
 	clk     clock.Clock
 	reserve float64
 
-	mu           sync.Mutex // guards minute, day, blockedUntil and fair
+	mu           sync.Mutex // guards minute, day, blockedUntil, fair and demand
 	minute, day  window
 	blockedUntil time.Time
 	fair         fairTenants
+	demand       demandGate // the calls left go where the demand is (demand.go)
 
 	// events, when set (by the Client that owns the budget, before use),
 	// hears when Observe adopts the upstream's count.
@@ -284,8 +285,24 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	now := b.clk.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if c.Key == "" || c.Background {
+		return b.take(c, nil, now), nil
+	}
+	d := b.demand.ask(c.Key, c.Tenant, now)
+	v := b.take(c, d, now)
+	if v.OK {
+		b.demand.granted(c.Key, d)
+	} else {
+		b.demand.refused(c.Key, d, now)
+	}
+	return v, nil
+}
+
+// take decides c at now; d, when not nil, is what the demand gate knows
+// of c's request. b.mu is held.
+func (b *LocalBudget) take(c Claim, d *keyDemand, now time.Time) Verdict {
 	if now.Before(b.blockedUntil) {
-		return Verdict{RetryAfter: b.blockedUntil.Sub(now), Upstream: true}, nil
+		return Verdict{RetryAfter: b.blockedUntil.Sub(now), Upstream: true}
 	}
 	ms, ds := minuteStart(now), dayStart(now)
 	b.minute.roll(ms, now)
@@ -300,16 +317,22 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 		wait = dayEnd
 	}
 	var tenant *tenantUse
+	guaranteed := false
 	if c.Tenant != "" && !c.Background {
 		tenant = b.fair.claim(c, now, ms, ds)
 		if wait == 0 {
-			if share, capped := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
-				return Verdict{RetryAfter: share, Share: true, Cap: capped}, nil
+			share, capped, within := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd)
+			if share > 0 {
+				return Verdict{RetryAfter: share, Share: true, Cap: capped}
 			}
+			guaranteed = within
 		}
 	}
 	if wait > 0 {
-		return Verdict{RetryAfter: wait}, nil
+		return Verdict{RetryAfter: wait}
+	}
+	if d != nil && b.demand.holds(c.Key, d, b.minute.remaining(), now, guaranteed) {
+		return Verdict{RetryAfter: min(pendingFor, minuteEnd), Demand: true}
 	}
 	b.minute.used++
 	b.day.used++
@@ -317,25 +340,28 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 		tenant.minute.used++
 		tenant.day.used++
 	}
-	return Verdict{OK: true}, nil
+	return Verdict{OK: true}
 }
 
 // shareWait is how long tenant t must wait for its fair share or per-minute
-// cap to allow c, 0 when they allow it now; capped says the cap refused.
-func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped bool) {
+// cap to allow c, 0 when they allow it now; capped says the cap refused,
+// within that the call is within t's guarantee of the minute (not
+// borrowed).
+func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped, within bool) {
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
-		return minuteEnd, true
+		return minuteEnd, true, false
 	}
 	om, od, drawn := b.fair.others(t, now, ms, ds)
 	dayReserve := newcomerReserve(b.day.limit, b.fair.reserve)
 	if shareRefuses(b.day.limit, b.day.used, dayReserve, dayReserve, standing{t.weight, t.day.used, true}, od) {
-		return dayEnd, false
+		return dayEnd, false, false
 	}
 	reserve := newcomerReserve(b.minute.limit, b.fair.reserve)
-	if shareRefuses(b.minute.limit, b.minute.used, reserve, newcomersHeld(reserve, drawn, minuteEnd, b.fair.lend), standing{t.weight, t.minute.used, true}, om) {
-		return minuteEnd, false
+	self := standing{t.weight, t.minute.used, true}
+	if shareRefuses(b.minute.limit, b.minute.used, reserve, newcomersHeld(reserve, drawn, minuteEnd, b.fair.lend), self, om) {
+		return minuteEnd, false, false
 	}
-	return 0, false
+	return 0, false, withinGuarantee(b.minute.limit, reserve, self, om)
 }
 
 // Withdraw implements Budget.

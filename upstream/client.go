@@ -423,9 +423,11 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 				// the call that first met its 429.
 				return nil, withWait(ErrRateLimited, v.RetryAfter)
 			}
-			if !req.Background {
+			if !req.Background && !v.Demand {
 				// A background refusal only means the refresh reserve is
-				// reached; a cold miss refused means the window is out.
+				// reached, a demand hold that the calls left are kept for
+				// requests asked more; a cold miss refused otherwise means
+				// the window is out.
 				c.events.exhausted(c.clk.Now(), exhaustedWindow(c.budget, v.RetryAfter), v.RetryAfter)
 			}
 			return nil, withWait(ErrBudgetExhausted, v.RetryAfter)
@@ -466,7 +468,7 @@ func (c *Client) slot(ctx context.Context, req Request) (func(), error) {
 // take spends one call of the outbound budget for req's attempt (0 for
 // the first). With tracing on, the wait and its verdict are a span.
 func (c *Client) take(ctx context.Context, req Request, attempt int) (Verdict, error) {
-	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background}
+	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background, Key: req.key()}
 	if c.tracer == nil {
 		return c.budget.Take(ctx, claim)
 	}
@@ -513,6 +515,8 @@ func refusalReason(v Verdict, err error) string {
 		return "share"
 	case v.Upstream:
 		return "rate_limited"
+	case v.Demand:
+		return "demand"
 	}
 	return "budget"
 }

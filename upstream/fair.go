@@ -22,6 +22,11 @@ type Claim struct {
 	// Background marks a refresh nobody waits for: it may not use the
 	// budget's refresh reserve.
 	Background bool
+	// Key names the canonical request the call would answer, for the
+	// in-process budget's demand gate (see demandGate): when the minute's
+	// calls left cannot cover every refused request, they are kept for
+	// the requests asked most. "" is not subject to it.
+	Key string
 }
 
 // weight is c's weight with the default applied.
@@ -48,6 +53,10 @@ type Verdict struct {
 	// Upstream, on a refusal, means the upstream itself said to wait (a
 	// 429, or a remaining count of 0) and RetryAfter runs to its reset.
 	Upstream bool
+	// Demand, on a refusal, means the minute's calls left are held for
+	// refused requests asked more than this one (see demandGate); the
+	// gateway answers it as the budget's refusal.
+	Demand bool
 }
 
 // The fairness rule, shared by LocalBudget and the Lua of RedisBudget.
@@ -152,6 +161,20 @@ func newcomerReserve(limit int64, frac float64) int64 {
 // guarantee is a tenant's whole calls of pool at weight w of total.
 func guarantee(pool int64, w, total float64) int64 {
 	return int64(math.Floor(float64(pool)*w/total + 1e-9))
+}
+
+// withinGuarantee reports whether self's next call in a window of limit
+// (reserve held for newcomers) is within its guarantee among others; an
+// unlimited window guarantees nothing.
+func withinGuarantee(limit, reserve int64, self standing, others []standing) bool {
+	if limit == 0 {
+		return false
+	}
+	total := self.weight
+	for _, o := range others {
+		total += o.weight
+	}
+	return self.used < guarantee(limit-reserve, self.weight, total)
 }
 
 // shareRefuses reports whether the fairness rule refuses one more token to

@@ -17,7 +17,8 @@ type Metrics struct {
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
 	// busy (no connection slot within SlotWait), abandoned (every client
 	// of the call left while it waited for a slot), budget, share (the tenant's fair share), cap (the tenant's per-minute
-	// cap), rate_limited (the upstream's own block until its reset).
+	// cap), rate_limited (the upstream's own block until its reset),
+	// demand (the calls left held for requests asked more, see demandGate).
 	Refusals *prometheus.CounterVec
 	// SlotWait observes how long calls waited for a connection slot
 	// (refused ones included: see slots).
@@ -57,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"shape", "result", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "refusals_total",
-			Help: "Upstream client calls that sent nothing, by reason (breaker_open, busy, abandoned, budget, share, cap, rate_limited, budget_error).",
+			Help: "Upstream client calls that sent nothing, by reason (breaker_open, busy, abandoned, budget, share, cap, rate_limited, demand, budget_error).",
 		}, []string{"shape", "reason"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "request_duration_seconds",
