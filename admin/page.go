@@ -95,7 +95,7 @@ func readListQuery(raw string, c cursor, q *PageQuery, filters map[string]*strin
 // name is not echoed.
 func unknownParameter(filters map[string]*string) string {
 	known := []string{"limit", "cursor"}
-	for _, f := range []string{"account", "state"} {
+	for _, f := range []string{"account", "state", "from", "to"} {
 		if _, ok := filters[f]; ok {
 			known = append(known, f)
 		}

@@ -35,7 +35,17 @@ type UsageHistory struct {
 	From        rollup.Date     `json:"from"`
 	To          rollup.Date     `json:"to"`
 	Series      []rollup.Series `json:"series"`
+	// NextCursor pages GET /usage (accounts in id order): pass it as
+	// cursor= for the next page; null on the last page and on the other
+	// two routes.
+	NextCursor *string `json:"next_cursor"`
 }
+
+// NextCursorHeader carries GET /usage's next_cursor on a CSV answer.
+const NextCursorHeader = "Trendgate-Next-Cursor"
+
+// usageCursor pages GET /usage by account id.
+const usageCursor cursor = "u1:"
 
 var (
 	errInvalidDate = httperr.New(http.StatusBadRequest, api.CodeInvalidDate,
@@ -61,10 +71,26 @@ func (s *server) registerUsage(mux *http.ServeMux) {
 func (s *server) serveUsageHistory(w http.ResponseWriter, r *http.Request) {
 	h := s.o.History
 	now := s.now()
-	q, herr := historyRange(r, now, h.Oldest(now))
+	var page PageQuery
+	var from, to string
+	var herr *httperr.Error
+	if r.URL.Path == "/usage" {
+		// Every account: paged (limit, cursor) like GET /accounts.
+		herr = readListQuery(r.URL.RawQuery, usageCursor, &page, map[string]*string{"from": &from, "to": &to})
+	} else {
+		from, to, herr = readRange(r)
+	}
 	if herr != nil {
 		httperr.Write(w, requestID(w), herr)
 		return
+	}
+	q, herr := historyRange(from, to, now, h.Oldest(now))
+	if herr != nil {
+		httperr.Write(w, requestID(w), herr)
+		return
+	}
+	if r.URL.Path == "/usage" {
+		q.After, q.Limit = page.After, page.Limit+1 // one more tells there is a next page
 	}
 	id := r.PathValue("id")
 	switch {
@@ -90,34 +116,60 @@ func (s *server) serveUsageHistory(w http.ResponseWriter, r *http.Request) {
 	if series == nil {
 		series = []rollup.Series{}
 	}
+	var next *string
+	if q.Limit > 0 && len(series) > page.Limit {
+		series = series[:page.Limit]
+		c := usageCursor.encode(series[len(series)-1].Account)
+		next = &c
+	}
 	if wantsCSV(r) {
+		if next != nil {
+			w.Header().Set(NextCursorHeader, *next)
+		}
 		writeHistoryCSV(w, series)
 		return
 	}
-	writeJSON(w, http.StatusOK, UsageHistory{GeneratedAt: now, From: q.From, To: q.To, Series: series})
+	writeJSON(w, http.StatusOK, UsageHistory{GeneratedAt: now, From: q.From, To: q.To, Series: series, NextCursor: next})
 }
 
-// historyRange reads from= and to= (nothing else) at now, with oldest the
-// first day kept. to after today reads up to today.
-func historyRange(r *http.Request, now time.Time, oldest rollup.Date) (rollup.Query, *httperr.Error) {
+// readRange reads from= and to= of one account's or key's history,
+// each at most once; nothing else is accepted.
+func readRange(r *http.Request) (from, to string, herr *httperr.Error) {
+	for name, vs := range r.URL.Query() {
+		if (name != "from" && name != "to") || len(vs) != 1 {
+			return "", "", errInvalidRange
+		}
+		if vs[0] == "" {
+			return "", "", errInvalidDate
+		}
+		if name == "from" {
+			from = vs[0]
+		} else {
+			to = vs[0]
+		}
+	}
+	return from, to, nil
+}
+
+// historyRange reads the dates from and to ("" for the default) at now,
+// with oldest the first day kept. to after today reads up to today.
+func historyRange(from, to string, now time.Time, oldest rollup.Date) (rollup.Query, *httperr.Error) {
 	today := rollup.DateOf(now)
 	// from defaults to the first of this month, or the oldest day kept
 	// when the retention is shorter.
 	q := rollup.Query{From: max(rollup.Date(int(today)/100*100+1), oldest), To: today}
-	vals := r.URL.Query()
-	for name, vs := range vals {
-		if (name != "from" && name != "to") || len(vs) != 1 {
-			return q, errInvalidRange
+	for _, v := range []struct {
+		s string
+		d *rollup.Date
+	}{{from, &q.From}, {to, &q.To}} {
+		if v.s == "" {
+			continue
 		}
-		d, err := rollup.ParseDate(vs[0])
+		d, err := rollup.ParseDate(v.s)
 		if err != nil {
 			return q, errInvalidDate
 		}
-		if name == "from" {
-			q.From = d
-		} else {
-			q.To = d
-		}
+		*v.d = d
 	}
 	switch {
 	case q.From > q.To:

@@ -33,6 +33,9 @@ type Local struct {
 	all     table
 	pending table
 	oldest  Date // the first day all may hold; older rows are dropped on compaction
+	// byAccount indexes all's rows by account, so that reading one
+	// account holds mu only for that account's rows.
+	byAccount map[string]map[rowKey]*row
 }
 
 // OpenLocal loads the rollups file at path (none yet is an empty history;
@@ -49,13 +52,17 @@ func OpenLocal(path string, cfg Config, clk clock.Clock, log *zap.Logger) (*Loca
 	if log == nil {
 		log = zap.NewNop()
 	}
-	l := &Local{clk: clk, log: log, cfg: cfg.withDefaults(), path: path, all: newTable(), pending: newTable()}
+	l := &Local{clk: clk, log: log, cfg: cfg.withDefaults(), path: path, all: newTable(), pending: newTable(),
+		byAccount: map[string]map[rowKey]*row{}}
 	if path == "" {
 		return l, nil
 	}
 	res, err := readFile(path, l.all)
 	if err != nil {
 		return nil, err
+	}
+	for k, r := range l.all.rows {
+		l.indexLocked(k, r)
 	}
 	if res.dropped > 0 {
 		log.Warn("usage rollups file: a torn or damaged tail was dropped",
@@ -87,6 +94,9 @@ func (l *Local) Record(e Event) {
 	today := DateOf(l.clk.Now())
 	day := landing(e.Day, today)
 	l.mu.Lock()
+	if k := (rowKey{day, e.Account, e.Key}); l.all.rows[k] == nil {
+		l.indexLocked(k, l.all.put(k))
+	}
 	l.all.add(day, &e)
 	if l.path != "" {
 		l.pending.add(day, &e)
@@ -132,6 +142,12 @@ func (l *Local) encodeAllLocked() ([]byte, map[string]uint64) {
 	for k := range l.all.rows {
 		if k.day < l.oldest {
 			delete(l.all.rows, k)
+			if m := l.byAccount[k.account]; m != nil {
+				delete(m, k)
+				if len(m) == 0 {
+					delete(l.byAccount, k.account)
+				}
+			}
 		}
 	}
 	l.pending = newTable()
@@ -190,17 +206,46 @@ func (l *Local) Query(_ context.Context, q Query) ([]Series, error) {
 	if q.From > q.To {
 		return nil, ErrRange
 	}
+	accounts := []string{q.Account}
+	if q.Account == "" {
+		l.mu.Lock()
+		accounts = make([]string, 0, len(l.byAccount))
+		for a := range l.byAccount {
+			accounts = append(accounts, a)
+		}
+		l.mu.Unlock()
+		accounts = q.page(accounts)
+	}
+	var out []Series
+	for _, a := range accounts {
+		out = append(out, l.queryAccount(a, q)...)
+	}
+	return out, nil
+}
+
+// queryAccount reads the rows of account that q selects, holding mu for
+// that account's rows only.
+func (l *Local) queryAccount(account string, q Query) []Series {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return collect(func(yield func(rowKey, *row)) {
-		for k, r := range l.all.rows {
-			if k.day < q.From || k.day > q.To ||
-				(q.Account != "" && k.account != q.Account) || (q.Key != "" && k.key != q.Key) {
+		for k, r := range l.byAccount[account] {
+			if k.day < q.From || k.day > q.To || (q.Key != "" && k.key != q.Key) {
 				continue
 			}
 			yield(k, r)
 		}
-	}, q.Key != ""), nil
+	}, q.Key != "")
+}
+
+// indexLocked adds the row r of k to byAccount. l.mu is held.
+func (l *Local) indexLocked(k rowKey, r *row) {
+	m := l.byAccount[k.account]
+	if m == nil {
+		m = map[rowKey]*row{}
+		l.byAccount[k.account] = m
+	}
+	m[k] = r
 }
 
 // FileSize is the rollups file's size in bytes (0 without a file).

@@ -211,6 +211,7 @@ func (s *Redis) Query(ctx context.Context, q Query) ([]Series, error) {
 				}
 			}
 		}
+		accounts = q.page(accounts)
 	}
 	t := newTable()
 	for _, a := range accounts {

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -198,6 +199,25 @@ type Query struct {
 	From, To Date
 	Account  string
 	Key      string
+	// After and Limit page through every account (Account empty): only
+	// accounts whose id sorts after After, and at most Limit of them (0:
+	// no limit).
+	After string
+	Limit int
+}
+
+// page returns the ids of accounts, sorted, that q's After and Limit
+// select when q reads every account.
+func (q Query) page(accounts []string) []string {
+	slices.Sort(accounts)
+	accounts = accounts[sort.SearchStrings(accounts, q.After):]
+	if len(accounts) > 0 && accounts[0] == q.After {
+		accounts = accounts[1:]
+	}
+	if q.Limit > 0 && len(accounts) > q.Limit {
+		accounts = accounts[:q.Limit]
+	}
+	return accounts
 }
 
 // Store is what the gateway needs of a rollup store; Local and Redis
@@ -275,6 +295,16 @@ func (r *row) merge(o *row) {
 type table struct{ rows map[rowKey]*row }
 
 func newTable() table { return table{rows: make(map[rowKey]*row)} }
+
+// put returns the row of k, creating it.
+func (t table) put(k rowKey) *row {
+	r := t.rows[k]
+	if r == nil {
+		r = &row{}
+		t.rows[k] = r
+	}
+	return r
+}
 
 func (t table) add(day Date, e *Event) {
 	k := rowKey{day, e.Account, e.Key}

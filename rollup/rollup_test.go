@@ -265,6 +265,43 @@ func newTestRedis(t *testing.T, clk clock.Clock) *Redis {
 
 // The Redis store reads back what the local one holds for the same
 // traffic, and two instances' events are counted once each.
+// TestLocalQueryPages: reading every account pages by account id (After,
+// Limit), and the pages put together are the whole answer.
+func TestLocalQueryPages(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, err := OpenLocal("", Config{}, clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		l.Record(Event{Account: fmt.Sprintf("a%d", 6-i), Key: fmt.Sprintf("k%d", i), Route: "trending", Class: Class2xx, Requests: 1, Units: int64(i + 1)})
+	}
+	day := DateOf(t0)
+	whole := query(t, l, Query{From: day, To: day})
+	if len(whole) != 7 {
+		t.Fatalf("every account: %d series, want 7", len(whole))
+	}
+	var paged []Series
+	after := ""
+	for range 10 {
+		page := query(t, l, Query{From: day, To: day, After: after, Limit: 3})
+		if len(page) > 3 {
+			t.Fatalf("a page of limit 3 has %d series", len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1].Account
+	}
+	if !reflect.DeepEqual(paged, whole) {
+		t.Errorf("pages put together:\n%+v\nwant the whole answer\n%+v", paged, whole)
+	}
+	if got := query(t, l, Query{From: day, To: day, After: "a6"}); len(got) != 0 {
+		t.Errorf("after the last account: %+v, want nothing", got)
+	}
+}
+
 func TestRedisMatchesLocal(t *testing.T) {
 	clk := clock.NewFake(t0)
 	l, _ := OpenLocal("", Config{}, clk, nil)
@@ -294,6 +331,8 @@ func TestRedisMatchesLocal(t *testing.T) {
 		{From: DateOf(t0), To: DateOf(t0).AddDays(3)},
 		{From: DateOf(t0).AddDays(1), To: DateOf(t0).AddDays(2), Account: "acme"},
 		{From: DateOf(t0), To: DateOf(t0).AddDays(3), Account: "acme", Key: "k1"},
+		{From: DateOf(t0), To: DateOf(t0).AddDays(3), Limit: 1},
+		{From: DateOf(t0), To: DateOf(t0).AddDays(3), After: "acme", Limit: 1},
 	} {
 		if got, want := query(t, a, q), query(t, l, q); !reflect.DeepEqual(got, want) {
 			t.Errorf("%+v:\nredis %+v\nlocal %+v", q, got, want)

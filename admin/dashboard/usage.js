@@ -1,11 +1,14 @@
 "use strict";
 // The usage history on the dashboard: per account, its units by day over
 // the last 30 UTC days against its daily quota (an inline SVG), and the
-// top accounts by units this month. It reads GET /usage and GET /keys with
-// the page's token (app.js) once the summary is live, then every minute.
+// top accounts by units this month. It reads GET /usage and GET /accounts
+// with the page's token (app.js) once the summary is live, then every
+// minute: their first page each (PAGE accounts in id order), so a gateway
+// with more accounts than that draws the first PAGE of them.
 // Days are the gateway's: "today" is the summary's generated_at.
 
 const USAGE_MS = 60000;
+const PAGE = 1000; // the admin API's largest page
 const SVG = "http://www.w3.org/2000/svg";
 
 function dayString(d) { return d.toISOString().slice(0, 10); }
@@ -59,9 +62,9 @@ async function drawUsage() {
   const monthStart = dayString(today).slice(0, 8) + "01";
   try {
     const [days, month, keys] = await Promise.all([
-      usageGet("/usage?from=" + dayString(first) + "&to=" + dayString(today)),
-      usageGet("/usage?from=" + monthStart + "&to=" + dayString(today)),
-      usageGet("/keys"),
+      usageGet("/usage?from=" + dayString(first) + "&to=" + dayString(today) + "&limit=" + PAGE),
+      usageGet("/usage?from=" + monthStart + "&to=" + dayString(today) + "&limit=" + PAGE),
+      usageGet("/accounts?limit=" + PAGE),
     ]);
     const quotas = new Map((keys.accounts || []).map(a => [a.id, a.daily.limit]));
     const charts = document.getElementById("usage-charts");

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -55,21 +56,51 @@ func runUsageReport(args []string, stdout io.Writer) error {
 		target = root + "/accounts/" + url.PathEscape(*account) + "/usage"
 	}
 	target += "?from=" + start.Format(time.DateOnly) + "&to=" + end.Format(time.DateOnly)
+	// GET /usage (every account) answers a page of accounts at a time:
+	// follow its cursor to the end. An account's own route is one page.
+	paged := *account == ""
+	if paged {
+		target += "&limit=" + strconv.Itoa(admin.MaxPageLimit)
+	}
 	if *asCSV {
-		body, err := adminGetAccept(target, token, "text/csv")
+		for next, first := "", true; first || next != ""; first = false {
+			page := target
+			if next != "" {
+				page += "&cursor=" + url.QueryEscape(next)
+			}
+			body, cursor, err := adminGetAccept(page, token, "text/csv")
+			if err != nil {
+				return err
+			}
+			if !first { // the header row once
+				_, body, _ = bytes.Cut(body, []byte("\n"))
+			}
+			if _, err := stdout.Write(body); err != nil {
+				return err
+			}
+			next = cursor
+		}
+		return nil
+	}
+	var h admin.UsageHistory
+	for next, first := "", true; first || next != ""; first = false {
+		page := target
+		if next != "" {
+			page += "&cursor=" + url.QueryEscape(next)
+		}
+		body, _, err := adminGetAccept(page, token, "application/json")
 		if err != nil {
 			return err
 		}
-		_, err = stdout.Write(body)
-		return err
-	}
-	body, err := adminGetAccept(target, token, "application/json")
-	if err != nil {
-		return err
-	}
-	var h admin.UsageHistory
-	if err := json.Unmarshal(body, &h); err != nil {
-		return fmt.Errorf("usage report: %s: %w", target, err)
+		var p admin.UsageHistory
+		if err := json.Unmarshal(body, &p); err != nil {
+			return fmt.Errorf("usage report: %s: %w", page, err)
+		}
+		h.From, h.To, h.Series = p.From, p.To, append(h.Series, p.Series...)
+		next = ""
+		if p.NextCursor != nil && paged {
+			next = *p.NextCursor
+		}
 	}
 	fmt.Fprintf(stdout, "usage %s to %s (UTC)\n", h.From, h.To)
 	if len(h.Series) == 0 {
@@ -92,11 +123,12 @@ func runUsageReport(args []string, stdout io.Writer) error {
 	return nil
 }
 
-// adminGetAccept is adminGet asking for the media type accept.
-func adminGetAccept(target, token, accept string) ([]byte, error) {
+// adminGetAccept is adminGet asking for the media type accept; it also
+// returns the next page's cursor a CSV answer names (admin.NextCursorHeader).
+func adminGetAccept(target, token, accept string) ([]byte, string, error) {
 	req, err := http.NewRequest(http.MethodGet, target, nil)
 	if err != nil {
-		return nil, fmt.Errorf("usage report: %w", err)
+		return nil, "", fmt.Errorf("usage report: %w", err)
 	}
 	req.Header.Set("Accept", accept)
 	if token != "" {
@@ -104,17 +136,17 @@ func adminGetAccept(target, token, accept string) ([]byte, error) {
 	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("usage report: %w", err)
+		return nil, "", fmt.Errorf("usage report: %w", err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("usage report: %w", err)
+		return nil, "", fmt.Errorf("usage report: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct{ Error, Code string }
 		_ = json.Unmarshal(body, &e)
-		return nil, fmt.Errorf("usage report: %s answered %s: %s (%s)", target, resp.Status, e.Error, e.Code)
+		return nil, "", fmt.Errorf("usage report: %s answered %s: %s (%s)", target, resp.Status, e.Error, e.Code)
 	}
-	return body, nil
+	return body, resp.Header.Get(admin.NextCursorHeader), nil
 }

@@ -187,6 +187,21 @@ func TestUsageHistoryAgrees(t *testing.T) {
 	if !reflect.DeepEqual(fromCSV, charged) {
 		t.Errorf("CSV units %v, quota counters charged %v", fromCSV, charged)
 	}
+	// GET /usage pages by account: limit=1 answers acme, then solo after
+	// its cursor, and the two pages are the whole answer.
+	var p1, p2 admin.UsageHistory
+	if code, b := w.adminGet("/usage?from=2026-11-01&to=2026-11-30&limit=1", "application/json"); code != 200 || json.Unmarshal(b, &p1) != nil {
+		t.Fatalf("page 1: %d %s", code, b)
+	}
+	if len(p1.Series) != 1 || p1.Series[0].Account != "acme" || p1.NextCursor == nil {
+		t.Fatalf("page 1 = %+v; want acme and a next cursor", p1)
+	}
+	if code, b := w.adminGet("/usage?from=2026-11-01&to=2026-11-30&limit=1&cursor="+*p1.NextCursor, "application/json"); code != 200 || json.Unmarshal(b, &p2) != nil {
+		t.Fatalf("page 2: %d %s", code, b)
+	}
+	if len(p2.Series) != 1 || p2.Series[0].Account != "solo" || p2.NextCursor != nil {
+		t.Fatalf("page 2 = %+v; want solo and no next cursor", p2)
+	}
 	var out bytes.Buffer
 	if err := run([]string{"usage", "report", "-month", "2026-11", "-admin", w.admin, "-csv"}, nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
@@ -269,6 +284,9 @@ func TestUsageHistoryBadInput(t *testing.T) {
 		{"/accounts/nobody/usage", 404, api.CodeUnknownAccount},
 		{"/keys/nobody/usage", 404, api.CodeUnknownKey},
 		{"/usage?from=2026-13-01", 400, api.CodeInvalidDate},
+		{"/usage?limit=0", 400, api.CodeInvalidParameter},
+		{"/usage?cursor=bm90LW91cnM", 400, api.CodeInvalidCursor},
+		{"/usage?day=2026-11-01", 400, api.CodeUnknownParameter},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			code, b := w.adminGet(tc.path, "text/csv")
