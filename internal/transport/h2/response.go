@@ -387,7 +387,16 @@ func (c *conn) drainBlockedLocked() {
 			continue
 		}
 		before := len(st.pending)
+		// Sending its last frame closes st, and when its handler has
+		// returned that drops its last reference and puts it back in the
+		// pool, where another connection may take it: hold a reference
+		// until this loop is done with it.
+		st.refs++
 		rest := c.sendLocked(st, st.pending, st.pendingEnd)
+		if st.closed {
+			c.unrefLocked(st) // closeStreamLocked unblocked and woke it
+			continue
+		}
 		if len(rest) > 0 {
 			// What is left stays where it is: moving it to the front
 			// would copy the whole pending body for every byte of credit
@@ -401,6 +410,7 @@ func (c *conn) drainBlockedLocked() {
 		if len(rest) < before || len(rest) == 0 {
 			st.wakeUp() // room for more of its body
 		}
+		c.unrefLocked(st)
 	}
 	c.maybeIdleLocked()
 }
