@@ -7,6 +7,7 @@ import (
 	"trendgate/api"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/projection"
 )
 
 // ResolvedKey is one configured key with its effective limits.
@@ -246,6 +247,12 @@ func (f Fields) For(e api.Endpoint) []string {
 		return f.TSV
 	}
 	return nil
+}
+
+// Projection is the plan's data mode and allowlists in the form package
+// projection compiles.
+func (p Plan) Projection() projection.Plan {
+	return projection.Plan{DataMode: p.DataMode, Fields: projection.Fields(p.Fields)}
 }
 
 func (f Fields) empty() bool {

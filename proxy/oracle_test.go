@@ -266,7 +266,7 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 			v.mutate(cfg)
 		}
 		if i == 0 {
-			r.proj, err = projection.Compile(cfg.Plans[config.PlanLimited])
+			r.proj, err = projection.Compile(cfg.Plans[config.PlanLimited].Projection())
 			if err != nil {
 				t.Fatal(err)
 			}
