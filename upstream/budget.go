@@ -17,7 +17,7 @@ type Budget interface {
 	// Take spends one token for an upstream attempt on c's behalf, or
 	// refuses: when the account's windows are used up, when a background
 	// claim (a refresh nobody waits for) would dip into the refresh
-	// reserve, or when c's tenant has used its fair share (see the rule in
+	// reserve, or when c's account has used its fair share (see the rule in
 	// fair.go) or its per-minute cap. err reports a broken budget backend.
 	Take(ctx context.Context, c Claim) (Verdict, error)
 	// Observe reconciles the budget with an upstream answer's
@@ -25,10 +25,10 @@ type Budget interface {
 	// to the upstream's remaining count when that is lower, and after a 429
 	// (or a remaining count of 0) every Take fails until the reset.
 	Observe(ctx context.Context, h http.Header, status int)
-	// Withdraw makes tenant inactive in the fair share until its next
+	// Withdraw makes account inactive in the fair share until its next
 	// claim, so it holds no reservation while it cannot be served anyway
 	// (its own quota or rate refuses it). What it used stays counted.
-	Withdraw(ctx context.Context, tenant string)
+	Withdraw(ctx context.Context, account string)
 }
 
 // tokenReporter is implemented by budgets that can tell their tokens left
@@ -238,7 +238,7 @@ type LocalBudget struct {
 	mu           sync.Mutex // guards minute, day, blockedUntil and fair
 	minute, day  window
 	blockedUntil time.Time
-	fair         fairTenants
+	fair         fairAccounts
 
 	// events, when set (by the Client that owns the budget, before use),
 	// hears when Observe adopts the upstream's count.
@@ -265,7 +265,7 @@ func NewLocalBudget(cfg BudgetConfig, clk clock.Clock) (*LocalBudget, error) {
 		reserve: cfg.RefreshReserve,
 		minute:  window{limit: int64(cfg.PerMinute)},
 		day:     window{limit: int64(cfg.PerDay)},
-		fair:    fairTenants{window: cfg.FairWindow, reserve: cfg.NewcomerReserve, lend: cfg.NewcomerLend},
+		fair:    fairAccounts{window: cfg.FairWindow, reserve: cfg.NewcomerReserve, lend: cfg.NewcomerLend},
 	}, nil
 }
 
@@ -299,11 +299,11 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	if !b.day.allows(c.Background, b.reserve) {
 		wait = dayEnd
 	}
-	var tenant *tenantUse
-	if c.Tenant != "" && !c.Background {
-		tenant = b.fair.claim(c, now, ms, ds)
+	var account *accountUse
+	if c.Account != "" && !c.Background {
+		account = b.fair.claim(c, now, ms, ds)
 		if wait == 0 {
-			if share, capped := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd); share > 0 {
+			if share, capped := b.shareWait(c, account, now, ms, ds, minuteEnd, dayEnd); share > 0 {
 				return Verdict{RetryAfter: share, Share: true, Cap: capped}, nil
 			}
 		}
@@ -313,16 +313,16 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	}
 	b.minute.used++
 	b.day.used++
-	if tenant != nil {
-		tenant.minute.used++
-		tenant.day.used++
+	if account != nil {
+		account.minute.used++
+		account.day.used++
 	}
 	return Verdict{OK: true}, nil
 }
 
-// shareWait is how long tenant t must wait for its fair share or per-minute
+// shareWait is how long account t must wait for its fair share or per-minute
 // cap to allow c, 0 when they allow it now; capped says the cap refused.
-func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped bool) {
+func (b *LocalBudget) shareWait(c Claim, t *accountUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped bool) {
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
 		return minuteEnd, true
 	}
@@ -339,9 +339,9 @@ func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, mi
 }
 
 // Withdraw implements Budget.
-func (b *LocalBudget) Withdraw(_ context.Context, tenant string) {
+func (b *LocalBudget) Withdraw(_ context.Context, account string) {
 	b.mu.Lock()
-	b.fair.withdraw(tenant)
+	b.fair.withdraw(account)
 	b.mu.Unlock()
 }
 
