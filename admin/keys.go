@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/auth"
 	"trendgate/internal/httperr"
 )
 
@@ -154,7 +154,7 @@ func Accounts(keys []KeyUsage) []AccountUsage {
 		if k.State == StateRevoked {
 			continue // no longer the account's: its figures are not there
 		}
-		id := cmp.Or(k.Account, k.ID)
+		id := auth.AccountOf(k.ID, k.Account)
 		i, ok := index[id]
 		if !ok {
 			i = len(out)

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -142,7 +141,7 @@ func (s KeySpec) entry(bad func(format string, args ...any)) (e entry, ok bool) 
 	return entry{
 		digest:    d,
 		id:        s.ID,
-		account:   cmp.Or(s.Account, s.ID),
+		account:   AccountOf(s.ID, s.Account),
 		plan:      s.Plan,
 		expires:   s.Expires,
 		notBefore: s.NotBefore,

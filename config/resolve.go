@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"trendgate/api"
+	"trendgate/auth"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/projection"
@@ -136,7 +137,7 @@ func (c *Config) resolveKey(k Key, accounts map[string]*Account) (rk ResolvedKey
 		if !ok {
 			return ResolvedKey{}, false
 		}
-		return ResolvedKey{Key: k, Account: k.ID, Policy: k.apply(plan.Policy), Plan: k.Plan}, true
+		return ResolvedKey{Key: k, Account: auth.AccountOf(k.ID, k.Account), Policy: k.apply(plan.Policy), Plan: k.Plan}, true
 	}
 	a, ok := accounts[k.Account]
 	if !ok {
