@@ -29,11 +29,6 @@ import (
 	"trendgate/internal/redisconn"
 )
 
-// certRedisTimeout is the floor for each certificate-storage command: a
-// certificate bundle is larger than a counter and rarely read, so the
-// counters' short redis.timeout does not apply.
-const certRedisTimeout = 2 * time.Second
-
 // Manager holds the certificates for one Serve call: the public listener's
 // tls.Config and, in ACME mode, certmagic's manager. A nil *Manager means
 // TLS is off; its methods are then no-ops that report ready.
@@ -106,7 +101,7 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	}
 	var rdb redis.UniversalClient
 	if cfg.ClusterMode() {
-		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
+		timeout := max(cfg.Redis.Timeout, redisconn.CertTimeout)
 		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, redisconn.Tuning{Timeout: timeout})
 		if err != nil {
 			return nil, fmt.Errorf("certs: redis.url: %w", err)
@@ -126,7 +121,7 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), opts.Metrics, m.config)
 		// Before the listener serves, so that its first tickets already
 		// resume on the other instances.
-		ctx, cancel := context.WithTimeout(context.Background(), certRedisTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), redisconn.CertTimeout)
 		_ = m.tickets.refresh(ctx) // a failure is logged; Start's refresher tries again
 		cancel()
 	}

@@ -6,6 +6,7 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/internal/cors"
+	"trendgate/internal/redisconn"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/state"
@@ -85,7 +86,7 @@ func Default() *Config {
 		State:    state.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
-			Timeout:    50 * time.Millisecond,
+			Timeout:    redisconn.CommandTimeout,
 			LocalShare: 1.0 / 3,
 			// limits.RedisOptions' default, repeated so the example file
 			// and config check show it.

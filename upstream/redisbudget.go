@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 	"trendgate/internal/breaker"
+	"trendgate/internal/redisconn"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -43,10 +44,6 @@ var (
 	_ tokenReporter = (*RedisBudget)(nil)
 )
 
-// defaultRedisTimeout bounds one Redis budget operation when the caller
-// passes no timeout.
-const defaultRedisTimeout = 200 * time.Millisecond
-
 // NewRedisBudget returns a RedisBudget for cfg (its Plan preset applied).
 // Keys start with prefix (which may carry a {hash tag} for Redis Cluster);
 // timeout bounds each Redis call (0 means 200 ms). fallback answers while
@@ -70,7 +67,7 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 		return nil, err
 	}
 	if timeout == 0 {
-		timeout = defaultRedisTimeout
+		timeout = redisconn.BudgetTimeout
 	}
 	if log == nil {
 		log = zap.NewNop()
