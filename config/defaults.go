@@ -5,6 +5,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/certs"
 	"trendgate/internal/cors"
 	"trendgate/internal/redisconn"
 	"trendgate/internal/tenantlabel"
@@ -103,11 +104,11 @@ func Default() *Config {
 // LetsEncryptProduction is the default ACME directory.
 const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
 
-// The TLS modes.
+// The TLS modes (package certs owns them).
 const (
-	TLSModeOff   = "off"
-	TLSModeACME  = "acme"
-	TLSModeFiles = "files"
+	TLSModeOff   = certs.ModeOff
+	TLSModeACME  = certs.ModeACME
+	TLSModeFiles = certs.ModeFiles
 )
 
 func defaultFullPlan() Plan {

@@ -6,6 +6,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/auth"
+	"trendgate/certs"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/projection"
@@ -254,6 +255,30 @@ func (f Fields) For(e api.Endpoint) []string {
 // projection compiles.
 func (p Plan) Projection() projection.Plan {
 	return projection.Plan{DataMode: p.DataMode, Fields: projection.Fields(p.Fields)}
+}
+
+// CertSettings is the tls settings, with the cluster's Redis in cluster
+// mode, in the form package certs takes them.
+func (c *Config) CertSettings() certs.Settings {
+	a := c.TLS.ACME
+	s := certs.Settings{
+		Mode:     c.TLS.Mode,
+		CertFile: c.TLS.CertFile,
+		KeyFile:  c.TLS.KeyFile,
+		ACME: certs.ACME{
+			DirectoryURL:            a.DirectoryURL,
+			Email:                   a.Email,
+			Domains:                 a.Domains,
+			Storage:                 a.Storage,
+			CARoot:                  a.CARoot,
+			DisableHTTPChallenge:    a.DisableHTTPChallenge,
+			DisableTLSALPNChallenge: a.DisableTLSALPNChallenge,
+		},
+	}
+	if c.ClusterMode() {
+		s.Redis = certs.Redis{URL: c.Redis.URL, Mode: c.Redis.Mode, Prefix: c.Redis.Prefix, Timeout: c.Redis.Timeout}
+	}
+	return s
 }
 
 func (f Fields) empty() bool {
