@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"trendgate/api"
-	"trendgate/auth"
 	"trendgate/internal/httperr"
 )
 
@@ -154,7 +153,7 @@ func Accounts(keys []KeyUsage) []AccountUsage {
 		if k.State == StateRevoked {
 			continue // no longer the account's: its figures are not there
 		}
-		id := auth.AccountOf(k.ID, k.Account)
+		id := api.AccountOf(k.ID, k.Account)
 		i, ok := index[id]
 		if !ok {
 			i = len(out)

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"trendgate/api"
-	"trendgate/auth"
 	"trendgate/certs"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
@@ -138,7 +137,7 @@ func (c *Config) resolveKey(k Key, accounts map[string]*Account) (rk ResolvedKey
 		if !ok {
 			return ResolvedKey{}, false
 		}
-		return ResolvedKey{Key: k, Account: auth.AccountOf(k.ID, k.Account), Policy: k.apply(plan.Policy), Plan: k.Plan}, true
+		return ResolvedKey{Key: k, Account: api.AccountOf(k.ID, k.Account), Policy: k.apply(plan.Policy), Plan: k.Plan}, true
 	}
 	a, ok := accounts[k.Account]
 	if !ok {

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"trendgate/auth"
+	"trendgate/api"
 	"trendgate/limits"
 )
 
@@ -79,7 +79,7 @@ func (t *topQuota) note(s limits.Subject, d limits.Decision) {
 	if f := t.floor.Load(); f != 0 && share <= math.Float64frombits(f) && t.win.Load() == windowKey(d.Day, d.Month) {
 		return
 	}
-	account := auth.AccountOf(s.Key, s.Account)
+	account := api.AccountOf(s.Key, s.Account)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.entries == nil {

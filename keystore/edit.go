@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"trendgate/auth"
+	"trendgate/api"
 	"trendgate/config"
 )
 
@@ -209,7 +209,7 @@ func (r rules) rotate(id, newID string, overlap time.Duration, sha string, out *
 		if old.Expires != nil && old.Expires.Before(end) {
 			end = old.Expires.UTC()
 		}
-		account := auth.AccountOf(old.ID, old.Account)
+		account := api.AccountOf(old.ID, old.Account)
 		p, err := r.create(NewKey{ID: newID, Account: account}, sha)(d, base, now)
 		if err != nil {
 			return nil, err
@@ -298,7 +298,7 @@ func (r rules) deleteAccount(id string) edit {
 		}
 		var keys []string
 		for _, k := range d.Apply(base).Keys {
-			if auth.AccountOf(k.ID, k.Account) == id {
+			if api.AccountOf(k.ID, k.Account) == id {
 				keys = append(keys, k.ID)
 			}
 		}

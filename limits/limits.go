@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"trendgate/auth"
+	"trendgate/api"
 )
 
 // Reason says why a request was refused. The zero value "" means allowed.
@@ -53,7 +53,7 @@ type Subject struct {
 }
 
 // account returns the id the quota counters are kept under.
-func (s Subject) account() string { return auth.AccountOf(s.Key, s.Account) }
+func (s Subject) account() string { return api.AccountOf(s.Key, s.Account) }
 
 // Compile-time interface guards.
 var (
