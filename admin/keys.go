@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -154,7 +153,7 @@ func Accounts(keys []KeyUsage) []AccountUsage {
 		if k.State == StateRevoked {
 			continue // no longer the account's: its figures are not there
 		}
-		id := cmp.Or(k.Account, k.ID)
+		id := api.AccountOf(k.ID, k.Account)
 		i, ok := index[id]
 		if !ok {
 			i = len(out)

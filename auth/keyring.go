@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -9,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"trendgate/api"
 )
 
 // KeySpec is one configured key as the keyring needs it. ID names the key in
@@ -142,7 +143,7 @@ func (s KeySpec) entry(bad func(format string, args ...any)) (e entry, ok bool) 
 	return entry{
 		digest:    d,
 		id:        s.ID,
-		account:   cmp.Or(s.Account, s.ID),
+		account:   api.AccountOf(s.ID, s.Account),
 		plan:      s.Plan,
 		expires:   s.Expires,
 		notBefore: s.NotBefore,

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/internal/atomicfile"
 )
 
 // A snapshot file holds the local tier's entries so that a restart does not
@@ -153,88 +154,63 @@ func writeSnapshot(path string, entries []*Entry, opts SnapshotOptions) (stats S
 	if opts.MaxBytes <= 0 {
 		return stats, errors.New("cache: snapshot: max bytes must be > 0")
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return stats, fmt.Errorf("cache: snapshot: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
+	var size int64
+	err = atomicfile.WriteFunc(path, 0o600, func(f io.Writer) error {
+		var out io.Writer = f
+		var mac hash.Hash
+		if len(opts.Key) > 0 {
+			mac = hmac.New(sha256.New, opts.Key)
+			out = io.MultiWriter(f, mac)
 		}
-	}()
-	if err = f.Chmod(0o600); err != nil {
-		return stats, fmt.Errorf("cache: snapshot: %w", err)
-	}
-
-	var out io.Writer = f
-	var mac hash.Hash
-	if len(opts.Key) > 0 {
-		mac = hmac.New(sha256.New, opts.Key)
-		out = io.MultiWriter(f, mac)
-	}
-	w := bufio.NewWriterSize(out, 256<<10)
-	header := appendHeader(nil, opts.Now, opts.Origin)
-	size := int64(len(header))
-	_, _ = w.Write(header)
-	trailerMax := int64(1 + binary.MaxVarintLen64 + crcLen)
-	if mac != nil {
-		trailerMax += sha256.Size
-	}
-	var rec []byte
-	for _, e := range entries {
-		if !opts.Now.Before(e.FreshUntil.Add(opts.MaxStale)) {
-			stats.drop(DropExpired)
-			continue
+		w := bufio.NewWriterSize(out, 256<<10)
+		header := appendHeader(nil, opts.Now, opts.Origin)
+		size = int64(len(header))
+		_, _ = w.Write(header)
+		trailerMax := int64(1 + binary.MaxVarintLen64 + crcLen)
+		if mac != nil {
+			trailerMax += sha256.Size
 		}
-		body := encodeEntry(e)
-		rec = append(rec[:0], tagEntry)
-		rec = binary.AppendUvarint(rec, uint64(len(body)))
-		if size+int64(len(rec)+len(body)+crcLen)+trailerMax > opts.MaxBytes {
-			stats.drop(DropBound)
-			continue
+		var rec []byte
+		for _, e := range entries {
+			if !opts.Now.Before(e.FreshUntil.Add(opts.MaxStale)) {
+				stats.drop(DropExpired)
+				continue
+			}
+			body := encodeEntry(e)
+			rec = append(rec[:0], tagEntry)
+			rec = binary.AppendUvarint(rec, uint64(len(body)))
+			if size+int64(len(rec)+len(body)+crcLen)+trailerMax > opts.MaxBytes {
+				stats.drop(DropBound)
+				continue
+			}
+			rec = append(rec, body...)
+			rec = binary.BigEndian.AppendUint32(rec, crc32.Checksum(body, crcTable))
+			_, _ = w.Write(rec)
+			size += int64(len(rec))
+			stats.Entries++
 		}
-		rec = append(rec, body...)
-		rec = binary.BigEndian.AppendUint32(rec, crc32.Checksum(body, crcTable))
-		_, _ = w.Write(rec)
-		size += int64(len(rec))
-		stats.Entries++
-	}
-	trailer := binary.AppendUvarint([]byte{tagTrailer}, uint64(stats.Entries))
-	trailer = binary.BigEndian.AppendUint32(trailer, crc32.Checksum(trailer, crcTable))
-	_, _ = w.Write(trailer)
-	size += int64(len(trailer))
-	// bufio.Writer keeps its first error and returns it from Flush.
-	if err = w.Flush(); err != nil {
-		return stats, fmt.Errorf("cache: snapshot: %w", err)
-	}
-	if mac != nil {
-		if _, err = f.Write(mac.Sum(nil)); err != nil {
-			return stats, fmt.Errorf("cache: snapshot: %w", err)
+		trailer := binary.AppendUvarint([]byte{tagTrailer}, uint64(stats.Entries))
+		trailer = binary.BigEndian.AppendUint32(trailer, crc32.Checksum(trailer, crcTable))
+		_, _ = w.Write(trailer)
+		size += int64(len(trailer))
+		// bufio.Writer keeps its first error and returns it from Flush.
+		if err := w.Flush(); err != nil {
+			return err
 		}
-		size += sha256.Size
-	}
-	if err = f.Sync(); err != nil {
-		return stats, fmt.Errorf("cache: snapshot: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return stats, fmt.Errorf("cache: snapshot: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
+		if mac != nil {
+			if _, err := f.Write(mac.Sum(nil)); err != nil {
+				return err
+			}
+			size += sha256.Size
+		}
+		return nil
+	})
+	// A directory that could not be synced leaves the new file in place
+	// all the same: the save has happened.
+	if err != nil && !errors.Is(err, atomicfile.ErrNotDurable) {
 		return stats, fmt.Errorf("cache: snapshot: %w", err)
 	}
 	stats.Bytes = size
-	// The rename is durable once the directory is synced; failing that,
-	// the new file is in place all the same.
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 	return stats, nil
 }
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"trendgate/internal/redisconn"
 )
 
 // Defaults of PurgeBusOptions.
@@ -106,7 +108,7 @@ func NewPurgeBus(client redis.UniversalClient, local Store, opts PurgeBusOptions
 		genKey:  prefix + "purge:gen",
 		channel: prefix + "purge",
 		origin:  hex.EncodeToString(id[:]),
-		timeout: cmp(opts.Timeout, DefaultRedisTimeout),
+		timeout: cmp(opts.Timeout, redisconn.CommandTimeout),
 		poll:    cmp(opts.Poll, DefaultPurgePoll),
 		log:     opts.Logger,
 		m:       orNew(opts.Metrics),

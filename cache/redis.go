@@ -14,14 +14,13 @@ import (
 
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // Defaults of RedisStoreOptions.
 const (
 	// DefaultRedisPrefix starts every cache key in Redis.
 	DefaultRedisPrefix = "tg:c:"
-	// DefaultRedisTimeout bounds one Redis command.
-	DefaultRedisTimeout = 50 * time.Millisecond
 	// DefaultRedisMaxEntryBytes bounds one encoded entry.
 	DefaultRedisMaxEntryBytes = 8 << 20
 )
@@ -80,7 +79,7 @@ func NewRedisStore(client redis.UniversalClient, opts RedisStoreOptions, m *Metr
 	s := &RedisStore{
 		rdb:      client,
 		prefix:   cmp(opts.Prefix, DefaultRedisPrefix),
-		timeout:  cmp(opts.Timeout, DefaultRedisTimeout),
+		timeout:  cmp(opts.Timeout, redisconn.CommandTimeout),
 		maxBytes: cmp(opts.MaxEntryBytes, DefaultRedisMaxEntryBytes),
 		clk:      opts.Clock,
 		m:        orNew(m),
@@ -301,7 +300,7 @@ func NewRedisLease(client redis.UniversalClient, prefix string, timeout time.Dur
 		prefix = DefaultRedisPrefix + "l:"
 	}
 	if timeout <= 0 {
-		timeout = DefaultRedisTimeout
+		timeout = redisconn.CommandTimeout
 	}
 	if br == nil {
 		br = breaker.New("redis", breaker.Config{}, breaker.Options{})

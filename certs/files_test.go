@@ -15,7 +15,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/testing/promtest"
 	"trendgate/internal/testing/testcert"
@@ -86,9 +85,7 @@ func filesManager(t *testing.T, fs *fileSet, interval time.Duration) (*Manager, 
 	t.Helper()
 	clk := clock.NewFake(filesNow)
 	core, logs := observer.New(zap.InfoLevel)
-	cfg := config.Default()
-	cfg.TLS.Mode = config.TLSModeFiles
-	cfg.TLS.CertFile, cfg.TLS.KeyFile = fs.certFile, fs.keyFile
+	cfg := Settings{Mode: ModeFiles, CertFile: fs.certFile, KeyFile: fs.keyFile}
 	var results []string
 	m, err := New(cfg, clk, zap.New(core), Options{CheckInterval: interval, OnReload: func(r string) { results = append(results, r) }})
 	if err != nil {
@@ -242,9 +239,7 @@ func TestFilesForcedReload(t *testing.T) {
 func TestFilesStartRefusesBrokenPair(t *testing.T) {
 	fs := newFileSet(t)
 	fs.writePair(newPair(t, 1, filesNow.Add(-time.Second)))
-	cfg := config.Default()
-	cfg.TLS.Mode = config.TLSModeFiles
-	cfg.TLS.CertFile, cfg.TLS.KeyFile = fs.certFile, fs.keyFile
+	cfg := Settings{Mode: ModeFiles, CertFile: fs.certFile, KeyFile: fs.keyFile}
 	if _, err := New(cfg, clock.NewFake(filesNow), nil, Options{}); !errors.Is(err, ErrExpired) {
 		t.Fatalf("New with an expired pair: got %v; want ErrExpired", err)
 	}
@@ -259,9 +254,7 @@ func TestFilesExpiryGauge(t *testing.T) {
 	fs.writePair(newPair(t, 1, first))
 	clk := clock.NewFake(filesNow)
 	core, logs := observer.New(zap.InfoLevel)
-	cfg := config.Default()
-	cfg.TLS.Mode = config.TLSModeFiles
-	cfg.TLS.CertFile, cfg.TLS.KeyFile = fs.certFile, fs.keyFile
+	cfg := Settings{Mode: ModeFiles, CertFile: fs.certFile, KeyFile: fs.keyFile}
 	reg := prometheus.NewRegistry()
 	m, err := New(cfg, clk, zap.New(core), Options{CheckInterval: time.Second, Metrics: NewMetrics(reg)})
 	if err != nil {

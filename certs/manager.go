@@ -24,15 +24,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
-	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/redisconn"
 )
-
-// certRedisTimeout is the floor for each certificate-storage command: a
-// certificate bundle is larger than a counter and rarely read, so the
-// counters' short redis.timeout does not apply.
-const certRedisTimeout = 2 * time.Second
 
 // Manager holds the certificates for one Serve call: the public listener's
 // tls.Config and, in ACME mode, certmagic's manager. A nil *Manager means
@@ -85,7 +79,7 @@ type acmeManager struct {
 	onCache func()             // called when a managed certificate is cached; nil: nothing
 }
 
-// New builds the certificates of cfg.TLS. It returns nil, nil when TLS is
+// New builds the certificates of s. It returns nil, nil when TLS is
 // off. In cluster mode the instances share session ticket keys through
 // Redis (see sharedTickets): New loads them, waiting up to 2 s for Redis
 // (on a failure crypto/tls's own keys serve until a later load succeeds),
@@ -94,26 +88,26 @@ type acmeManager struct {
 // through GetCertificate, so a changed pair replaces it for new connections
 // (see Options and Reload). In ACME mode nothing is requested until Start.
 // A nil clk is the real clock and a nil log discards.
-func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*Manager, error) {
+func New(s Settings, clk clock.Clock, log *zap.Logger, opts Options) (*Manager, error) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if cfg.TLS.Mode == "" || cfg.TLS.Mode == config.TLSModeOff {
+	if s.Mode == "" || s.Mode == ModeOff {
 		return nil, nil
 	}
 	var rdb redis.UniversalClient
-	if cfg.ClusterMode() {
-		timeout := max(cfg.Redis.Timeout, certRedisTimeout)
-		client, err := redisconn.New(cfg.Redis.URL, cfg.Redis.Mode, redisconn.Tuning{Timeout: timeout})
+	if s.Redis.URL != "" {
+		timeout := max(s.Redis.Timeout, redisconn.CertTimeout)
+		client, err := redisconn.New(s.Redis.URL, s.Redis.Mode, redisconn.Tuning{Timeout: timeout})
 		if err != nil {
 			return nil, fmt.Errorf("certs: redis.url: %w", err)
 		}
 		rdb = client
 	}
-	m, err := newManager(cfg, clk, log, opts, rdb)
+	m, err := newManager(s, clk, log, opts, rdb)
 	if err != nil {
 		if rdb != nil {
 			_ = rdb.Close()
@@ -123,34 +117,34 @@ func New(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options) (*M
 	m.config.Time = clk.Now // crypto/tls's ticket key rotation and ticket ages follow the clock
 	if rdb != nil {
 		m.rdb = rdb
-		m.tickets = newSharedTickets(rdb, cfg.Redis.Prefix, clk, log.Named("tickets"), opts.Metrics, m.config)
+		m.tickets = newSharedTickets(rdb, s.Redis.Prefix, clk, log.Named("tickets"), opts.Metrics, m.config)
 		// Before the listener serves, so that its first tickets already
 		// resume on the other instances.
-		ctx, cancel := context.WithTimeout(context.Background(), certRedisTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), redisconn.CertTimeout)
 		_ = m.tickets.refresh(ctx) // a failure is logged; Start's refresher tries again
 		cancel()
 	}
 	return m, nil
 }
 
-// newManager builds the tls.Config and the certificates of cfg.TLS.Mode;
+// newManager builds the tls.Config and the certificates of s.Mode;
 // rdb is the cluster's Redis (nil outside cluster mode).
-func newManager(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Options, rdb redis.UniversalClient) (*Manager, error) {
-	switch cfg.TLS.Mode {
-	case config.TLSModeFiles:
+func newManager(s Settings, clk clock.Clock, log *zap.Logger, opts Options, rdb redis.UniversalClient) (*Manager, error) {
+	switch s.Mode {
+	case ModeFiles:
 		interval := opts.CheckInterval
 		if interval == 0 {
 			interval = DefaultCheckInterval
 		}
-		fp, err := newFilePair(cfg.TLS.CertFile, cfg.TLS.KeyFile, clk, interval, log, opts.OnReload, opts.Metrics)
+		fp, err := newFilePair(s.CertFile, s.KeyFile, clk, interval, log, opts.OnReload, opts.Metrics)
 		if err != nil {
 			return nil, err
 		}
 		tc := baseTLSConfig()
 		tc.GetCertificate = fp.getCertificate
 		return &Manager{config: tc, files: fp}, nil
-	case config.TLSModeACME:
-		am, err := newACME(cfg, clk, log, opts.Metrics, rdb)
+	case ModeACME:
+		am, err := newACME(s, clk, log, opts.Metrics, rdb)
 		if err != nil {
 			return nil, err
 		}
@@ -161,7 +155,7 @@ func newManager(cfg *config.Config, clk clock.Clock, log *zap.Logger, opts Optio
 		tc.NextProtos = append(tc.NextProtos, mc.NextProtos...)
 		return &Manager{config: tc, acme: am}, nil
 	default:
-		return nil, fmt.Errorf("certs: tls: unknown mode %q", cfg.TLS.Mode)
+		return nil, fmt.Errorf("certs: tls: unknown mode %q", s.Mode)
 	}
 }
 
@@ -178,8 +172,8 @@ func baseTLSConfig() *tls.Config {
 // instances share certificates and coordinate issuance) or, with a nil
 // rdb, on disk, and no on-demand issuance: only tls.acme.domains are ever
 // requested. Every domain starts as not failing in metrics.
-func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metrics, rdb redis.UniversalClient) (*acmeManager, error) {
-	a := cfg.TLS.ACME
+func newACME(s Settings, clk clock.Clock, log *zap.Logger, metrics *Metrics, rdb redis.UniversalClient) (*acmeManager, error) {
+	a := s.ACME
 	if len(a.Domains) == 0 {
 		return nil, errors.New("certs: tls.acme.domains is empty")
 	}
@@ -205,7 +199,7 @@ func newACME(cfg *config.Config, clk clock.Clock, log *zap.Logger, metrics *Metr
 
 	var storage certmagic.Storage
 	if rdb != nil {
-		st, err := NewRedisStorage(rdb, RedisStorageOptions{Prefix: StoragePrefix(cfg.Redis.Prefix, cfg.Redis.Cluster()), Clock: clk})
+		st, err := NewRedisStorage(rdb, RedisStorageOptions{Prefix: StoragePrefix(s.Redis.Prefix, redisconn.IsCluster(s.Redis.URL, s.Redis.Mode)), Clock: clk})
 		if err != nil {
 			return nil, err
 		}

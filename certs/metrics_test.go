@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/internal/testing/promtest"
 )
@@ -91,10 +90,7 @@ func (ca *localCA) Issue(_ context.Context, csr *x509.CertificateRequest) (*cert
 // after each step: the events come from certmagic, not from the test.
 func TestMetricsFollowCertmagicEvents(t *testing.T) {
 	const domain = "gateway.trendgate.test"
-	cfg := config.Default()
-	cfg.TLS.Mode = config.TLSModeACME
-	cfg.TLS.ACME.Domains = []string{domain}
-	cfg.TLS.ACME.Storage = t.TempDir()
+	cfg := Settings{Mode: ModeACME, ACME: ACME{DirectoryURL: certmagic.LetsEncryptProductionCA, Domains: []string{domain}, Storage: t.TempDir()}}
 	reg := prometheus.NewRegistry()
 	am, err := newACME(cfg, clock.NewFake(time.Now()), zap.NewNop(), NewMetrics(reg), nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // ErrLockNotHeld is returned by RedisStorage.Unlock for a name this storage
@@ -399,7 +400,7 @@ func (s *RedisStorage) Close() error {
 	held := s.held
 	s.held = make(map[string]*heldLock)
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), redisconn.CertReleaseTimeout)
 	defer cancel()
 	var errs []error
 	for name, h := range held {

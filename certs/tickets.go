@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // Session tickets let a returning client resume without a full handshake.
@@ -148,7 +149,7 @@ func (s *sharedTickets) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			rctx, cancel := context.WithTimeout(ctx, certRedisTimeout)
+			rctx, cancel := context.WithTimeout(ctx, redisconn.CertTimeout)
 			_ = s.refresh(rctx) // logged by refresh; the next tick tries again
 			cancel()
 		}

@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 	"trendgate/internal/testing/promtest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/internal/testing/testcert"
@@ -37,10 +37,8 @@ func ticketPair(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 // test ends.
 func ticketManager(t *testing.T, certFile, keyFile string, clk clock.Clock, redisURL, prefix string, log *zap.Logger, metrics *Metrics) *Manager {
 	t.Helper()
-	cfg := config.Default()
-	cfg.TLS.Mode = config.TLSModeFiles
-	cfg.TLS.CertFile, cfg.TLS.KeyFile = certFile, keyFile
-	cfg.Redis.URL, cfg.Redis.Prefix = redisURL, prefix
+	cfg := Settings{Mode: ModeFiles, CertFile: certFile, KeyFile: keyFile,
+		Redis: Redis{URL: redisURL, Prefix: prefix, Timeout: redisconn.CommandTimeout}}
 	m, err := New(cfg, clk, log, Options{CheckInterval: -1, Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,9 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/certs"
 	"trendgate/internal/cors"
+	"trendgate/internal/redisconn"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/rollup"
@@ -87,7 +89,7 @@ func Default() *Config {
 		Usage:    rollup.DefaultConfig(),
 		Redis: Redis{
 			Prefix:     "tg:",
-			Timeout:    50 * time.Millisecond,
+			Timeout:    redisconn.CommandTimeout,
 			LocalShare: 1.0 / 3,
 			// limits.RedisOptions' default, repeated so the example file
 			// and config check show it.
@@ -104,11 +106,11 @@ func Default() *Config {
 // LetsEncryptProduction is the default ACME directory.
 const LetsEncryptProduction = "https://acme-v02.api.letsencrypt.org/directory"
 
-// The TLS modes.
+// The TLS modes (package certs owns them).
 const (
-	TLSModeOff   = "off"
-	TLSModeACME  = "acme"
-	TLSModeFiles = "files"
+	TLSModeOff   = certs.ModeOff
+	TLSModeACME  = certs.ModeACME
+	TLSModeFiles = certs.ModeFiles
 )
 
 func defaultFullPlan() Plan {

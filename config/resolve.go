@@ -5,8 +5,10 @@ import (
 	"strconv"
 
 	"trendgate/api"
+	"trendgate/certs"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/projection"
 )
 
 // ResolvedKey is one configured key with its effective limits.
@@ -135,7 +137,7 @@ func (c *Config) resolveKey(k Key, accounts map[string]*Account) (rk ResolvedKey
 		if !ok {
 			return ResolvedKey{}, false
 		}
-		return ResolvedKey{Key: k, Account: k.ID, Policy: k.apply(plan.Policy), Plan: k.Plan}, true
+		return ResolvedKey{Key: k, Account: api.AccountOf(k.ID, k.Account), Policy: k.apply(plan.Policy), Plan: k.Plan}, true
 	}
 	a, ok := accounts[k.Account]
 	if !ok {
@@ -246,6 +248,36 @@ func (f Fields) For(e api.Endpoint) []string {
 		return f.TSV
 	}
 	return nil
+}
+
+// Projection is the plan's data mode and allowlists in the form package
+// projection compiles.
+func (p Plan) Projection() projection.Plan {
+	return projection.Plan{DataMode: p.DataMode, Fields: projection.Fields(p.Fields)}
+}
+
+// CertSettings is the tls settings, with the cluster's Redis in cluster
+// mode, in the form package certs takes them.
+func (c *Config) CertSettings() certs.Settings {
+	a := c.TLS.ACME
+	s := certs.Settings{
+		Mode:     c.TLS.Mode,
+		CertFile: c.TLS.CertFile,
+		KeyFile:  c.TLS.KeyFile,
+		ACME: certs.ACME{
+			DirectoryURL:            a.DirectoryURL,
+			Email:                   a.Email,
+			Domains:                 a.Domains,
+			Storage:                 a.Storage,
+			CARoot:                  a.CARoot,
+			DisableHTTPChallenge:    a.DisableHTTPChallenge,
+			DisableTLSALPNChallenge: a.DisableTLSALPNChallenge,
+		},
+	}
+	if c.ClusterMode() {
+		s.Redis = certs.Redis{URL: c.Redis.URL, Mode: c.Redis.Mode, Prefix: c.Redis.Prefix, Timeout: c.Redis.Timeout}
+	}
+	return s
 }
 
 func (f Fields) empty() bool {

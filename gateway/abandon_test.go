@@ -13,7 +13,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/h2test"
 )
 

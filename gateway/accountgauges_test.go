@@ -7,7 +7,7 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // usageAccount gives cfg account "acme" (full plan, daily quota 100) with

@@ -10,7 +10,7 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // tenants is issue 29's cast: account "a" with ten keys and account "b"

@@ -9,7 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 const adminToken = "admin-test-token"

@@ -15,7 +15,7 @@ import (
 	"trendgate/internal/clock"
 	"trendgate/internal/testing/promtest"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/testcert"
 )
 

@@ -13,8 +13,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/redistest"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )

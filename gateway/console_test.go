@@ -11,7 +11,7 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestKeyUsage: GET /keys/{id} reports what the limiter counted and what

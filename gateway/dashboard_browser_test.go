@@ -24,8 +24,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // chromiumOrSkip returns the path of the chromium binary; without one the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestFramingErrorClosesConnection: a request that frames a body (the API

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/h2test"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestTLSHTTP2LaneMatchesNetHTTP sends the same HTTP/2 requests to a

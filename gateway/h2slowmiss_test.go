@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/h2test"
 )
 

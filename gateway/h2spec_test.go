@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // h2specVersion is the h2spec release TestH2spec runs (the one the

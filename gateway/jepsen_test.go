@@ -12,7 +12,7 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/limits"
 )

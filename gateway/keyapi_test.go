@@ -15,7 +15,7 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 const listPath = "/api4/public/topics/list/v1"

@@ -10,7 +10,7 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestKeyNotBefore: a key is refused (the same 401 as any invalid key)

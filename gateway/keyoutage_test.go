@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"trendgate/admin"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
 )
 

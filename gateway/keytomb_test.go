@@ -11,7 +11,7 @@ import (
 
 	"trendgate/admin"
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/keystore"
 )
 

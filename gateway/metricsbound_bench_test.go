@@ -9,8 +9,8 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // BenchmarkMetricsScrape is one GET /metrics of a gateway with 1,000,

@@ -8,8 +8,8 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/tenantlabel"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // manyKeys gives cfg n more keys (load-0 ... load-<n-1>), each an account

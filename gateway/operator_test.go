@@ -12,9 +12,9 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/promtest"
 	"trendgate/limits"
 )

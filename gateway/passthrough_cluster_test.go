@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"trendgate/api"
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestRestartKeepsCache is issue 15's restart test: a gateway with

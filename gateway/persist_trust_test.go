@@ -11,8 +11,8 @@ import (
 	"trendgate/api"
 	"trendgate/cache"
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestSnapshotEditsRefused reproduces issue 30's three edits of a cache

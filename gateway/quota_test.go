@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/limits"
 )
 

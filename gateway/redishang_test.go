@@ -10,7 +10,7 @@ import (
 	"trendgate/config"
 	"trendgate/internal/breaker"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
 )
 

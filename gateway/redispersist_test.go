@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestRedisPersistenceWarned: the shared test Redis keeps nothing on disk

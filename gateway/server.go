@@ -132,7 +132,7 @@ type running struct {
 // nothing runs (ls is closed).
 func (g *Gateway) start(ctx context.Context, ls Listeners) (*running, error) {
 	cfg := g.Config()
-	sec, err := certs.New(cfg, g.clk, g.log, certs.Options{
+	sec, err := certs.New(cfg.CertSettings(), g.clk, g.log, certs.Options{
 		CheckInterval: g.certCheck,
 		OnReload:      func(result string) { g.metrics.certReloads.WithLabelValues(result).Inc() },
 		Metrics:       g.certs,

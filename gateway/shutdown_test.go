@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // loadOutcome is what one load request got.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestShutdownDelay: once Serve's context is done, with

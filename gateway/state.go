@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
 	"trendgate/config"
+	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/state"
 )
@@ -132,16 +132,13 @@ func (g *Gateway) closeState() {
 	g.stateOnce.Do(func() { _ = g.stateUnlock() })
 }
 
-// redisPersistenceTimeout bounds the CONFIG GET calls made at start.
-const redisPersistenceTimeout = 2 * time.Second
-
 // checkRedisPersistence asks the counters' Redis what it keeps on disk,
 // once at start, and says so in the log and in /readyz's details. Quotas
 // on a Redis that keeps nothing are reset by its restart: that is a
 // warning. A Redis that refuses CONFIG GET (managed services often do)
 // is reported as unknown.
 func (g *Gateway) checkRedisPersistence(cfg *config.Config, rdb redis.UniversalClient) {
-	ctx, cancel := context.WithTimeout(context.Background(), redisPersistenceTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), redisconn.StartupTimeout)
 	defer cancel()
 	p := limits.ReadPersistence(ctx, rdb)
 	g.redisKeeps = p.Keeps()

@@ -12,8 +12,8 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/promtest"
 	"trendgate/state"
 )

@@ -20,8 +20,8 @@ import (
 
 	"trendgate/config"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/internal/testing/syncbuf"
 )

@@ -1,13 +1,13 @@
 package gateway
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"math"
 	"sync"
 	"sync/atomic"
 
+	"trendgate/api"
 	"trendgate/limits"
 )
 
@@ -79,7 +79,7 @@ func (t *topQuota) note(s limits.Subject, d limits.Decision) {
 	if f := t.floor.Load(); f != 0 && share <= math.Float64frombits(f) && t.win.Load() == windowKey(d.Day, d.Month) {
 		return
 	}
-	account := cmp.Or(s.Account, s.Key)
+	account := api.AccountOf(s.Key, s.Account)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.entries == nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"trendgate/admin"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // In cluster mode every instance adds what it served to the same Redis

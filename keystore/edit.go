@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"trendgate/api"
 	"trendgate/config"
 )
 
@@ -208,10 +209,7 @@ func (r rules) rotate(id, newID string, overlap time.Duration, sha string, out *
 		if old.Expires != nil && old.Expires.Before(end) {
 			end = old.Expires.UTC()
 		}
-		account := old.Account
-		if account == "" {
-			account = old.ID
-		}
+		account := api.AccountOf(old.ID, old.Account)
 		p, err := r.create(NewKey{ID: newID, Account: account}, sha)(d, base, now)
 		if err != nil {
 			return nil, err
@@ -300,7 +298,7 @@ func (r rules) deleteAccount(id string) edit {
 		}
 		var keys []string
 		for _, k := range d.Apply(base).Keys {
-			if k.Account == id || k.Account == "" && k.ID == id {
+			if api.AccountOf(k.ID, k.Account) == id {
 				keys = append(keys, k.ID)
 			}
 		}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"trendgate/internal/redisconn"
 )
 
 // In cluster mode the Doc lives in two Redis hashes that share a hash tag
@@ -101,7 +103,7 @@ func (s *Store) putSnapshot(ctx context.Context, from int64, d *Doc) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.o.Timeout, snapshotTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(s.o.Timeout, redisconn.SnapshotTimeout))
 	defer cancel()
 	n, err := snapshotScript.Run(ctx, s.o.Redis, []string{s.keys.doc, s.keys.log}, from, d.Version, b, sharedTTL.Milliseconds()).Int64()
 	if err != nil {
@@ -109,10 +111,6 @@ func (s *Store) putSnapshot(ctx context.Context, from int64, d *Doc) (bool, erro
 	}
 	return n == -1, nil
 }
-
-// snapshotTimeout bounds the writing or reading of a whole snapshot, which
-// at 100,000 keys is megabytes.
-const snapshotTimeout = 10 * time.Second
 
 // compactShared folds the log into a new snapshot once it holds
 // compactEvery patches after the snapshot. It runs after an edit was
@@ -165,7 +163,7 @@ func (s *Store) fetch(ctx context.Context, v int64) (*Doc, []*Patch, error) {
 			return d, ps, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, max(s.o.Timeout, snapshotTimeout))
+	ctx, cancel := context.WithTimeout(ctx, max(s.o.Timeout, redisconn.SnapshotTimeout))
 	defer cancel()
 	vals, err := s.o.Redis.HMGet(ctx, s.keys.doc, "version", "snap", "snap_version", "doc").Result()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // PollEvery is how often a cluster instance asks Redis whether the Doc
@@ -106,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		o.Log = zap.NewNop()
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = time.Second
+		o.Timeout = redisconn.KeyStoreTimeout
 	}
 	if o.Retention <= 0 {
 		o.Retention = DefaultRetention

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"trendgate/api"
 )
 
 // Reason says why a request was refused. The zero value "" means allowed.
@@ -51,12 +53,7 @@ type Subject struct {
 }
 
 // account returns the id the quota counters are kept under.
-func (s Subject) account() string {
-	if s.Account == "" {
-		return s.Key
-	}
-	return s.Account
-}
+func (s Subject) account() string { return api.AccountOf(s.Key, s.Account) }
 
 // Compile-time interface guards.
 var (

@@ -17,6 +17,7 @@ import (
 
 	"trendgate/internal/breaker"
 	"trendgate/internal/clock"
+	"trendgate/internal/redisconn"
 )
 
 // RedisOptions tunes a Redis limiter. The zero value means all defaults.
@@ -56,7 +57,7 @@ func (o RedisOptions) withDefaults() (RedisOptions, error) {
 		o.Prefix = "tg:"
 	}
 	if o.Timeout == 0 {
-		o.Timeout = 50 * time.Millisecond
+		o.Timeout = redisconn.CommandTimeout
 	}
 	if o.LocalShare == 0 {
 		o.LocalShare = 1.0 / 3

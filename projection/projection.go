@@ -21,7 +21,6 @@ import (
 	"sync"
 
 	"trendgate/api"
-	"trendgate/config"
 )
 
 // ErrLeak is returned by Projection.Apply when the projected body
@@ -31,7 +30,30 @@ import (
 // bug, never a bad upstream answer.
 var ErrLeak = errors.New("projection: would leak a field the plan does not allow")
 
-// The data modes of config.Plan.DataMode.
+// Plan is what Compile needs of a plan: its data mode and, in the limited
+// mode, the allowlist of fields per endpoint. The application's
+// configuration fills it (config.Plan.Projection). The zero Plan has no
+// data mode and does not compile.
+type Plan struct {
+	// DataMode is "full" (every body passes unchanged) or "limited"
+	// (Fields applies).
+	DataMode string
+	// Fields is the allowlist of the limited mode.
+	Fields Fields
+}
+
+// Fields is a limited plan's allowlist per endpoint: the fields kept in
+// each list item, the top-level whatsup fields, the fields kept in each
+// series row, and the TSV metrics the plan may download. It fails closed:
+// a nil or empty list keeps nothing of that endpoint.
+type Fields struct {
+	List    []string
+	Whatsup []string
+	Series  []string
+	TSV     []string
+}
+
+// The data modes of Plan.DataMode.
 const (
 	projModeFull    = "full"
 	projModeLimited = "limited"
@@ -66,7 +88,7 @@ type Projection struct {
 // returns nil (the full, identity projection) for DataMode "full", a limited
 // Projection for DataMode "limited", and an error for any other data mode,
 // including the empty one: an unset mode must not silently mean "full".
-func Compile(p config.Plan) (*Projection, error) {
+func Compile(p Plan) (*Projection, error) {
 	switch p.DataMode {
 	case projModeFull:
 		return nil, nil

@@ -10,16 +10,15 @@ import (
 	"testing"
 
 	"trendgate/api"
-	"trendgate/config"
 )
 
 // testLimitedPlan mirrors the built-in "limited" plan (config.Default): list
 // without interactions_24h, series with time and the social metrics,
 // whatsup with summary only.
-func testLimitedPlan() config.Plan {
-	return config.Plan{
+func testLimitedPlan() Plan {
+	return Plan{
 		DataMode: "limited",
-		Fields: config.Fields{
+		Fields: Fields{
 			List: []string{
 				"topic", "title", "topic_rank", "topic_rank_1h_previous",
 				"topic_rank_24h_previous", "num_contributors", "num_posts",
@@ -34,7 +33,7 @@ func testLimitedPlan() config.Plan {
 	}
 }
 
-func mustCompile(t testing.TB, plan config.Plan) *Projection {
+func mustCompile(t testing.TB, plan Plan) *Projection {
 	t.Helper()
 	p, err := Compile(plan)
 	if err != nil {
@@ -123,7 +122,7 @@ func TestCompile(t *testing.T) {
 }
 
 func TestProjectionFullReturnsBodyItself(t *testing.T) {
-	full := mustCompile(t, config.Plan{DataMode: "full"})
+	full := mustCompile(t, Plan{DataMode: "full"})
 	limited := mustCompile(t, testLimitedPlan())
 	tests := []struct {
 		name string
@@ -553,7 +552,7 @@ func TestProjectionVerify(t *testing.T) {
 }
 
 func TestProjectionAllowsMetric(t *testing.T) {
-	full := mustCompile(t, config.Plan{DataMode: "full"})
+	full := mustCompile(t, Plan{DataMode: "full"})
 	limited := mustCompile(t, testLimitedPlan())
 	none := testLimitedPlan()
 	none.Fields.TSV = nil

@@ -11,7 +11,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestEndpointsReachUpstreamReencoded walks every endpoint and checks both

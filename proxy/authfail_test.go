@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestAuthFailureBlockSparesValidKeys is issue 20's lockout: the per-IP

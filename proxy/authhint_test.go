@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"trendgate/api"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestAuthBearerHint: an Authorization header without the Bearer scheme

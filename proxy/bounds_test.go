@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // Issue 40: a window given only a start in the future was forwarded, the

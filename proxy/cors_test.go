@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestCORS drives the whole gateway: off by default (a preflight meets the

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestFairShareFloodSparesOtherKeys is issue 20's reproduction: with a

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestIdleGuaranteeIsLent is issue 40's idle guarantee through the whole

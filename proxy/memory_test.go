@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // Regression: variants were memoized per *Projection, so every reload added

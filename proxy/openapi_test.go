@@ -21,7 +21,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // contract validates real gateway responses against api/openapi.yaml with

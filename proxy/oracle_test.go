@@ -18,8 +18,8 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/internal/testing/redistest"
 	"trendgate/projection"
 	"trendgate/upstream"
@@ -266,7 +266,7 @@ func runOracle(t *testing.T, v oracleVariant, seed uint64, steps int) {
 			v.mutate(cfg)
 		}
 		if i == 0 {
-			r.proj, err = projection.Compile(cfg.Plans[config.PlanLimited])
+			r.proj, err = projection.Compile(cfg.Plans[config.PlanLimited].Projection())
 			if err != nil {
 				t.Fatal(err)
 			}

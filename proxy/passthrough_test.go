@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/promtest"
 )
 

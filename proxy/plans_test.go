@@ -14,7 +14,7 @@ import (
 	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // fullOnly lists, per path, fields the limited plan must never see and the

@@ -17,8 +17,8 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/breaker"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/upstream"
 )
 

@@ -16,7 +16,7 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/upstream"
 )
 

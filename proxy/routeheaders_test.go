@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestRoutingErrorsCarryPolicy: a request refused by routing (400, 404,

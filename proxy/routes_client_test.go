@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // TestRoutesPublicGoClient drives the example routes with the exact

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"trendgate/config"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/promtest"
 )
 

@@ -188,7 +188,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 		RawQuery:   req.UpstreamQuery(),
 		Background: background,
 		Reason:     reason,
-		Tenant:     account,
+		Account:    account,
 		Weight:     p.upWeight,
 		PerMinute:  p.upPerMin,
 		Abandoned:  abandoned,

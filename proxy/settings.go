@@ -58,7 +58,7 @@ func Compile(cfg *config.Config) (*Settings, error) {
 	}
 	set.routes = routes
 	for name, p := range cfg.Plans {
-		proj, err := projection.Compile(p)
+		proj, err := projection.Compile(p.Projection())
 		if err != nil {
 			return nil, fmt.Errorf("plans.%s: %w", name, err)
 		}

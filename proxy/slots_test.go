@@ -11,7 +11,7 @@ import (
 
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // slowGate stands between the gateway and the demo upstream and holds

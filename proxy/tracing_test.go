@@ -27,8 +27,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 	"trendgate/tracing"
 	"trendgate/upstream"
 )

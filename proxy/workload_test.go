@@ -14,7 +14,7 @@ import (
 	"trendgate/api"
 	"trendgate/config"
 	"trendgate/demo"
-	"trendgate/internal/testing/gatewaytest"
+	"trendgate/gateway/gatewaytest"
 )
 
 // The mixed workload of issues 13 and 20, made deterministic: simulated

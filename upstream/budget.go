@@ -17,7 +17,7 @@ type Budget interface {
 	// Take spends one token for an upstream attempt on c's behalf, or
 	// refuses: when the account's windows are used up, when a background
 	// claim (a refresh nobody waits for) would dip into the refresh
-	// reserve, or when c's tenant has used its fair share (see the rule in
+	// reserve, or when c's account has used its fair share (see the rule in
 	// fair.go) or its per-minute cap. err reports a broken budget backend.
 	Take(ctx context.Context, c Claim) (Verdict, error)
 	// Observe reconciles the budget with an upstream answer's
@@ -25,10 +25,10 @@ type Budget interface {
 	// to the upstream's remaining count when that is lower, and after a 429
 	// (or a remaining count of 0) every Take fails until the reset.
 	Observe(ctx context.Context, h http.Header, status int)
-	// Withdraw makes tenant inactive in the fair share until its next
+	// Withdraw makes account inactive in the fair share until its next
 	// claim, so it holds no reservation while it cannot be served anyway
 	// (its own quota or rate refuses it). What it used stays counted.
-	Withdraw(ctx context.Context, tenant string)
+	Withdraw(ctx context.Context, account string)
 }
 
 // tokenReporter is implemented by budgets that can tell their tokens left
@@ -238,7 +238,7 @@ type LocalBudget struct {
 	mu           sync.Mutex // guards minute, day, blockedUntil, fair and demand
 	minute, day  window
 	blockedUntil time.Time
-	fair         fairTenants
+	fair         fairAccounts
 	demand       demandGate // the calls left go where the demand is (demand.go)
 
 	// events, when set (by the Client that owns the budget, before use),
@@ -266,7 +266,7 @@ func NewLocalBudget(cfg BudgetConfig, clk clock.Clock) (*LocalBudget, error) {
 		reserve: cfg.RefreshReserve,
 		minute:  window{limit: int64(cfg.PerMinute)},
 		day:     window{limit: int64(cfg.PerDay)},
-		fair:    fairTenants{window: cfg.FairWindow, reserve: cfg.NewcomerReserve, lend: cfg.NewcomerLend},
+		fair:    fairAccounts{window: cfg.FairWindow, reserve: cfg.NewcomerReserve, lend: cfg.NewcomerLend},
 	}, nil
 }
 
@@ -288,7 +288,7 @@ func (b *LocalBudget) Take(_ context.Context, c Claim) (Verdict, error) {
 	if c.Key == "" || c.Background {
 		return b.take(c, nil, now), nil
 	}
-	d := b.demand.ask(c.Key, c.Tenant, now)
+	d := b.demand.ask(c.Key, c.Account, now)
 	v := b.take(c, d, now)
 	if v.OK {
 		b.demand.granted(c.Key, d)
@@ -316,12 +316,12 @@ func (b *LocalBudget) take(c Claim, d *keyDemand, now time.Time) Verdict {
 	if !b.day.allows(c.Background, b.reserve) {
 		wait = dayEnd
 	}
-	var tenant *tenantUse
+	var account *accountUse
 	guaranteed := false
-	if c.Tenant != "" && !c.Background {
-		tenant = b.fair.claim(c, now, ms, ds)
+	if c.Account != "" && !c.Background {
+		account = b.fair.claim(c, now, ms, ds)
 		if wait == 0 {
-			share, capped, within := b.shareWait(c, tenant, now, ms, ds, minuteEnd, dayEnd)
+			share, capped, within := b.shareWait(c, account, now, ms, ds, minuteEnd, dayEnd)
 			if share > 0 {
 				return Verdict{RetryAfter: share, Share: true, Cap: capped}
 			}
@@ -336,18 +336,18 @@ func (b *LocalBudget) take(c Claim, d *keyDemand, now time.Time) Verdict {
 	}
 	b.minute.used++
 	b.day.used++
-	if tenant != nil {
-		tenant.minute.used++
-		tenant.day.used++
+	if account != nil {
+		account.minute.used++
+		account.day.used++
 	}
 	return Verdict{OK: true}
 }
 
-// shareWait is how long tenant t must wait for its fair share or per-minute
+// shareWait is how long account t must wait for its fair share or per-minute
 // cap to allow c, 0 when they allow it now; capped says the cap refused,
 // within that the call is within t's guarantee of the minute (not
 // borrowed).
-func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped, within bool) {
+func (b *LocalBudget) shareWait(c Claim, t *accountUse, now, ms, ds time.Time, minuteEnd, dayEnd time.Duration) (wait time.Duration, capped, within bool) {
 	if c.PerMinute > 0 && t.minute.used >= int64(c.PerMinute) {
 		return minuteEnd, true, false
 	}
@@ -365,9 +365,9 @@ func (b *LocalBudget) shareWait(c Claim, t *tenantUse, now, ms, ds time.Time, mi
 }
 
 // Withdraw implements Budget.
-func (b *LocalBudget) Withdraw(_ context.Context, tenant string) {
+func (b *LocalBudget) Withdraw(_ context.Context, account string) {
 	b.mu.Lock()
-	b.fair.withdraw(tenant)
+	b.fair.withdraw(account)
 	b.mu.Unlock()
 }
 

@@ -210,7 +210,7 @@ func TestLocalBudgetBlockNeverShrinks(t *testing.T) {
 	}
 }
 
-// take is Take for a claim that names no tenant, as three values.
+// take is Take for a claim that names no account, as three values.
 func take(b Budget, ctx context.Context, background bool) (bool, time.Duration, error) {
 	v, err := b.Take(ctx, Claim{Background: background})
 	return v.OK, v.RetryAfter, err

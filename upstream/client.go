@@ -44,10 +44,10 @@ type Request struct {
 	// Background marks a refresh nobody waits for: it may not use the
 	// budget's refresh reserve.
 	Background bool
-	// Tenant, Weight and PerMinute name the key whose cold miss causes the
-	// call, for the budget's fair share (see Claim). An empty Tenant is not
+	// Account, Weight and PerMinute name the key whose cold miss causes the
+	// call, for the budget's fair share (see Claim). An empty Account is not
 	// subject to it.
-	Tenant    string
+	Account   string
 	Weight    float64
 	PerMinute int
 	// Reason says why the call is made, for the reason label of
@@ -161,16 +161,16 @@ type Client struct {
 	tp     trace.TracerProvider
 	tracer trace.Tracer
 	events budgetEvents // logs the budget's changes of state
-	// withdrawn holds, per tenant, when Withdraw last reached the budget
+	// withdrawn holds, per account, when Withdraw last reached the budget
 	// (unix ns), so a flood of refusals withdraws once a second. Bounded
-	// by the tenants the gateway authenticates.
+	// by the accounts the gateway authenticates.
 	withdrawn sync.Map
 	// inflight bounds the bytes of bodies being read and checked; nil
 	// bounds nothing.
 	inflight *inflight.Bound
 	// conns holds one of MaxConns slots per call in flight (its retry
 	// included), taken before the budget is spent and the transport is
-	// asked for a connection, and shared among tenants (see slots). Go's
+	// asked for a connection, and shared among accounts (see slots). Go's
 	// Transport queues a request that waits for a connection beyond
 	// MaxConnsPerHost and removes it, when its context ends, only from
 	// the front of the queue (golang/go#76784): every request abandoned
@@ -288,23 +288,23 @@ func (c *Client) Close() {
 // State returns the circuit breaker's state, for readiness and metrics.
 func (c *Client) State() breaker.State { return c.breaker.State() }
 
-// withdrawEvery is how often one tenant's Withdraw reaches the budget.
+// withdrawEvery is how often one account's Withdraw reaches the budget.
 const withdrawEvery = time.Second
 
-// Withdraw tells the budget that tenant cannot be served for now (its own
+// Withdraw tells the budget that account cannot be served for now (its own
 // quota or rate refused it), so it holds no fair-share reservation until
-// its next claim; see Budget.Withdraw. Repeated withdrawals of one tenant
+// its next claim; see Budget.Withdraw. Repeated withdrawals of one account
 // reach the budget at most once per second.
-func (c *Client) Withdraw(ctx context.Context, tenant string) {
-	if tenant == "" {
+func (c *Client) Withdraw(ctx context.Context, account string) {
+	if account == "" {
 		return
 	}
 	now := c.clk.Now().UnixNano()
-	if last, ok := c.withdrawn.Load(tenant); ok && now-last.(int64) < int64(withdrawEvery) {
+	if last, ok := c.withdrawn.Load(account); ok && now-last.(int64) < int64(withdrawEvery) {
 		return
 	}
-	c.withdrawn.Store(tenant, now)
-	c.budget.Withdraw(ctx, tenant)
+	c.withdrawn.Store(account, now)
+	c.budget.Withdraw(ctx, account)
 }
 
 // Do fetches req from the upstream. It returns a Response for a valid 200,
@@ -312,7 +312,7 @@ func (c *Client) Withdraw(ctx context.Context, tenant string) {
 // ErrShareExhausted, ErrRateLimited, ErrBreakerOpen, ErrBusy (these five
 // carry RetryAfter), ErrTimeout, ErrUnavailable or ErrBadResponse, or
 // ctx's error when the caller gave up. No request is made while the
-// breaker is open, no connection slot is free for the tenant within
+// breaker is open, no connection slot is free for the account within
 // SlotWait, or the budget refuses; a call waits for its slot before it
 // spends the budget, and its Timeout starts once it holds one.
 func (c *Client) Do(ctx context.Context, req Request) (*Response, error) {
@@ -456,11 +456,11 @@ func (c *Client) do(parent context.Context, req Request) (*Response, error) {
 	return last.resp, last.err
 }
 
-// slot waits for one of the connection slots for req's tenant (see
+// slot waits for one of the connection slots for req's account (see
 // slots), at most SlotWait, and records how long it waited.
 func (c *Client) slot(ctx context.Context, req Request) (func(), error) {
 	start := c.clk.Now()
-	release, err := c.conns.acquire(ctx, req.Tenant, req.Weight, c.cfg.SlotWait, req.Abandoned)
+	release, err := c.conns.acquire(ctx, req.Account, req.Weight, c.cfg.SlotWait, req.Abandoned)
 	c.metrics.SlotWait.Observe(c.clk.Now().Sub(start).Seconds())
 	return release, err
 }
@@ -468,12 +468,12 @@ func (c *Client) slot(ctx context.Context, req Request) (func(), error) {
 // take spends one call of the outbound budget for req's attempt (0 for
 // the first). With tracing on, the wait and its verdict are a span.
 func (c *Client) take(ctx context.Context, req Request, attempt int) (Verdict, error) {
-	claim := Claim{Tenant: req.Tenant, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background, Key: req.key()}
+	claim := Claim{Account: req.Account, Weight: req.Weight, PerMinute: req.PerMinute, Background: req.Background, Key: req.key()}
 	if c.tracer == nil {
 		return c.budget.Take(ctx, claim)
 	}
 	ctx, span := c.tracer.Start(ctx, "upstream budget", trace.WithAttributes(
-		attribute.String("trendgate.tenant", req.Tenant), attribute.Bool("upstream.background", req.Background),
+		attribute.String("trendgate.tenant", req.Account), attribute.Bool("upstream.background", req.Background),
 		attribute.Int("upstream.attempt", attempt+1)))
 	defer span.End()
 	v, err := c.budget.Take(ctx, claim)

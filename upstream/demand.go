@@ -54,17 +54,17 @@ type keyDemand struct {
 	// refusedAt is when a claim for the key was last refused, zero once
 	// a claim for it was granted.
 	refusedAt time.Time
-	// askers are the latest tenants that asked (at most maxAskers), each
+	// askers are the latest accounts that asked (at most maxAskers), each
 	// with its last ask.
 	askers []asker
 }
 
 type asker struct {
-	tenant string
+	account string
 	at     time.Time
 }
 
-// accounts is how many tenants asked for d within the last demandHalfLife.
+// accounts is how many accounts asked for d within the last demandHalfLife.
 func (d *keyDemand) accounts(now time.Time) int {
 	n := 0
 	for _, a := range d.askers {
@@ -75,13 +75,13 @@ func (d *keyDemand) accounts(now time.Time) int {
 	return n
 }
 
-// asked records tenant's ask at now.
-func (d *keyDemand) asked(tenant string, now time.Time) {
-	if tenant == "" {
+// asked records account's ask at now.
+func (d *keyDemand) asked(account string, now time.Time) {
+	if account == "" {
 		return
 	}
 	for i := range d.askers {
-		if d.askers[i].tenant == tenant {
+		if d.askers[i].account == account {
 			d.askers[i].at = now
 			return
 		}
@@ -89,7 +89,7 @@ func (d *keyDemand) asked(tenant string, now time.Time) {
 	if len(d.askers) == maxAskers {
 		d.askers = slices.Delete(d.askers, 0, 1)
 	}
-	d.askers = append(d.askers, asker{tenant, now})
+	d.askers = append(d.askers, asker{account, now})
 }
 
 const (
@@ -125,7 +125,7 @@ func (d *keyDemand) isPending(now time.Time) bool {
 
 // ask records one ask for key at now and returns its entry (nil when the
 // gate is full and key is new).
-func (g *demandGate) ask(key, tenant string, now time.Time) *keyDemand {
+func (g *demandGate) ask(key, account string, now time.Time) *keyDemand {
 	if g.keys == nil {
 		g.keys = make(map[string]*keyDemand)
 	}
@@ -140,7 +140,7 @@ func (g *demandGate) ask(key, tenant string, now time.Time) *keyDemand {
 	}
 	d.asks = d.decayed(now) + 1
 	d.at = now
-	d.asked(tenant, now)
+	d.asked(account, now)
 	return d
 }
 

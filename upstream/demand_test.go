@@ -31,7 +31,7 @@ func runDemandSteps(t *testing.T, b *LocalBudget, steps []demandStep) {
 	t.Helper()
 	for i, s := range steps {
 		for range max(s.times, 1) {
-			v, _ := b.Take(context.Background(), Claim{Tenant: s.tenant, Key: s.key})
+			v, _ := b.Take(context.Background(), Claim{Account: s.tenant, Key: s.key})
 			if v.OK != s.ok {
 				t.Fatalf("step %d (%s asks %q): granted %v; want %v (verdict %+v)", i, s.tenant, s.key, v.OK, s.ok, v)
 			}
@@ -141,7 +141,7 @@ func TestDemandGateKeepsTheGuarantees(t *testing.T) {
 	}
 	steps = append(steps, demandStep{tenant: "b", key: "/b/alone"})
 	runDemandSteps(t, b, steps)
-	if v, _ := b.Take(context.Background(), Claim{Tenant: "b", Key: "/shared/0"}); !v.OK {
+	if v, _ := b.Take(context.Background(), Claim{Account: "b", Key: "/shared/0"}); !v.OK {
 		t.Errorf("B asks a request two accounts ask: %+v; want it granted", v)
 	}
 }
@@ -194,7 +194,7 @@ func simulateZipf(t *testing.T, gated bool) zipfRun {
 			if until, ok := cached[key]; ok && now.Before(until) {
 				continue
 			}
-			c := Claim{Tenant: fmt.Sprintf("account-%d", (s*perSecond+i)%10)}
+			c := Claim{Account: fmt.Sprintf("account-%d", (s*perSecond+i)%10)}
 			if gated {
 				c.Key = key
 			}

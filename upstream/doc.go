@@ -10,7 +10,7 @@
 //     windows (LocalBudget in process, RedisBudget shared by all instances),
 //     reconciled with the upstream's x-rate-limit-* headers and blocked
 //     after an upstream 429 until its reset;
-//   - the connection slots (MaxConns), shared by tenant like the budget
+//   - the connection slots (MaxConns), shared by account like the budget
 //     (see slots): a call waits for one, at most SlotWait, before it
 //     spends the budget, and a wait that runs out is ErrBusy;
 //   - a circuit breaker that opens after consecutive failures of the

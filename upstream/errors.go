@@ -13,11 +13,11 @@ var (
 	// call; no request was made. RetryAfter tells when a token frees up.
 	ErrBudgetExhausted = errors.New("upstream: outbound budget exhausted")
 	// ErrShareExhausted means the budget had tokens left, but the claiming
-	// tenant has used its fair share of them (or its per-minute cap) while
-	// other tenants are asking for upstream data; no request was made.
-	// RetryAfter tells when the tenant's window starts over.
+	// account has used its fair share of them (or its per-minute cap) while
+	// other accounts are asking for upstream data; no request was made.
+	// RetryAfter tells when the account's window starts over.
 	ErrShareExhausted = errors.New("upstream: tenant's share of the outbound budget exhausted")
-	// ErrCapReached is the ErrShareExhausted (errors.Is holds) of a tenant
+	// ErrCapReached is the ErrShareExhausted (errors.Is holds) of an account
 	// refused by its plan's per-minute cap rather than by the fair share.
 	ErrCapReached = fmt.Errorf("%w: per-minute cap reached", ErrShareExhausted)
 	// ErrRateLimited means the upstream is limiting the gateway: it
@@ -28,7 +28,7 @@ var (
 	// ErrBreakerOpen means the circuit breaker is open (or a probe is in
 	// flight); no request was made. RetryAfter tells the time to the probe.
 	ErrBreakerOpen = errors.New("upstream: circuit breaker open")
-	// ErrBusy means every connection slot the claiming tenant may use was
+	// ErrBusy means every connection slot the claiming account may use was
 	// taken for longer than SlotWait (see slots); no request was made, and
 	// the upstream's health is not in question. RetryAfter is a second.
 	ErrBusy = errors.New("upstream: no connection slot free")

@@ -33,7 +33,7 @@ func TestBudgetStateChangesAreLoggedOnce(t *testing.T) {
 		t.Cleanup(c.Close)
 		do := func(n int) {
 			for i := 0; i < n; i++ {
-				_, _ = c.Do(context.Background(), Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1", Tenant: "k"})
+				_, _ = c.Do(context.Background(), Request{Endpoint: api.EndpointList, Path: "/api4/public/topics/list/v1", Account: "k"})
 			}
 		}
 		do(5) // 2 sent, 3 refused: one line

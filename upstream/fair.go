@@ -7,16 +7,16 @@ import (
 
 // Claim says on whose behalf a budget token is asked for.
 type Claim struct {
-	// Tenant is the account whose key's cold miss causes the upstream
+	// Account is the account whose key's cold miss causes the upstream
 	// call (all keys of one account share one fair share). ""
-	// (a background refresh, or a caller that names no tenant) is not
+	// (a background refresh, or a caller that names no account) is not
 	// subject to the fair share; background claims keep the refresh
 	// reserve instead.
-	Tenant string
-	// Weight is the tenant's share weight (plans.NAME.upstream_weight);
+	Account string
+	// Weight is the account's share weight (plans.NAME.upstream_weight);
 	// values <= 0 count as 1.
 	Weight float64
-	// PerMinute caps the tenant's upstream calls per minute
+	// PerMinute caps the account's upstream calls per minute
 	// (plans.NAME.upstream_per_minute); 0 means no cap.
 	PerMinute int
 	// Background marks a refresh nobody waits for: it may not use the
@@ -44,10 +44,10 @@ type Verdict struct {
 	// RetryAfter, on a refusal, is when a token frees up for this claim.
 	RetryAfter time.Duration
 	// Share, on a refusal, means the account budget had tokens left but
-	// the claim's tenant has used its fair share (or, with Cap, its
-	// per-minute cap) while other tenants are asking for upstream data.
+	// the claim's account has used its fair share (or, with Cap, its
+	// per-minute cap) while other accounts are asking for upstream data.
 	Share bool
-	// Cap, with Share, means the rule that refused is the tenant's
+	// Cap, with Share, means the rule that refused is the account's
 	// per-minute cap (Claim.PerMinute), not the fair share.
 	Cap bool
 	// Upstream, on a refusal, means the upstream itself said to wait (a
@@ -61,30 +61,30 @@ type Verdict struct {
 
 // The fairness rule, shared by LocalBudget and the Lua of RedisBudget.
 //
-// A tenant (an account) is active in a window while it has asked for
+// An account (an account) is active in a window while it has asked for
 // upstream data (a claim, granted or not) recently enough: within
 // FairWindow for the day window, within min(FairWindow, 1 minute) for the
 // minute window; Withdraw makes it inactive at once (the gateway withdraws
 // an account its own limits refuse: it cannot be served anyway), and its
-// next claim makes it active again. In the minute window a tenant is also
+// next claim makes it active again. In the minute window an account is also
 // asking while its last claim is at most lendAfter old and it was not
-// withdrawn since; in the day window every active tenant counts as asking.
+// withdrawn since; in the day window every active account counts as asking.
 //
 // For each window with a limit L, a part N = NewcomerReserve×L (rounded
-// up, below L) is held back for tenants that have not used that window
-// yet; the rest, the pool P = L-N, is split among the active tenants in
-// whole calls: tenant j is guaranteed g_j = floor(P×w_j/W), where W sums
-// the weights of the active tenants and the claimant. Rounding down is
-// what keeps the guarantees whole: they sum to at most P, so no tenant's
+// up, below L) is held back for accounts that have not used that window
+// yet; the rest, the pool P = L-N, is split among the active accounts in
+// whole calls: account j is guaranteed g_j = floor(P×w_j/W), where W sums
+// the weights of the active accounts and the claimant. Rounding down is
+// what keeps the guarantees whole: they sum to at most P, so no account's
 // fraction rounds up into another's guarantee or the newcomers' part. A
-// tenant that used the minute and has stopped asking came, was served and
+// account that used the minute and has stopped asking came, was served and
 // went: the newcomer the part is for. Its first call is counted as drawn
-// from the part, so the minute holds N less one per such tenant (never
+// from the part, so the minute holds N less one per such account (never
 // below 0) for those still to come.
 //
-// A claim by tenant k is granted while the window has a token and k is
+// A claim by account k is granted while the window has a token and k is
 // within its guarantee. Beyond it, k borrows: it is granted only tokens
-// that neither the unused guarantees of the other tenants still asking
+// that neither the unused guarantees of the other accounts still asking
 // nor (once k has used the window) the newcomers' part still held need:
 //
 //	used_k < g_k, or left-1 >= Σ_{j≠k asking} max(0, g_j-used_j) + (used_k > 0 ? H : 0)
@@ -95,13 +95,13 @@ type Verdict struct {
 // rather than left unused; a newcomer refused then is told to come back
 // when the next minute holds the whole part again.
 //
-// So a tenant alone may use the whole pool, a newcomer always finds the
-// newcomers' part, and no tenant can take the guarantee of another that
-// is asking for it. In the minute, the guarantee of a tenant that stopped
+// So an account alone may use the whole pool, a newcomer always finds the
+// newcomers' part, and no account can take the guarantee of another that
+// is asking for it. In the minute, the guarantee of an account that stopped
 // asking is lent to whoever asks (work-conserving); when its owner asks
 // again it is held again, so the borrowers are refused first and the
-// owner takes back what is left of it. What no active tenant is due (the
-// remainders of rounding down, the guarantees of tenants that went quiet
+// owner takes back what is left of it. What no active account is due (the
+// remainders of rounding down, the guarantees of accounts that went quiet
 // or were withdrawn) goes to whoever asks. The day is not lent: a day's
 // guarantee lent in a quiet minute could not be taken back.
 //
@@ -131,9 +131,9 @@ func newcomersHeld(reserve, drawn int64, left, lendWithin time.Duration) int64 {
 	return min(held, int64(math.Ceil(float64(reserve)*float64(left)/float64(lendWithin))))
 }
 
-// lendAfter is how long after its last claim a tenant's unused guarantee
+// lendAfter is how long after its last claim an account's unused guarantee
 // is held for it; past it, the guarantee is lent to whoever asks, until
-// the tenant claims again. It is short against the minute: an account
+// the account claims again. It is short against the minute: an account
 // that asked once at the start of a minute does not keep its part idle
 // all minute.
 const lendAfter = 10 * time.Second
@@ -141,7 +141,7 @@ const lendAfter = 10 * time.Second
 // lendHorizon is lendAfter, or FairWindow when that is shorter.
 func lendHorizon(fairWindow time.Duration) time.Duration { return min(fairWindow, lendAfter) }
 
-// standing is one tenant's position in a window: weight, tokens used,
+// standing is one account's position in a window: weight, tokens used,
 // and whether its unused guarantee is held for it (it is asking).
 type standing struct {
 	weight float64
@@ -149,7 +149,7 @@ type standing struct {
 	asking bool
 }
 
-// newcomerReserve is the part of a window of limit held back for tenants
+// newcomerReserve is the part of a window of limit held back for accounts
 // that have not used it yet: ceil(frac×limit), at most limit-1.
 func newcomerReserve(limit int64, frac float64) int64 {
 	if limit <= 1 || frac <= 0 {
@@ -158,7 +158,7 @@ func newcomerReserve(limit int64, frac float64) int64 {
 	return min(int64(math.Ceil(frac*float64(limit))), limit-1)
 }
 
-// guarantee is a tenant's whole calls of pool at weight w of total.
+// guarantee is an account's whole calls of pool at weight w of total.
 func guarantee(pool int64, w, total float64) int64 {
 	return int64(math.Floor(float64(pool)*w/total + 1e-9))
 }
@@ -179,7 +179,7 @@ func withinGuarantee(limit, reserve int64, self standing, others []standing) boo
 
 // shareRefuses reports whether the fairness rule refuses one more token to
 // self in a window with the given limit (0: unlimited), total tokens used
-// and newcomer reserve, while others are the other active tenants and
+// and newcomer reserve, while others are the other active accounts and
 // heldNew is the part of the reserve still held for newcomers (see
 // newcomersHeld). It never refuses for want of tokens: that is the
 // window's own check.
@@ -207,43 +207,43 @@ func shareRefuses(limit, used, reserve, heldNew int64, self standing, others []s
 	return limit-used-1 < held
 }
 
-// minuteHorizon is how long a claim keeps a tenant active in the minute
-// window: a tenant that has not asked for a whole minute is not due any
+// minuteHorizon is how long a claim keeps an account active in the minute
+// window: an account that has not asked for a whole minute is not due any
 // of the current minute.
 func minuteHorizon(fairWindow time.Duration) time.Duration { return min(fairWindow, time.Minute) }
 
-// tenantUse is what a LocalBudget remembers of one tenant.
-type tenantUse struct {
+// accountUse is what a LocalBudget remembers of one account.
+type accountUse struct {
 	weight      float64
 	seen        time.Time // last claim
 	withdrawn   bool      // inactive until its next claim (Withdraw)
-	minute, day window    // the tenant's own use; limit unused
+	minute, day window    // the account's own use; limit unused
 }
 
-// fairTenants is the fair-share state of a LocalBudget; its owner's mutex
+// fairAccounts is the fair-share state of a LocalBudget; its owner's mutex
 // guards it.
-type fairTenants struct {
+type fairAccounts struct {
 	window  time.Duration // FairWindow
 	reserve float64       // NewcomerReserve
 	lend    time.Duration // NewcomerLend
-	byID    map[string]*tenantUse
+	byID    map[string]*accountUse
 }
 
 // claim records c's demand at now and returns its state with the windows
-// rolled to ms and ds. Tenants neither active nor seen today are dropped.
-func (f *fairTenants) claim(c Claim, now, ms, ds time.Time) *tenantUse {
+// rolled to ms and ds. Accounts neither active nor seen today are dropped.
+func (f *fairAccounts) claim(c Claim, now, ms, ds time.Time) *accountUse {
 	if f.byID == nil {
-		f.byID = make(map[string]*tenantUse)
+		f.byID = make(map[string]*accountUse)
 	}
 	for id, u := range f.byID {
 		if now.Sub(u.seen) > f.window && u.seen.Before(ds) {
 			delete(f.byID, id)
 		}
 	}
-	u := f.byID[c.Tenant]
+	u := f.byID[c.Account]
 	if u == nil {
-		u = &tenantUse{}
-		f.byID[c.Tenant] = u
+		u = &accountUse{}
+		f.byID[c.Account] = u
 	}
 	u.weight, u.seen, u.withdrawn = c.weight(), now, false
 	u.minute.roll(ms, now)
@@ -251,10 +251,10 @@ func (f *fairTenants) claim(c Claim, now, ms, ds time.Time) *tenantUse {
 	return u
 }
 
-// others returns the standings of the tenants other than self active in
+// others returns the standings of the accounts other than self active in
 // the minute and the day windows starting at ms and ds, and how many
-// tenants other than self used the minute and stopped asking (drawn).
-func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, day []standing, drawn int64) {
+// accounts other than self used the minute and stopped asking (drawn).
+func (f *fairAccounts) others(self *accountUse, now, ms, ds time.Time) (minute, day []standing, drawn int64) {
 	for _, u := range f.byID {
 		if u == self {
 			continue
@@ -277,10 +277,10 @@ func (f *fairTenants) others(self *tenantUse, now, ms, ds time.Time) (minute, da
 	return minute, day, drawn
 }
 
-// withdraw makes tenant inactive until its next claim; what it used stays
+// withdraw makes account inactive until its next claim; what it used stays
 // counted.
-func (f *fairTenants) withdraw(tenant string) {
-	if u := f.byID[tenant]; u != nil {
+func (f *fairAccounts) withdraw(account string) {
+	if u := f.byID[account]; u != nil {
 		u.withdrawn = true
 	}
 }

@@ -38,7 +38,7 @@ type fairScenario struct {
 	steps []fairStep
 }
 
-// fairStep makes n claims; n 0 withdraws the claim's tenant instead.
+// fairStep makes n claims; n 0 withdraws the claim's account instead.
 type fairStep struct {
 	claim              Claim
 	n                  int
@@ -46,9 +46,9 @@ type fairStep struct {
 }
 
 var (
-	keyA = Claim{Tenant: "key-a"}
-	keyB = Claim{Tenant: "key-b"}
-	keyC = Claim{Tenant: "key-c"}
+	keyA = Claim{Account: "key-a"}
+	keyB = Claim{Account: "key-b"}
+	keyC = Claim{Account: "key-c"}
 )
 
 // fairScenarios all fit in one minute. With per_minute 20 and the default
@@ -68,12 +68,12 @@ var fairScenarios = []fairScenario{
 		{keyC, 5, 4, 0},   // a newcomer finds them; then the minute is empty
 	}},
 	{"weights split the pool", BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}, []fairStep{
-		{Claim{Tenant: "small", Weight: 1}, 1, 1, 0},
-		{Claim{Tenant: "big", Weight: 3}, 30, 12, 18},  // 16 × 3/4
-		{Claim{Tenant: "small", Weight: 1}, 30, 3, 27}, // 16 × 1/4, 4 held for newcomers
+		{Claim{Account: "small", Weight: 1}, 1, 1, 0},
+		{Claim{Account: "big", Weight: 3}, 30, 12, 18},  // 16 × 3/4
+		{Claim{Account: "small", Weight: 1}, 30, 3, 27}, // 16 × 1/4, 4 held for newcomers
 	}},
 	{"per-minute cap", BudgetConfig{PerMinute: 20}, []fairStep{
-		{Claim{Tenant: "capped", PerMinute: 3}, 5, 3, 2},
+		{Claim{Account: "capped", PerMinute: 3}, 5, 3, 2},
 		{keyB, 5, 5, 0},
 	}},
 	{"no newcomer reserve", BudgetConfig{PerMinute: 10, NewcomerReserve: 0}, []fairStep{
@@ -116,18 +116,18 @@ var fairScenarios = []fairScenario{
 func elevenAccounts() fairScenario {
 	sc := fairScenario{name: "fractional shares round down (eleven accounts, then newcomers)",
 		cfg: BudgetConfig{PerMinute: 20, NewcomerReserve: 0.2}}
-	tenant := func(i int) Claim { return Claim{Tenant: fmt.Sprintf("acct-%02d", i)} }
+	account := func(i int) Claim { return Claim{Account: fmt.Sprintf("acct-%02d", i)} }
 	for i := range 11 {
-		sc.steps = append(sc.steps, fairStep{claim: tenant(i), n: 1, wantGranted: 1})
+		sc.steps = append(sc.steps, fairStep{claim: account(i), n: 1, wantGranted: 1})
 	}
 	// 9 tokens left, 4 of them the newcomers': 5 second calls, to whoever
 	// asks first (2, 2, 1), none for the rest.
 	for i, granted := range []int{2, 2, 1, 0, 0, 0, 0, 0, 0, 0} {
-		sc.steps = append(sc.steps, fairStep{claim: tenant(i), n: 2, wantGranted: granted, share: 2 - granted})
+		sc.steps = append(sc.steps, fairStep{claim: account(i), n: 2, wantGranted: granted, share: 2 - granted})
 	}
 	sc.steps = append(sc.steps,
-		fairStep{claim: Claim{Tenant: "newcomer-1"}, n: 3, wantGranted: 1, share: 2},
-		fairStep{claim: Claim{Tenant: "newcomer-2"}, n: 1, wantGranted: 1},
+		fairStep{claim: Claim{Account: "newcomer-1"}, n: 3, wantGranted: 1, share: 2},
+		fairStep{claim: Claim{Account: "newcomer-2"}, n: 1, wantGranted: 1},
 	)
 	return sc
 }
@@ -138,7 +138,7 @@ func TestLocalBudgetFairShare(t *testing.T) {
 			b := newBudget(t, sc.cfg, clock.NewFake(t0))
 			for i, st := range sc.steps {
 				if st.n == 0 {
-					b.Withdraw(context.Background(), st.claim.Tenant)
+					b.Withdraw(context.Background(), st.claim.Account)
 					continue
 				}
 				got, share, err := grants(b, st.claim, st.n)
@@ -147,7 +147,7 @@ func TestLocalBudgetFairShare(t *testing.T) {
 				}
 				if got != st.wantGranted || share != st.share {
 					t.Fatalf("step %d (%s ×%d): %d granted, %d refused for share; want %d, %d",
-						i, st.claim.Tenant, st.n, got, share, st.wantGranted, st.share)
+						i, st.claim.Account, st.n, got, share, st.wantGranted, st.share)
 				}
 			}
 		})
@@ -168,7 +168,7 @@ func TestRedisBudgetFairShare(t *testing.T) {
 						inst = b
 					}
 					if st.n == 0 {
-						inst.Withdraw(context.Background(), st.claim.Tenant)
+						inst.Withdraw(context.Background(), st.claim.Account)
 						continue
 					}
 					got, share, err := grants(inst, st.claim, st.n)
@@ -177,7 +177,7 @@ func TestRedisBudgetFairShare(t *testing.T) {
 					}
 					if got != st.wantGranted || share != st.share {
 						return fmt.Errorf("step %d (%s ×%d): %d granted, %d refused for share; want %d, %d",
-							i, st.claim.Tenant, st.n, got, share, st.wantGranted, st.share)
+							i, st.claim.Account, st.n, got, share, st.wantGranted, st.share)
 					}
 				}
 				return nil
@@ -233,7 +233,7 @@ func TestShareRefusesEdges(t *testing.T) {
 	}
 }
 
-// TestLocalBudgetMinuteHorizon: a tenant that has not asked for a whole
+// TestLocalBudgetMinuteHorizon: an account that has not asked for a whole
 // minute holds none of the current minute, even within the (longer) fair
 // window; it still holds its part of the day.
 func TestLocalBudgetMinuteHorizon(t *testing.T) {
@@ -345,7 +345,7 @@ func TestLocalBudgetLendsIdleGuarantee(t *testing.T) {
 			for i, st := range sc.steps {
 				clk.Set(start.Add(st.at))
 				if got, _, err := grants(b, st.claim, st.n); err != nil || got != st.wantGranted {
-					t.Fatalf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Tenant, st.n, st.at, got, err, st.wantGranted)
+					t.Fatalf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Account, st.n, st.at, got, err, st.wantGranted)
 				}
 			}
 		})
@@ -353,7 +353,7 @@ func TestLocalBudgetLendsIdleGuarantee(t *testing.T) {
 }
 
 // TestRedisBudgetLendsIdleGuarantee is the same rule in cluster mode. The
-// scripts read Redis TIME, so time is stood in for by the tenants' last
+// scripts read Redis TIME, so time is stood in for by the accounts' last
 // claims, moved back in the shared state by how long ago each step's
 // offset makes them.
 func TestRedisBudgetLendsIdleGuarantee(t *testing.T) {
@@ -370,16 +370,16 @@ func TestRedisBudgetLendsIdleGuarantee(t *testing.T) {
 					if err != nil {
 						return err
 					}
-					for tenant, at := range last {
+					for account, at := range last {
 						score := float64(now.Add(-(st.at - at)).UnixMilli())
-						if err := rdb.ZAddXX(ctx, seen, redis.Z{Score: score, Member: tenant}).Err(); err != nil {
+						if err := rdb.ZAddXX(ctx, seen, redis.Z{Score: score, Member: account}).Err(); err != nil {
 							return err
 						}
 					}
 					if got, _, err := grants(b, st.claim, st.n); err != nil || got != st.wantGranted {
-						return fmt.Errorf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Tenant, st.n, st.at, got, err, st.wantGranted)
+						return fmt.Errorf("step %d (%s ×%d at %s): %d granted (err %v); want %d", i, st.claim.Account, st.n, st.at, got, err, st.wantGranted)
 					}
-					last[st.claim.Tenant] = st.at
+					last[st.claim.Account] = st.at
 				}
 				return nil
 			})
@@ -395,7 +395,7 @@ func TestNewcomersHeld(t *testing.T) {
 		want           int64
 	}{
 		{4, 0, 30 * time.Second, lend, 4}, // before the minute's lending end
-		{4, 1, 30 * time.Second, lend, 3}, // one quiet tenant drew a call
+		{4, 1, 30 * time.Second, lend, 3}, // one quiet account drew a call
 		{4, 0, 15 * time.Second, lend, 4}, // the lending starts
 		{4, 0, 14 * time.Second, lend, 4}, // ceil(4×14/15)
 		{4, 0, 11 * time.Second, lend, 3}, // ceil(4×11/15)
@@ -434,7 +434,7 @@ func TestLocalBudgetLendsNewcomersPartLate(t *testing.T) {
 			for s := range 60 { // every account asks every second
 				clk.Set(start.Add(time.Duration(s) * time.Second))
 				for a := range 10 {
-					got, _, err := grants(b, Claim{Tenant: fmt.Sprintf("acct-%d", a)}, 1)
+					got, _, err := grants(b, Claim{Account: fmt.Sprintf("acct-%d", a)}, 1)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -450,7 +450,7 @@ func TestLocalBudgetLendsNewcomersPartLate(t *testing.T) {
 
 // TestRedisBudgetLendsNewcomersPartLate: the Lua lends the newcomers' part
 // by the same rule, on Redis's clock. With newcomer_lend a whole minute,
-// the part held is ceil(20 × the minute's time left / 60 s); a tenant
+// the part held is ceil(20 × the minute's time left / 60 s); an account
 // alone may take the rest. A run whose expectation changed while it ran
 // (the held part ticked down) is run again.
 func TestRedisBudgetLendsNewcomersPartLate(t *testing.T) {

@@ -16,7 +16,7 @@ type Metrics struct {
 	Requests *prometheus.CounterVec
 	// Refusals counts calls that sent nothing, by reason: breaker_open,
 	// busy (no connection slot within SlotWait), abandoned (every client
-	// of the call left while it waited for a slot), budget, share (the tenant's fair share), cap (the tenant's per-minute
+	// of the call left while it waited for a slot), budget, share (the account's fair share), cap (the account's per-minute
 	// cap), rate_limited (the upstream's own block until its reset),
 	// demand (the calls left held for requests asked more, see demandGate).
 	Refusals *prometheus.CounterVec

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 	"trendgate/internal/breaker"
+	"trendgate/internal/redisconn"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -43,10 +44,6 @@ var (
 	_ tokenReporter = (*RedisBudget)(nil)
 )
 
-// defaultRedisTimeout bounds one Redis budget operation when the caller
-// passes no timeout.
-const defaultRedisTimeout = 200 * time.Millisecond
-
 // NewRedisBudget returns a RedisBudget for cfg (its Plan preset applied).
 // Keys start with prefix (which may carry a {hash tag} for Redis Cluster);
 // timeout bounds each Redis call (0 means 200 ms). fallback answers while
@@ -70,7 +67,7 @@ func NewRedisBudget(client redis.UniversalClient, cfg BudgetConfig, prefix strin
 		return nil, err
 	}
 	if timeout == 0 {
-		timeout = defaultRedisTimeout
+		timeout = redisconn.BudgetTimeout
 	}
 	if log == nil {
 		log = zap.NewNop()
@@ -142,16 +139,16 @@ end
 `
 
 // takeScript spends one token from both windows unless blocked, exhausted,
-// (background) into the reserve, or (a tenant's claim) beyond the tenant's
+// (background) into the reserve, or (an account's claim) beyond the account's
 // fair share or per-minute cap; the rule is shareRefuses in fair.go.
 // KEYS: minute, day, block, tenant-minute (hash: w = window start, tenant ->
 // used), tenant-day (the same), tenant-seen (zset: tenant -> last claim ms),
 // tenant-weight (hash: tenant -> weight). ARGV: per_minute, per_day,
-// background (0/1), reserve, tenant ("" for none), weight, per-minute cap
+// background (0/1), reserve, account ("" for none), weight, per-minute cap
 // (0 none), newcomer reserve, fair window ms, lendAfter ms, newcomer lend
 // ms (0: the newcomers' part is held all minute). Returns {verdict (1 granted, 0
-// refused, 2 refused for the tenant's share, 3 blocked by the upstream's
-// 429 or exhausted count, 4 refused for the tenant's per-minute cap),
+// refused, 2 refused for the account's share, 3 blocked by the upstream's
+// 429 or exhausted count, 4 refused for the account's per-minute cap),
 // wait_ms, minute_left, day_left} (left -1: unlimited).
 var takeScript = redis.NewScript(luaPrelude + `
 local pm, pd, bg, reserve = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', tonumber(ARGV[4])
@@ -300,7 +297,7 @@ func (b *RedisBudget) Take(ctx context.Context, c Claim) (Verdict, error) {
 	var res []int64
 	ran, err := b.br.Do(ctx, func() (err error) {
 		res, err = takeScript.Run(rctx, b.rdb, b.keys, b.perMin, b.perDay, bg, b.reserve,
-			c.Tenant, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds(), lendAfter.Milliseconds(), b.lend.Milliseconds()).Int64Slice()
+			c.Account, c.weight(), c.PerMinute, b.newcomer, b.window.Milliseconds(), lendAfter.Milliseconds(), b.lend.Milliseconds()).Int64Slice()
 		if err == nil && len(res) != 4 {
 			err = fmt.Errorf("unexpected reply of %d values", len(res))
 		}
@@ -344,7 +341,7 @@ func (b *RedisBudget) Observe(ctx context.Context, h http.Header, status int) {
 	}
 }
 
-// withdrawScript makes a tenant inactive in the fair share: its last claim
+// withdrawScript makes an account inactive in the fair share: its last claim
 // is set to 0 (the score ZRANGEBYSCORE's activity windows never reach),
 // only if it has one. KEYS: tenant-seen. ARGV: tenant. Returns 1.
 var withdrawScript = redis.NewScript(`
@@ -353,14 +350,14 @@ return 1
 `)
 
 // Withdraw implements Budget: the fallback withdraws too, and a Redis
-// error is logged and counted (the tenant then stays active until its
+// error is logged and counted (the account then stays active until its
 // claims age out of the fair window).
-func (b *RedisBudget) Withdraw(ctx context.Context, tenant string) {
-	b.fallback.Withdraw(ctx, tenant)
+func (b *RedisBudget) Withdraw(ctx context.Context, account string) {
+	b.fallback.Withdraw(ctx, account)
 	rctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
 	ran, err := b.br.Do(ctx, func() error {
-		return withdrawScript.Run(rctx, b.rdb, b.keys[5:6], tenant).Err()
+		return withdrawScript.Run(rctx, b.rdb, b.keys[5:6], account).Err()
 	})
 	if !ran || err != nil {
 		b.fellBack("withdraw", err)

@@ -10,19 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Share is one tenant's standing in the current minute's fair share (see
+// Share is one account's standing in the current minute's fair share (see
 // the rule in fair.go), for the dashboard.
 type Share struct {
 	// Tenant is the account.
 	Tenant string
-	// Weight is the tenant's weight (its plan's upstream_weight).
+	// Weight is the account's weight (its plan's upstream_weight).
 	Weight float64
-	// Active reports whether the tenant counts in this minute's split: it
+	// Active reports whether the account counts in this minute's split: it
 	// asked within the last minute and was not withdrawn since.
 	Active bool
-	// Used is the upstream calls granted to the tenant this minute.
+	// Used is the upstream calls granted to the account this minute.
 	Used int64
-	// Guarantee is the whole calls of this minute's pool the tenant is
+	// Guarantee is the whole calls of this minute's pool the account is
 	// guaranteed while active (0 when not active, or with no minute limit).
 	Guarantee int64
 }
@@ -33,8 +33,8 @@ type shareReporter interface {
 	shares(ctx context.Context) ([]Share, error)
 }
 
-// Shares returns the tenants that are active this minute or were granted
-// calls in it, ordered by tenant; nil when the budget cannot say.
+// Shares returns the accounts that are active this minute or were granted
+// calls in it, ordered by account; nil when the budget cannot say.
 func (c *Client) Shares(ctx context.Context) ([]Share, error) {
 	if sr, ok := c.budget.(shareReporter); ok {
 		return sr.shares(ctx)
@@ -43,7 +43,7 @@ func (c *Client) Shares(ctx context.Context) ([]Share, error) {
 }
 
 // withGuarantees fills in each active share's guarantee of the pool of a
-// minute of limit perMinute, and sorts by tenant.
+// minute of limit perMinute, and sorts by account.
 func withGuarantees(ss []Share, perMinute int64, newcomer float64) []Share {
 	total := 0.0
 	for _, s := range ss {
@@ -78,9 +78,9 @@ func (b *LocalBudget) shares(context.Context) ([]Share, error) {
 	return withGuarantees(out, b.minute.limit, b.fair.reserve), nil
 }
 
-// sharesScript lists this minute's tenants without writing anything.
+// sharesScript lists this minute's accounts without writing anything.
 // KEYS: tenant-minute, tenant-seen, tenant-weight. ARGV: fair window ms.
-// Returns flat {tenant, weight, used, active 0/1, ...}.
+// Returns flat {account, weight, used, active 0/1, ...}.
 var sharesScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

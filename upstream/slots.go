@@ -8,29 +8,29 @@ import (
 	"time"
 )
 
-// slots shares the MaxConns concurrent upstream requests among tenants the
-// way the budget shares its calls: no tenant can hold them all while
+// slots shares the MaxConns concurrent upstream requests among accounts the
+// way the budget shares its calls: no account can hold them all while
 // another waits, and none is left idle while someone asks.
 //
 // The rule. A part R of the N slots (SlotReserve×N, rounded up, below N)
-// is kept for tenants that hold no slot: a tenant that holds one may take
-// another only while more than R stay free, so a tenant arriving while
+// is kept for accounts that hold no slot: an account that holds one may take
+// another only while more than R stay free, so an account arriving while
 // another fills the upstream with slow requests finds a slot at once. The
-// rest, N-R, is what one tenant alone may hold. When a slot frees, it goes
-// to the waiting tenant that holds the fewest slots for its weight
+// rest, N-R, is what one account alone may hold. When a slot frees, it goes
+// to the waiting account that holds the fewest slots for its weight
 // (held/weight; the earliest waiter among equals), so under contention each
-// tenant converges on its weighted share of N-R and none holds more than
+// account converges on its weighted share of N-R and none holds more than
 // that while another under it waits. A request whose callers have all
 // left (its fill is abandoned) is dropped from the queue instead of taking
 // a slot, and waiting is bounded by SlotWait: then ErrBusy, which says
 // nothing about the upstream's health.
 //
-// Background refreshes and calls that name no tenant share the tenant "".
+// Background refreshes and calls that name no account share the account "".
 //
 // The zero value is not usable; build it with newSlots.
 type slots struct {
 	size    int
-	reserve int // slots only a tenant holding none may take
+	reserve int // slots only an account holding none may take
 
 	// after starts the bound on one wait; time.NewTimer's channel unless a
 	// test replaces it.
@@ -38,13 +38,13 @@ type slots struct {
 
 	mu    sync.Mutex     // guards free, held and queue
 	free  int            // slots not held
-	held  map[string]int // slots held per tenant; no zero entries
+	held  map[string]int // slots held per account; no zero entries
 	queue []*slotWaiter  // waiting requests, oldest first
 }
 
 // slotWaiter is one request waiting for a slot.
 type slotWaiter struct {
-	tenant    string
+	account   string
 	weight    float64
 	abandoned func() bool   // nil: never
 	ready     chan struct{} // closed once granted or dropped
@@ -57,7 +57,7 @@ type slotWaiter struct {
 var errAbandoned = fmt.Errorf("%w: abandoned while waiting", ErrBusy)
 
 // newSlots returns slots of size n keeping reserve (0 to below 1) of them
-// for tenants that hold none.
+// for accounts that hold none.
 func newSlots(n int, reserve float64) *slots {
 	r := 0
 	if n > 1 && reserve > 0 {
@@ -75,23 +75,23 @@ func newSlots(n int, reserve float64) *slots {
 	}
 }
 
-// acquire takes a slot for tenant (weight <= 0 counts as 1), waiting at
+// acquire takes a slot for account (weight <= 0 counts as 1), waiting at
 // most wait (0: not at all beyond a free slot) or until ctx ends. It
 // returns the function that gives the slot back, which must be called
 // exactly once; or ErrBusy when the wait ran out, errAbandoned when
 // abandoned reported true while it waited, or ctx's error. abandoned may
 // be nil.
-func (s *slots) acquire(ctx context.Context, tenant string, weight float64, wait time.Duration, abandoned func() bool) (func(), error) {
+func (s *slots) acquire(ctx context.Context, account string, weight float64, wait time.Duration, abandoned func() bool) (func(), error) {
 	if weight <= 0 || math.IsInf(weight, 0) || math.IsNaN(weight) {
 		weight = 1
 	}
-	w := &slotWaiter{tenant: tenant, weight: weight, abandoned: abandoned, ready: make(chan struct{})}
+	w := &slotWaiter{account: account, weight: weight, abandoned: abandoned, ready: make(chan struct{})}
 	s.mu.Lock()
 	s.queue = append(s.queue, w)
 	s.dispatchLocked()
 	if w.granted {
 		s.mu.Unlock()
-		return s.releaser(tenant), nil
+		return s.releaser(account), nil
 	}
 	s.mu.Unlock()
 
@@ -116,7 +116,7 @@ func (s *slots) acquire(ctx context.Context, tenant string, weight float64, wait
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w.granted {
-		return s.releaser(tenant), nil // granted as the wait ended: keep it
+		return s.releaser(account), nil // granted as the wait ended: keep it
 	}
 	select {
 	case <-w.ready: // dropped as abandoned
@@ -127,16 +127,16 @@ func (s *slots) acquire(ctx context.Context, tenant string, weight float64, wait
 	return nil, err
 }
 
-// releaser returns the function that gives tenant's slot back once.
-func (s *slots) releaser(tenant string) func() {
+// releaser returns the function that gives account's slot back once.
+func (s *slots) releaser(account string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.free++
-			if s.held[tenant]--; s.held[tenant] <= 0 {
-				delete(s.held, tenant)
+			if s.held[account]--; s.held[account] <= 0 {
+				delete(s.held, account)
 			}
 			s.dispatchLocked()
 		})
@@ -171,9 +171,9 @@ func (s *slots) dispatchLocked() {
 		best := -1
 		var bestRatio float64
 		for i, w := range s.queue {
-			h := s.held[w.tenant]
+			h := s.held[w.account]
 			if h > 0 && s.free-1 < s.reserve {
-				continue // the last free slots are kept for tenants holding none
+				continue // the last free slots are kept for accounts holding none
 			}
 			ratio := float64(h) / w.weight
 			if best < 0 || ratio < bestRatio {
@@ -186,15 +186,15 @@ func (s *slots) dispatchLocked() {
 		w := s.queue[best]
 		s.queue = append(s.queue[:best], s.queue[best+1:]...)
 		s.free--
-		s.held[w.tenant]++
+		s.held[w.account]++
 		w.granted = true
 		close(w.ready)
 	}
 }
 
-// inUse returns the slots held by tenant and in all, and how many wait.
-func (s *slots) inUse(tenant string) (mine, all, waiting int) {
+// inUse returns the slots held by account and in all, and how many wait.
+func (s *slots) inUse(account string) (mine, all, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.held[tenant], s.size - s.free, len(s.queue)
+	return s.held[account], s.size - s.free, len(s.queue)
 }

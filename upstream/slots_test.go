@@ -27,35 +27,35 @@ type waitResult struct {
 	err     error
 }
 
-// acquireAsync starts an acquire for tenant and returns its outcome's
+// acquireAsync starts an acquire for account and returns its outcome's
 // channel once it is queued.
-func acquireAsync(t *testing.T, s *slots, ctx context.Context, tenant string, weight float64, abandoned func() bool) <-chan waitResult {
+func acquireAsync(t *testing.T, s *slots, ctx context.Context, account string, weight float64, abandoned func() bool) <-chan waitResult {
 	t.Helper()
-	_, _, before := s.inUse(tenant)
+	_, _, before := s.inUse(account)
 	done := make(chan waitResult, 1)
 	go func() { // ends when acquire returns
-		rel, err := s.acquire(ctx, tenant, weight, time.Minute, abandoned)
+		rel, err := s.acquire(ctx, account, weight, time.Minute, abandoned)
 		done <- waitResult{rel, err}
 	}()
-	until(t, tenant+" is queued or served", func() bool {
+	until(t, account+" is queued or served", func() bool {
 		select {
 		case r := <-done:
 			done <- r
 			return true
 		default:
 		}
-		_, _, n := s.inUse(tenant)
+		_, _, n := s.inUse(account)
 		return n > before
 	})
 	return done
 }
 
 // mustNow takes a slot that must be free at once.
-func mustNow(t *testing.T, s *slots, tenant string, weight float64) func() {
+func mustNow(t *testing.T, s *slots, account string, weight float64) func() {
 	t.Helper()
-	rel, err := s.acquire(context.Background(), tenant, weight, 0, nil)
+	rel, err := s.acquire(context.Background(), account, weight, 0, nil)
 	if err != nil {
-		t.Fatalf("acquire(%q) = %v; want a free slot", tenant, err)
+		t.Fatalf("acquire(%q) = %v; want a free slot", account, err)
 	}
 	return rel
 }
@@ -223,7 +223,7 @@ func TestClientBusyIsNotAnUpstreamFailure(t *testing.T) {
 	timers := manual(c.conns)
 	hold := mustNow(t, c.conns, "attacker", 1)
 	req := seriesReq
-	req.Tenant = "victim"
+	req.Account = "victim"
 	for i := range cfg.Breaker.Failures + 2 {
 		done := make(chan error, 1)
 		go func() { // ends when Do returns

@@ -16,8 +16,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
-	"trendgate/internal/testing/gatewaytest"
 )
 
 // TestKeysCreateRotateRevoke drives the key API through the CLI against a

@@ -8,7 +8,8 @@
 //
 //	redis://10.0.0.1:7000?addr=10.0.0.2:7000&addr=10.0.0.3:7000
 //
-// It must not touch anything but URL parsing and client construction.
+// It must not touch anything but URL parsing, client construction and
+// the timeouts of the gateway's Redis work (timeouts.go).
 package redisconn
 
 import (
