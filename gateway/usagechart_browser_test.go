@@ -13,8 +13,8 @@ import (
 	"trendgate/config"
 	"trendgate/demo"
 	"trendgate/gateway"
-	"trendgate/internal/clock"
 	"trendgate/gateway/gatewaytest"
+	"trendgate/internal/clock"
 )
 
 // TestUsageChartInBrowser: after three simulated days of traffic from two

@@ -61,7 +61,7 @@ type keyDemand struct {
 
 type asker struct {
 	account string
-	at     time.Time
+	at      time.Time
 }
 
 // accounts is how many accounts asked for d within the last demandHalfLife.
