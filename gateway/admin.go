@@ -38,7 +38,7 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Purger:       g,
 		NewID:        proxy.NewRequestID,
 		Usage:        g,
-		Keys:         g,
+		Keys:         g.keys,
 		Dashboard:    g,
 		Clock:        g.clk,
 		Pprof:        func() bool { return g.Config().Admin.Pprof },

@@ -111,7 +111,7 @@ func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage
 	}
 	var revoked []admin.KeyUsage
 	if q.State == "" || q.State == admin.StateRevoked {
-		for _, ku := range g.revokedKeys("", idx.has) {
+		for _, ku := range g.keys.RevokedKeys("", idx.has) {
 			if ku.ID > q.After && (q.Account == "" || ku.Account == q.Account) {
 				revoked = append(revoked, ku)
 			}
@@ -152,7 +152,7 @@ func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, erro
 	idx := g.keyIdx.of(set)
 	rk, ok := idx.key(id)
 	if !ok {
-		if ks := g.revokedKeys(id, idx.has); len(ks) > 0 {
+		if ks := g.keys.RevokedKeys(id, idx.has); len(ks) > 0 {
 			return ks[0], nil // a tombstone (keys.go)
 		}
 		return admin.KeyUsage{}, admin.ErrUnknownKey

@@ -22,7 +22,7 @@ import (
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/tenantlabel"
-	"trendgate/keystore"
+	"trendgate/keyservice"
 	"trendgate/limits"
 	"trendgate/proxy"
 	"trendgate/state"
@@ -120,13 +120,9 @@ type Gateway struct {
 	// config); Reload configures it.
 	labels *tenantlabel.Labels
 
-	// keys keeps the key API's changes (keys.go); base is the
-	// configuration file's settings in force, which they are laid over.
-	// swapMu serializes the swaps of the settings in force: a reload's
-	// and the key API's (taken inside the store's lock, never around it).
-	keys      *keystore.Store
-	base      atomic.Pointer[config.Config]
-	swapMu    sync.Mutex
+	// keys is the key API's service (package keyservice), which keeps
+	// its changes and lays them over the configuration file's settings.
+	keys      *keyservice.Service
 	keysRedis redis.UniversalClient // the shared copy's Redis; nil without cluster mode
 }
 
@@ -166,7 +162,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	eff, err := g.openKeys(cfg, g.keysRedis)
+	keys, eff, err := keyservice.Open(cfg, keyservice.Options{
+		Redis: g.keysRedis, Clock: g.clk, Log: g.log,
+		Applied: g.metrics.keysApplied, Quotas: g.quotas,
+	})
+	if keys != nil {
+		g.keys = keys
+		g.closers = append(g.closers, keys.Close)
+	}
 	if err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: keys: %w", err)
@@ -181,7 +184,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	deps.Limiter = g.top.observe(deps.Limiter)
 	deps.Labels = g.labels
 	g.chain = proxy.New(set, deps)
-	g.keys.Start()
+	g.keys.Start(g.chain)
 	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
 	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
 		_ = g.Close()
@@ -216,16 +219,8 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
 	}
-	var old, eff *config.Config
-	err := g.keys.Reload(func(d *keystore.Doc) error {
-		g.swapMu.Lock()
-		defer g.swapMu.Unlock()
-		eff = d.Apply(cfg)
-		if eff != cfg {
-			if err := eff.Validate(); err != nil {
-				return fmt.Errorf("with the key API's changes (version %d): %w", d.Version, err)
-			}
-		}
+	var old *config.Config
+	eff, err := g.keys.Reload(cfg, func(eff *config.Config) error {
 		set, err := proxy.Recompile(g.chain.Settings(), eff)
 		if err == nil {
 			err = g.cache.Reconfigure(cfg.Cache)
@@ -234,7 +229,6 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			return err
 		}
 		old = g.chain.Swap(set).Config()
-		g.base.Store(cfg)
 		return nil
 	})
 	if err != nil {
@@ -301,3 +295,10 @@ func (g *Gateway) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// SyncKeys brings the keys in force up to the cluster's now (it also runs
+// every keystore.PollEvery); without cluster mode it does nothing.
+func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.SyncKeys(ctx) }
+
+// Keys returns the key API's service (the admin routes' admin.KeyAdmin).
+func (g *Gateway) Keys() *keyservice.Service { return g.keys }

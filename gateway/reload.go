@@ -9,6 +9,7 @@ import (
 
 	"trendgate/admin"
 	"trendgate/config"
+	"trendgate/keyservice"
 )
 
 // liveSettings are the settings a reload applies, by YAML path (a path
@@ -61,13 +62,13 @@ func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
 	} else {
 		g.metrics.restart.Set(0)
 	}
-	k := diffKeys(old.Keys, cfg.Keys)
+	k := keyservice.DiffKeys(old.Keys, cfg.Keys)
 	pa, pr, pc := diffPlans(old.Plans, cfg.Plans)
 	g.log.Info("config reloaded",
 		zap.Int("keys", len(cfg.Keys)), zap.Int("plans", len(cfg.Plans)),
-		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed),
-		zap.Strings("keys_disabled", k.disabled), zap.Strings("keys_enabled", k.enabled),
-		zap.Strings("keys_changed", k.changed),
+		zap.Strings("keys_added", k.Added), zap.Strings("keys_removed", k.Removed),
+		zap.Strings("keys_disabled", k.Disabled), zap.Strings("keys_enabled", k.Enabled),
+		zap.Strings("keys_changed", k.Changed),
 		zap.Strings("plans_added", pa), zap.Strings("plans_removed", pr), zap.Strings("plans_changed", pc),
 		zap.Strings("settings_changed", live), zap.Strings("restart_pending", pending))
 	return pending
@@ -83,58 +84,6 @@ func (g *Gateway) reloadStatus() admin.ReloadStatus {
 		return out
 	}
 	return admin.ReloadStatus{RestartPending: []string{}}
-}
-
-// keyChanges lists key ids by what a reload did to them.
-type keyChanges struct {
-	added, removed, disabled, enabled, changed []string
-}
-
-// diffKeys compares two key lists by id. A key whose only change is being
-// disabled or enabled is listed there, not under changed.
-func diffKeys(old, cur []config.Key) keyChanges {
-	var c keyChanges
-	// The common reload keeps the keys in their order: compare in step
-	// while the ids match, and index only what is left.
-	n := 0
-	for ; n < len(old) && n < len(cur) && old[n].ID == cur[n].ID; n++ {
-		c.compare(old[n], cur[n])
-	}
-	old, cur = old[n:], cur[n:]
-	before := make(map[string]int, len(old))
-	for i := range old {
-		before[old[i].ID] = i
-	}
-	seen := make(map[string]bool, len(cur))
-	for _, k := range cur {
-		seen[k.ID] = true
-		i, ok := before[k.ID]
-		if !ok {
-			c.added = append(c.added, k.ID)
-			continue
-		}
-		c.compare(old[i], k)
-	}
-	for _, k := range old {
-		if !seen[k.ID] {
-			c.removed = append(c.removed, k.ID)
-		}
-	}
-	return c
-}
-
-// compare notes how key k, o before, changed.
-func (c *keyChanges) compare(o, k config.Key) {
-	switch {
-	case k.Disabled && !o.Disabled:
-		c.disabled = append(c.disabled, k.ID)
-	case !k.Disabled && o.Disabled:
-		c.enabled = append(c.enabled, k.ID)
-	}
-	o.Disabled = k.Disabled
-	if !o.Equal(k) {
-		c.changed = append(c.changed, k.ID)
-	}
 }
 
 // changedSettings is config.Changed(a, b) with the keys compared by
