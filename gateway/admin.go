@@ -37,9 +37,9 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Metrics:      promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
 		Purger:       g,
 		NewID:        proxy.NewRequestID,
-		Usage:        g,
+		Usage:        g.console,
 		Keys:         g.keys,
-		Dashboard:    g,
+		Dashboard:    g.console,
 		Clock:        g.clk,
 		Pprof:        func() bool { return g.Config().Admin.Pprof },
 		Routes:       func() *api.Routes { return g.chain.Settings().Routes() },

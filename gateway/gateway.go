@@ -19,6 +19,7 @@ import (
 	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/config"
+	"trendgate/console"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/tenantlabel"
@@ -68,12 +69,10 @@ type Gateway struct {
 	quotas  limits.QuotaResetter // the same limiter, whose quota counters ResetQuota clears
 	act     *activity.Recorder   // recent traffic for the dashboard
 	closers []func() error       // cluster resources, closed by Close
-	// keyIdx is the admin views' index of keys and accounts (keyindex.go);
-	// top the accounts using most of a quota, for the summary
-	// (topquota.go); adminRefusals counts refused admin requests, and
-	// adminFailures slows failed admin tokens per address (initConsole).
-	keyIdx        keyIndexCache
-	top           topQuota
+	// console serves the admin views (package console); adminRefusals
+	// counts refused admin requests, and adminFailures slows failed admin
+	// tokens per address (initConsole).
+	console       *console.Console
 	adminRefusals *admin.Metrics
 	adminFailures *limits.AuthFailures
 	// lastUsed shares the keys' last use among instances; nil without
@@ -181,7 +180,12 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
-	deps.Limiter = g.top.observe(deps.Limiter)
+	g.console = console.New(console.Options{
+		Settings: func() *proxy.Settings { return g.chain.Settings() },
+		Clock:    g.clk, Log: g.log, Usage: g.usage, Activity: g.act, Upstream: g.up, Local: g.local,
+		Revoked: g.keys, LastUsed: g.lastUsed, Reload: g.reloadStatus, Labels: g.labels,
+	})
+	deps.Limiter = g.console.Observe(deps.Limiter)
 	deps.Labels = g.labels
 	g.chain = proxy.New(set, deps)
 	g.keys.Start(g.chain)
@@ -195,7 +199,7 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.reg.MustRegister(newQuotaCollector(g))
+	g.reg.MustRegister(g.console.Collector())
 	return g, nil
 }
 

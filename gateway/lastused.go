@@ -63,17 +63,3 @@ func (g *Gateway) SyncLastUsed(ctx context.Context) error {
 	}
 	return g.lastUsed.Sync(ctx, seen)
 }
-
-// lastUsedOf returns the cluster-wide last use of ids (nil without cluster
-// mode, or when Redis cannot say: the caller then reports this instance's).
-func (g *Gateway) lastUsedOf(ctx context.Context, ids []string) map[string]time.Time {
-	if g.lastUsed == nil {
-		return nil
-	}
-	m, err := g.lastUsed.Read(ctx, ids)
-	if err != nil {
-		g.log.Warn("reading keys' last use failed", zap.Error(err))
-		return nil
-	}
-	return m
-}
