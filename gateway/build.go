@@ -71,7 +71,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		}
 		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
 		g.keysRedis = cl.counters
-		g.checkRedisPersistence(cfg, cl.counters)
+		g.kept.checkRedis(cfg, cl.counters)
 		deps.Limiter, deps.Usage, g.usage, g.quotas = cl.limiter, cl.limiter, cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,7 +25,6 @@ import (
 	"trendgate/keyservice"
 	"trendgate/limits"
 	"trendgate/proxy"
-	"trendgate/state"
 	"trendgate/tracing"
 )
 
@@ -71,7 +69,7 @@ type Gateway struct {
 	closers []func() error       // cluster resources, closed by Close
 	// console serves the admin views (package console); adminRefusals
 	// counts refused admin requests, and adminFailures slows failed admin
-	// tokens per address (initConsole).
+	// tokens per address (New).
 	console       *console.Console
 	adminRefusals *admin.Metrics
 	adminFailures *limits.AuthFailures
@@ -83,36 +81,25 @@ type Gateway struct {
 	purgeBus *cache.PurgeBus
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
-	// local is the in-process cache tier, which persistence saves and
-	// loads; persist is the cache configuration at start, whose
-	// persist_path and persist_max_bytes a reload does not change.
-	local   *cache.Local
-	persist cache.Config
-	// persistOrigin ties the snapshot to upstream.base_url (at start);
-	// persistKey authenticates it (cache.persist_key_env; nil: off).
-	persistOrigin string
-	persistKey    []byte
-	// state keeps quota counters and usage across restarts; nil with
-	// state.path empty (see state.go). localLimits is the in-memory
-	// limiter whose counters it keeps: the limiter itself, or in cluster
-	// mode Redis's fallback (not kept). redisKeeps is what the counters'
-	// Redis keeps on disk, read once at start in cluster mode.
+	// local is the in-process cache tier, which snap saves and loads
+	// (persist.go).
+	local *cache.Local
+	snap  snapshots
+	// kept keeps quota counters and usage across restarts (state.go).
+	// localLimits is the in-memory limiter whose counters it keeps: the
+	// limiter itself, or in cluster mode Redis's fallback (not kept).
 	localLimits *limits.Local
-	state       *state.Store
-	stateUnlock func() error // the state file's lock (see state.Lock)
-	stateOnce   sync.Once    // lets go of it once
-	redisKeeps  string
+	kept        keeper
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
 
-	boot     *config.Config // the configuration the process started with
-	draining atomic.Bool    // set when shutdown begins; readiness turns false
+	draining atomic.Bool // set when shutdown begins; readiness turns false
 	// skipDelay ends server.shutdown_delay early (server.go).
 	skipDelay skipSignal
-	// lastReload is the latest reload's outcome, for the dashboard; nil
-	// before any.
-	lastReload atomic.Pointer[admin.ReloadStatus]
+	// reloads counts and logs the reloads and keeps the latest outcome
+	// for the dashboard (reload.go).
+	reloads reloads
 	// tracing exports spans; nil with tracing off.
 	tracing *tracing.Provider
 	// labels bounds the tenant labels of the metrics (metrics: in the
@@ -145,12 +132,18 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.labels = tenantlabel.New(cfg.Metrics)
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
-	g.initConsole(cfg)
+	// What the admin listener keeps beside the routes: the counter of
+	// refused admin requests and the per-address budget of failed admin
+	// tokens (limits.auth_failures, as on the public side; read at start).
+	g.adminRefusals = admin.NewMetrics(g.reg)
+	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
+	g.kept = keeper{log: g.log, clk: g.clk, reg: g.reg, cluster: cfg.ClusterMode(),
+		settings: func() *proxy.Settings { return g.chain.Settings() }}
 
 	if _, err := proxy.Compile(cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.boot = cfg
+	g.reloads = reloads{log: g.log, clk: g.clk, metrics: g.metrics, boot: cfg}
 
 	var err error
 	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
@@ -183,19 +176,20 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.console = console.New(console.Options{
 		Settings: func() *proxy.Settings { return g.chain.Settings() },
 		Clock:    g.clk, Log: g.log, Usage: g.usage, Activity: g.act, Upstream: g.up, Local: g.local,
-		Revoked: g.keys, LastUsed: g.lastUsed, Reload: g.reloadStatus, Labels: g.labels,
+		Revoked: g.keys, LastUsed: g.lastUsed, Reload: g.reloads.status, Labels: g.labels,
 	})
 	deps.Limiter = g.console.Observe(deps.Limiter)
 	deps.Labels = g.labels
 	g.chain = proxy.New(set, deps)
 	g.keys.Start(g.chain)
-	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
-	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
+	g.snap = snapshots{log: g.log, clk: g.clk, local: g.local, persist: cfg.Cache, origin: cfg.Upstream.BaseURL,
+		purgeBus: g.purgeBus, settings: g.chain.Settings}
+	if g.snap.key, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.loadSnapshot(cfg.Cache)
-	if err := g.openState(cfg, g.localLimits); err != nil {
+	g.snap.load(cfg.Cache)
+	if err := g.kept.open(cfg, g.localLimits); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -221,7 +215,7 @@ const tracingFlushTimeout = 5 * time.Second
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
+		return g.reloads.refuse(fmt.Errorf("gateway: reload: %w", err))
 	}
 	var old *config.Config
 	eff, err := g.keys.Reload(cfg, func(eff *config.Config) error {
@@ -236,32 +230,20 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 		return nil
 	})
 	if err != nil {
-		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
+		return g.reloads.refuse(fmt.Errorf("gateway: reload: %w", err))
 	}
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.labels.Configure(cfg.Metrics)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	pending := g.reportReload(old, eff)
+	pending := g.reloads.report(old, eff)
 	at := g.clk.Now().UTC()
-	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
+	g.reloads.last.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil
 }
 
 // RefuseReload records a reload that produced no configuration at all (the
 // file could not be read or parsed): counted as refused and logged once.
-func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
-
-func (g *Gateway) refuseReload(err error) error {
-	g.metrics.reloads.WithLabelValues("refused").Inc()
-	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
-	at := g.clk.Now().UTC()
-	var pending []string // what the last reload that loaded left pending still is
-	if prev := g.lastReload.Load(); prev != nil {
-		pending = prev.RestartPending
-	}
-	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
-	return err
-}
+func (g *Gateway) RefuseReload(err error) { _ = g.reloads.refuse(err) }
 
 // FlushTraces exports every span ended so far, bounded by ctx; it does
 // nothing with tracing off. Serve calls it while draining.
@@ -279,7 +261,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.chain.Se
 // Close stops background work (cache refreshes) and releases cluster
 // resources. It does not stop servers; see Run.
 func (g *Gateway) Close() error {
-	g.closeState()
+	g.kept.close()
 	var errs []error
 	if g.cache != nil {
 		if err := g.cache.Close(context.Background()); err != nil {
