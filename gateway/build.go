@@ -76,7 +76,8 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
-		g.startLastUsed(activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0))
+		g.lastUsed = activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0)
+		g.closers = append(g.closers, startLastUsed(g.SyncLastUsed, g.log))
 	}
 
 	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)

@@ -282,9 +282,5 @@ func (g *Gateway) Close() error {
 	return errors.Join(errs...)
 }
 
-// SyncKeys brings the keys in force up to the cluster's now (it also runs
-// every keystore.PollEvery); without cluster mode it does nothing.
-func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.SyncKeys(ctx) }
-
 // Keys returns the key API's service (the admin routes' admin.KeyAdmin).
 func (g *Gateway) Keys() *keyservice.Service { return g.keys }

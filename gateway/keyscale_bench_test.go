@@ -176,7 +176,7 @@ func BenchmarkClusterCreateKeyAt100k(b *testing.B) {
 		}
 		b.StopTimer()
 		t0 := time.Now()
-		if err := other.SyncKeys(context.Background()); err != nil {
+		if err := other.Keys().SyncKeys(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		syncing += time.Since(t0)
