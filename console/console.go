@@ -300,21 +300,6 @@ func keyState(rk config.ResolvedKey, now time.Time) string {
 	return "active"
 }
 
-// keysUsage reads the usage of every key of set in id order, or of the key
-// named only ("" for all). It walks every key (one limiter lock per key):
-// the admin views read pages and lookups instead (KeysPage, KeyUsage).
-func (c *Console) keysUsage(ctx context.Context, set *proxy.Settings, only string) ([]admin.KeyUsage, error) {
-	idx := c.keyIdx.of(set)
-	if only == "" {
-		return c.usageOfKeys(ctx, set, idx.keys)
-	}
-	rk, ok := idx.key(only)
-	if !ok {
-		return nil, nil
-	}
-	return c.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
-}
-
 // usageOfKeys reads the usage of the keys rks of set, in their order.
 func (c *Console) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []config.ResolvedKey) ([]admin.KeyUsage, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)

@@ -52,7 +52,8 @@ type Options struct {
 
 // Gateway is the trendgate process: the request chain (package proxy)
 // and what runs it: the servers and their lanes, TLS, reload, the cache
-// snapshot, the admin routes and the operator's console. It is also an
+// snapshot, the admin routes with the console and the key API's service
+// (packages console and keyservice). It is also an
 // http.Handler for the public API. Build it with New.
 type Gateway struct {
 	clk     clock.Clock
