@@ -12,7 +12,6 @@ import (
 	"trendgate/certs"
 	"trendgate/config"
 	"trendgate/internal/breaker"
-	"trendgate/limits"
 	"trendgate/proxy"
 )
 
@@ -33,27 +32,18 @@ func (g *Gateway) adminHandler(sec *certs.Manager) http.Handler {
 		Refusals:     g.adminRefusals,
 		Failures:     g.adminFailures,
 		Ready:        func() (bool, string) { return g.ready(sec) },
-		ReadyDetails: g.readyDetails,
+		ReadyDetails: g.kept.readyDetails,
 		Metrics:      promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), // OpenMetrics on request: exemplars
 		Purger:       g,
 		NewID:        proxy.NewRequestID,
-		Usage:        g,
-		Keys:         g,
-		Dashboard:    g,
+		Usage:        g.console,
+		Keys:         g.keys,
+		Dashboard:    g.console,
 		Clock:        g.clk,
-		History:      historySource{g},
+		History:      g.history,
 		Pprof:        func() bool { return g.Config().Admin.Pprof },
 		Routes:       func() *api.Routes { return g.chain.Settings().Routes() },
 	})
-}
-
-// initConsole sets up what the admin listener keeps beside the routes:
-// the counter of refused admin requests and the per-address budget of
-// failed admin tokens (limits.auth_failures, as on the public side; read
-// at start).
-func (g *Gateway) initConsole(cfg *config.Config) {
-	g.adminRefusals = admin.NewMetrics(g.reg)
-	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
 }
 
 // maxAdminIPs bounds the addresses whose failed admin tokens are tracked

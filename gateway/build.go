@@ -71,12 +71,13 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		}
 		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
 		g.keysRedis = cl.counters
-		g.checkRedisPersistence(cfg, cl.counters)
+		g.kept.checkRedis(cfg, cl.counters)
 		deps.Limiter, deps.Usage, g.usage, g.quotas = cl.limiter, cl.limiter, cl.limiter, cl.limiter
 		cacheStore = cache.Tiered(store, cl.shared)
 		cacheOpts = append(cacheOpts, cache.WithLease(cl.lease, cl.shared, leaseWait))
 		upOpts = append(upOpts, upstream.WithBudget(cl.budget))
-		g.startLastUsed(activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0))
+		g.lastUsed = activity.NewLastUsed(cl.counters, cfg.Redis.Prefix, 0)
+		g.closers = append(g.closers, startLastUsed(g.SyncLastUsed, g.log))
 	}
 
 	up, err := upstream.New(cfg.Upstream, g.clk, g.log, upMetrics, upOpts...)
@@ -90,7 +91,7 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		return deps, err
 	}
 	g.cache, deps.Cache = c, c
-	if err := g.startRollups(cfg, &deps); err != nil {
+	if g.history, err = openHistory(g, cfg, &deps); err != nil {
 		return deps, err
 	}
 	return deps, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,14 +18,13 @@ import (
 	"trendgate/cache"
 	"trendgate/certs"
 	"trendgate/config"
+	"trendgate/console"
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/clock"
 	"trendgate/internal/tenantlabel"
-	"trendgate/keystore"
+	"trendgate/keyservice"
 	"trendgate/limits"
 	"trendgate/proxy"
-	"trendgate/rollup"
-	"trendgate/state"
 	"trendgate/tracing"
 )
 
@@ -54,7 +52,8 @@ type Options struct {
 
 // Gateway is the trendgate process: the request chain (package proxy)
 // and what runs it: the servers and their lanes, TLS, reload, the cache
-// snapshot, the admin routes and the operator's console. It is also an
+// snapshot, the admin routes with the console and the key API's service
+// (packages console and keyservice). It is also an
 // http.Handler for the public API. Build it with New.
 type Gateway struct {
 	clk     clock.Clock
@@ -69,12 +68,10 @@ type Gateway struct {
 	quotas  limits.QuotaResetter // the same limiter, whose quota counters ResetQuota clears
 	act     *activity.Recorder   // recent traffic for the dashboard
 	closers []func() error       // cluster resources, closed by Close
-	// keyIdx is the admin views' index of keys and accounts (keyindex.go);
-	// top the accounts using most of a quota, for the summary
-	// (topquota.go); adminRefusals counts refused admin requests, and
-	// adminFailures slows failed admin tokens per address (initConsole).
-	keyIdx        keyIndexCache
-	top           topQuota
+	// console serves the admin views (package console); adminRefusals
+	// counts refused admin requests, and adminFailures slows failed admin
+	// tokens per address (New).
+	console       *console.Console
 	adminRefusals *admin.Metrics
 	adminFailures *limits.AuthFailures
 	// lastUsed shares the keys' last use among instances; nil without
@@ -85,52 +82,37 @@ type Gateway struct {
 	purgeBus *cache.PurgeBus
 	// certCheck is Options.CertCheckInterval.
 	certCheck time.Duration
-	// local is the in-process cache tier, which persistence saves and
-	// loads; persist is the cache configuration at start, whose
-	// persist_path and persist_max_bytes a reload does not change.
-	local   *cache.Local
-	persist cache.Config
-	// persistOrigin ties the snapshot to upstream.base_url (at start);
-	// persistKey authenticates it (cache.persist_key_env; nil: off).
-	persistOrigin string
-	persistKey    []byte
-	// state keeps quota counters and usage across restarts; nil with
-	// state.path empty (see state.go). localLimits is the in-memory
-	// limiter whose counters it keeps: the limiter itself, or in cluster
-	// mode Redis's fallback (not kept). redisKeeps is what the counters'
-	// Redis keeps on disk, read once at start in cluster mode.
+	// local is the in-process cache tier, which snap saves and loads
+	// (persist.go).
+	local *cache.Local
+	snap  snapshots
+	// kept keeps quota counters and usage across restarts (state.go).
+	// localLimits is the in-memory limiter whose counters it keeps: the
+	// limiter itself, or in cluster mode Redis's fallback (not kept).
 	localLimits *limits.Local
-	state       *state.Store
-	stateUnlock func() error // the state file's lock (see state.Lock)
-	stateOnce   sync.Once    // lets go of it once
-	redisKeeps  string
+	kept        keeper
 	// sec is the certificates of the running Serve call; nil while none
 	// runs or with TLS off. Reload re-reads its files.
 	sec atomic.Pointer[certs.Manager]
 
-	boot     *config.Config // the configuration the process started with
-	draining atomic.Bool    // set when shutdown begins; readiness turns false
+	draining atomic.Bool // set when shutdown begins; readiness turns false
 	// skipDelay ends server.shutdown_delay early (server.go).
 	skipDelay skipSignal
-	// lastReload is the latest reload's outcome, for the dashboard; nil
-	// before any.
-	lastReload atomic.Pointer[admin.ReloadStatus]
+	// reloads counts and logs the reloads and keeps the latest outcome
+	// for the dashboard (reload.go).
+	reloads reloads
 	// tracing exports spans; nil with tracing off.
 	tracing *tracing.Provider
 	// labels bounds the tenant labels of the metrics (metrics: in the
 	// config); Reload configures it.
 	labels *tenantlabel.Labels
 
-	// keys keeps the key API's changes (keys.go); base is the
-	// configuration file's settings in force, which they are laid over.
-	// swapMu serializes the swaps of the settings in force: a reload's
-	// and the key API's (taken inside the store's lock, never around it).
-	keys      *keystore.Store
-	base      atomic.Pointer[config.Config]
-	swapMu    sync.Mutex
+	// keys is the key API's service (package keyservice), which keeps
+	// its changes and lays them over the configuration file's settings.
+	keys      *keyservice.Service
 	keysRedis redis.UniversalClient // the shared copy's Redis; nil without cluster mode
-	// rollups is the usage history (usage.go).
-	rollups rollup.Store
+	// history is the usage history (usage.go).
+	history *History
 }
 
 // New builds a gateway from cfg: the upstream client, the cache, the
@@ -153,12 +135,18 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.labels = tenantlabel.New(cfg.Metrics)
 	g.act = activity.New(g.clk.Now())
 	g.certs = certs.NewMetrics(g.reg)
-	g.initConsole(cfg)
+	// What the admin listener keeps beside the routes: the counter of
+	// refused admin requests and the per-address budget of failed admin
+	// tokens (limits.auth_failures, as on the public side; read at start).
+	g.adminRefusals = admin.NewMetrics(g.reg)
+	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
+	g.kept = keeper{log: g.log, clk: g.clk, reg: g.reg, cluster: cfg.ClusterMode(),
+		settings: func() *proxy.Settings { return g.chain.Settings() }}
 
 	if _, err := proxy.Compile(cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.boot = cfg
+	g.reloads = reloads{log: g.log, clk: g.clk, metrics: g.metrics, boot: cfg}
 
 	var err error
 	if g.tracing, err = tracing.New(context.Background(), cfg.Tracing, tracing.Options{Version: buildinfo.Read().Version}); err != nil {
@@ -169,7 +157,14 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	eff, err := g.openKeys(cfg, g.keysRedis)
+	keys, eff, err := keyservice.Open(cfg, keyservice.Options{
+		Redis: g.keysRedis, Clock: g.clk, Log: g.log,
+		Applied: g.metrics.keysApplied, Quotas: g.quotas,
+	})
+	if keys != nil {
+		g.keys = keys
+		g.closers = append(g.closers, keys.Close)
+	}
 	if err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: keys: %w", err)
@@ -181,21 +176,28 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	}
 	deps.Clock, deps.Logger, deps.Registry, deps.Activity = g.clk, g.log, g.reg, g.act
 	deps.Tracer = g.tracing.Tracer("trendgate/proxy")
-	deps.Limiter = g.top.observe(deps.Limiter)
+	g.console = console.New(console.Options{
+		Settings: func() *proxy.Settings { return g.chain.Settings() },
+		Clock:    g.clk, Log: g.log, Usage: g.usage, Activity: g.act, Upstream: g.up, Local: g.local,
+		Revoked: g.keys, LastUsed: g.lastUsed, Reload: g.reloads.status, Labels: g.labels,
+	})
+	deps.Limiter = g.console.Observe(deps.Limiter)
 	deps.Labels = g.labels
+	g.history.console = g.console // names checked against the console's index
 	g.chain = proxy.New(set, deps)
-	g.keys.Start()
-	g.persist, g.persistOrigin = cfg.Cache, cfg.Upstream.BaseURL
-	if g.persistKey, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
+	g.keys.Start(g.chain)
+	g.snap = snapshots{log: g.log, clk: g.clk, local: g.local, persist: cfg.Cache, origin: cfg.Upstream.BaseURL,
+		purgeBus: g.purgeBus, settings: g.chain.Settings}
+	if g.snap.key, err = persistKeyFrom(cfg.Cache, os.Getenv); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.loadSnapshot(cfg.Cache)
-	if err := g.openState(cfg, g.localLimits); err != nil {
+	g.snap.load(cfg.Cache)
+	if err := g.kept.open(cfg, g.localLimits); err != nil {
 		_ = g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.reg.MustRegister(newQuotaCollector(g))
+	g.reg.MustRegister(g.console.Collector())
 	return g, nil
 }
 
@@ -217,18 +219,10 @@ const tracingFlushTimeout = 5 * time.Second
 func (g *Gateway) Reload(cfg *config.Config) error {
 	_ = g.sec.Load().Reload() // logged and counted by certs
 	if err := cfg.Validate(); err != nil {
-		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
+		return g.reloads.refuse(fmt.Errorf("gateway: reload: %w", err))
 	}
-	var old, eff *config.Config
-	err := g.keys.Reload(func(d *keystore.Doc) error {
-		g.swapMu.Lock()
-		defer g.swapMu.Unlock()
-		eff = d.Apply(cfg)
-		if eff != cfg {
-			if err := eff.Validate(); err != nil {
-				return fmt.Errorf("with the key API's changes (version %d): %w", d.Version, err)
-			}
-		}
+	var old *config.Config
+	eff, err := g.keys.Reload(cfg, func(eff *config.Config) error {
 		set, err := proxy.Recompile(g.chain.Settings(), eff)
 		if err == nil {
 			err = g.cache.Reconfigure(cfg.Cache)
@@ -237,36 +231,23 @@ func (g *Gateway) Reload(cfg *config.Config) error {
 			return err
 		}
 		old = g.chain.Swap(set).Config()
-		g.base.Store(cfg)
 		return nil
 	})
 	if err != nil {
-		return g.refuseReload(fmt.Errorf("gateway: reload: %w", err))
+		return g.reloads.refuse(fmt.Errorf("gateway: reload: %w", err))
 	}
 	g.tracing.SetRatio(cfg.Tracing.Ratio)
 	g.labels.Configure(cfg.Metrics)
 	g.metrics.reloads.WithLabelValues("ok").Inc()
-	pending := g.reportReload(old, eff)
+	pending := g.reloads.report(old, eff)
 	at := g.clk.Now().UTC()
-	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
+	g.reloads.last.Store(&admin.ReloadStatus{At: &at, Result: "ok", RestartPending: pending})
 	return nil
 }
 
 // RefuseReload records a reload that produced no configuration at all (the
 // file could not be read or parsed): counted as refused and logged once.
-func (g *Gateway) RefuseReload(err error) { _ = g.refuseReload(err) }
-
-func (g *Gateway) refuseReload(err error) error {
-	g.metrics.reloads.WithLabelValues("refused").Inc()
-	g.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
-	at := g.clk.Now().UTC()
-	var pending []string // what the last reload that loaded left pending still is
-	if prev := g.lastReload.Load(); prev != nil {
-		pending = prev.RestartPending
-	}
-	g.lastReload.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
-	return err
-}
+func (g *Gateway) RefuseReload(err error) { _ = g.reloads.refuse(err) }
 
 // FlushTraces exports every span ended so far, bounded by ctx; it does
 // nothing with tracing off. Serve calls it while draining.
@@ -284,7 +265,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.chain.Se
 // Close stops background work (cache refreshes) and releases cluster
 // resources. It does not stop servers; see Run.
 func (g *Gateway) Close() error {
-	g.closeState()
+	g.kept.close()
 	var errs []error
 	if g.cache != nil {
 		if err := g.cache.Close(context.Background()); err != nil {
@@ -304,3 +285,6 @@ func (g *Gateway) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Keys returns the key API's service (the admin routes' admin.KeyAdmin).
+func (g *Gateway) Keys() *keyservice.Service { return g.keys }

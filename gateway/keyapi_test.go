@@ -287,7 +287,7 @@ func TestKeyAPIAcrossInstances(t *testing.T) {
 	if code, ec := adminSend(t, a.Admin, http.MethodPost, "/keys", `{"id":"acme-ci","account":"acme"}`, &k); code != http.StatusCreated {
 		t.Fatalf("POST /keys on A: %d %s", code, ec)
 	}
-	if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := status(b, k.Secret); got != http.StatusOK {
@@ -297,7 +297,7 @@ func TestKeyAPIAcrossInstances(t *testing.T) {
 	if code, ec := adminSend(t, b.Admin, http.MethodPost, "/keys/acme-ci/rotate", `{"overlap":"0s"}`, &next); code != http.StatusCreated {
 		t.Fatalf("rotate on B: %d %s", code, ec)
 	}
-	if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := a.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if status(a, k.Secret) != http.StatusUnauthorized || status(a, next.Secret) != http.StatusOK {
@@ -306,7 +306,7 @@ func TestKeyAPIAcrossInstances(t *testing.T) {
 	if code, ec := adminSend(t, a.Admin, http.MethodDelete, "/keys/acme-ci-r1", "", nil); code != http.StatusOK {
 		t.Fatalf("revoke on A: %d %s", code, ec)
 	}
-	if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := status(b, next.Secret); got != http.StatusUnauthorized {
@@ -328,7 +328,7 @@ func TestKeyAPIAcrossInstances(t *testing.T) {
 		}
 	}
 	for _, n := range c.Nodes {
-		if err := n.Gateway.SyncKeys(t.Context()); err != nil {
+		if err := n.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		bulk := 0

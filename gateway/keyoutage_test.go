@@ -24,7 +24,7 @@ func TestRevokeDuringRedisOutage(t *testing.T) {
 	if code, ec := adminSend(t, a.Admin, http.MethodPost, "/keys", `{"id":"leaked","account":"acme"}`, &k); code != http.StatusCreated {
 		t.Fatalf("POST /keys: %d %s", code, ec)
 	}
-	if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if status(b, k.Secret) != http.StatusOK {
@@ -48,10 +48,10 @@ func TestRevokeDuringRedisOutage(t *testing.T) {
 	}
 
 	srv.Start()
-	if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := a.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatalf("A's poll with Redis back: %v", err)
 	}
-	if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+	if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for name, h := range map[string]*gatewaytest.Harness{"A": a, "B": b} {

@@ -111,7 +111,7 @@ func BenchmarkCreateKeyAt100k(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := g.CreateKey(context.Background(), "bench", keystore.NewKey{ID: "new-" + strconv.Itoa(i), Plan: "full"}); err != nil {
+		if _, err := g.Keys().CreateKey(context.Background(), "bench", keystore.NewKey{ID: "new-" + strconv.Itoa(i), Plan: "full"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -171,12 +171,12 @@ func BenchmarkClusterCreateKeyAt100k(b *testing.B) {
 	var syncing time.Duration
 	for i := range b.N {
 		id := fmt.Sprintf("new-%d-%d", b.N, i)
-		if _, err := a.CreateKey(context.Background(), "bench", keystore.NewKey{ID: id, Plan: "full"}); err != nil {
+		if _, err := a.Keys().CreateKey(context.Background(), "bench", keystore.NewKey{ID: id, Plan: "full"}); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
 		t0 := time.Now()
-		if err := other.SyncKeys(context.Background()); err != nil {
+		if err := other.Keys().SyncKeys(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		syncing += time.Since(t0)

@@ -36,7 +36,7 @@ func TestRevokedIDNotReused(t *testing.T) {
 			}
 			sync := func() {
 				t.Helper()
-				if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+				if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -80,7 +80,7 @@ func TestRevokedIDNotReused(t *testing.T) {
 			if again.Account != "cx" || again.Plan != "full" {
 				t.Fatalf("the key made naming account cx = %+v; want account cx, plan full", again)
 			}
-			if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+			if err := a.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			for _, h := range []*gatewaytest.Harness{a, b} {
@@ -325,7 +325,7 @@ func TestAccountsAPI(t *testing.T) {
 					t.Fatalf("POST /accounts %s: %d %s, want %d %s", tc.body, code, ec, tc.status, tc.code)
 				}
 			}
-			if err := b.Gateway.SyncKeys(t.Context()); err != nil {
+			if err := b.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			var k admin.CreatedKey
@@ -344,7 +344,7 @@ func TestAccountsAPI(t *testing.T) {
 			if code, ec := adminSend(t, b.Admin, http.MethodDelete, "/accounts/globex", "", nil); code != http.StatusOK {
 				t.Fatalf("DELETE /accounts/globex: %d %s", code, ec)
 			}
-			if err := a.Gateway.SyncKeys(t.Context()); err != nil {
+			if err := a.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if slices.ContainsFunc(a.Gateway.Config().Accounts, func(ac config.Account) bool { return ac.ID == "globex" }) {

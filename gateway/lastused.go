@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-
-	"trendgate/activity"
 )
 
 // lastUsedEvery is how often a cluster instance shares its keys' latest
@@ -15,11 +13,10 @@ import (
 // traffic.
 const lastUsedEvery = 30 * time.Second
 
-// startLastUsed shares the keys' last use through lu every lastUsedEvery
-// until Close, which syncs one last time (a failure is logged, not
-// returned).
-func (g *Gateway) startLastUsed(lu *activity.LastUsed) {
-	g.lastUsed = lu
+// startLastUsed shares the keys' last use with share every lastUsedEvery
+// until the stop it returns (a closer of the gateway's Close), which syncs
+// one last time (a failure is logged, not returned).
+func startLastUsed(share func(context.Context) error, log *zap.Logger) (closer func() error) {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -30,22 +27,22 @@ func (g *Gateway) startLastUsed(lu *activity.LastUsed) {
 			case <-stop:
 				return
 			case <-t.C:
-				if err := g.SyncLastUsed(context.Background()); err != nil {
-					g.log.Warn("sharing keys' last use failed", zap.Error(err))
+				if err := share(context.Background()); err != nil {
+					log.Warn("sharing keys' last use failed", zap.Error(err))
 				}
 			}
 		}
 	}()
-	g.closers = append(g.closers, func() error {
+	return func() error {
 		close(stop)
 		<-done
 		// Redis being away at shutdown costs the last 30 s of last_used,
 		// not a failed Close.
-		if err := g.SyncLastUsed(context.Background()); err != nil {
-			g.log.Warn("sharing keys' last use at shutdown failed", zap.Error(err))
+		if err := share(context.Background()); err != nil {
+			log.Warn("sharing keys' last use at shutdown failed", zap.Error(err))
 		}
 		return nil
-	})
+	}
 }
 
 // SyncLastUsed shares this instance's keys' latest use with the cluster
@@ -62,18 +59,4 @@ func (g *Gateway) SyncLastUsed(ctx context.Context) error {
 		}
 	}
 	return g.lastUsed.Sync(ctx, seen)
-}
-
-// lastUsedOf returns the cluster-wide last use of ids (nil without cluster
-// mode, or when Redis cannot say: the caller then reports this instance's).
-func (g *Gateway) lastUsedOf(ctx context.Context, ids []string) map[string]time.Time {
-	if g.lastUsed == nil {
-		return nil
-	}
-	m, err := g.lastUsed.Read(ctx, ids)
-	if err != nil {
-		g.log.Warn("reading keys' last use failed", zap.Error(err))
-		return nil
-	}
-	return m
 }

@@ -19,7 +19,8 @@ type metrics struct {
 	// h2ResetGoaways counts connections of Go's HTTP/2 server told to go
 	// away past their reset budget (resetbudget.go).
 	h2ResetGoaways prometheus.Counter
-	// keysApplied counts the key API's changes put in force (keys.go).
+	// keysApplied counts the key API's changes put in force (package
+	// keyservice).
 	keysApplied *prometheus.CounterVec
 }
 

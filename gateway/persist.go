@@ -14,35 +14,58 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/internal/clock"
+	"trendgate/proxy"
 	"trendgate/upstream"
 )
 
-// loadSnapshot fills the local cache tier from cache.persist_path (off when
+// snapshots saves the local cache tier to cache.persist_path when the
+// process drains and loads it when it starts (see docs/restarts.md).
+type snapshots struct {
+	log *zap.Logger
+	clk clock.Clock
+	// local is the in-process cache tier; nil: nothing to save or load.
+	local *cache.Local
+	// persist is the cache configuration at start, whose persist_path
+	// and persist_max_bytes a reload does not change.
+	persist cache.Config
+	// origin ties the snapshot to upstream.base_url (at start); key
+	// authenticates it (cache.persist_key_env; nil: off).
+	origin string
+	key    []byte
+	// purgeBus tells whether the cluster purged while this instance was
+	// down; nil without cluster mode.
+	purgeBus *cache.PurgeBus
+	// settings returns the settings in force.
+	settings func() *proxy.Settings
+}
+
+// load fills the local cache tier from cache.persist_path (off when
 // empty) before the gateway serves. Nothing about the file is fatal: a
 // missing file is a cold start, and a foreign, corrupt or truncated one is
 // logged, left in place for inspection (the next drain replaces it) and
 // ignored. A file that loads is removed, so a crash later cannot bring
 // back entries purged since; the next drain writes a new one.
-func (g *Gateway) loadSnapshot(cc cache.Config) {
+func (s *snapshots) load(cc cache.Config) {
 	path := cc.PersistPath
-	if path == "" || g.local == nil {
+	if path == "" || s.local == nil {
 		return
 	}
-	log := g.log.Named("cache")
-	origin, ok := g.snapshotOrigin()
+	log := s.log.Named("cache")
+	origin, ok := s.snapshotOrigin()
 	if !ok {
 		log.Warn("cache snapshot not loaded: the cluster's purge generation is unknown (Redis unreachable), "+
 			"so purges made while this instance was down cannot be ruled out; starting cold", zap.String("path", path))
 		return
 	}
-	stats, err := g.local.LoadSnapshot(path, cache.SnapshotOptions{
+	stats, err := s.local.LoadSnapshot(path, cache.SnapshotOptions{
 		MaxBytes:   cc.PersistBound(),
 		MaxStale:   cc.MaxStale,
-		Now:        g.clk.Now(),
+		Now:        s.clk.Now(),
 		Origin:     origin,
-		Revalidate: g.revalidate,
-		Key:        g.persistKey,
-		ParseKey:   g.chain.Settings().Routes().ParseKey,
+		Revalidate: s.revalidate,
+		Key:        s.key,
+		ParseKey:   s.settings().Routes().ParseKey,
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -59,23 +82,23 @@ func (g *Gateway) loadSnapshot(cc cache.Config) {
 	}
 }
 
-// saveSnapshot writes the local tier to cache.persist_path (as it was at
+// save writes the local tier to cache.persist_path (as it was at
 // start; off when empty). Serve calls it while draining, once the
 // listeners have stopped and background refreshes have ended. A failure is
 // logged: the gateway then simply starts cold next time.
-func (g *Gateway) saveSnapshot() {
-	path := g.persist.PersistPath
-	if path == "" || g.local == nil {
+func (s *snapshots) save() {
+	path := s.persist.PersistPath
+	if path == "" || s.local == nil {
 		return
 	}
-	log := g.log.Named("cache")
-	origin, _ := g.snapshotOrigin() // unknown: saved under an origin no load matches
-	stats, err := g.local.SaveSnapshot(path, cache.SnapshotOptions{
-		MaxBytes: g.persist.PersistBound(),
-		MaxStale: g.Config().Cache.MaxStale,
-		Now:      g.clk.Now(),
+	log := s.log.Named("cache")
+	origin, _ := s.snapshotOrigin() // unknown: saved under an origin no load matches
+	stats, err := s.local.SaveSnapshot(path, cache.SnapshotOptions{
+		MaxBytes: s.persist.PersistBound(),
+		MaxStale: s.settings().Config().Cache.MaxStale,
+		Now:      s.clk.Now(),
 		Origin:   origin,
-		Key:      g.persistKey,
+		Key:      s.key,
 	})
 	if err != nil {
 		log.Error("cache snapshot not written; the next start will be cold", zap.String("path", path), zap.Error(err))
@@ -91,15 +114,15 @@ func (g *Gateway) saveSnapshot() {
 // ok is false in cluster mode while the generation is unknown (Redis
 // unreachable): a snapshot is then saved under an origin no load matches,
 // and none is loaded.
-func (g *Gateway) snapshotOrigin() (origin string, ok bool) {
-	if g.purgeBus == nil {
-		return g.persistOrigin, true
+func (s *snapshots) snapshotOrigin() (origin string, ok bool) {
+	if s.purgeBus == nil {
+		return s.origin, true
 	}
-	gen, ok := g.purgeBus.Generation()
+	gen, ok := s.purgeBus.Generation()
 	if !ok {
-		return g.persistOrigin + "|purge generation unknown", false
+		return s.origin + "|purge generation unknown", false
 	}
-	return g.persistOrigin + "|purge generation " + strconv.FormatInt(gen, 10), true
+	return s.origin + "|purge generation " + strconv.FormatInt(gen, 10), true
 }
 
 // revalidate is the snapshot's judge of each entry (cache.SnapshotOptions.
@@ -109,7 +132,7 @@ func (g *Gateway) snapshotOrigin() (origin string, ok bool) {
 // (config.topic, config.bucket), match the entry's key; a 404 carries no
 // body. Freshness is today's configuration applied to the entry's fetch
 // time, whatever the file stored.
-func (g *Gateway) revalidate(e *cache.Entry, q api.Request) (time.Time, error) {
+func (s *snapshots) revalidate(e *cache.Entry, q api.Request) (time.Time, error) {
 	negative := e.Status == http.StatusNotFound
 	switch e.Status {
 	case http.StatusNotFound:
@@ -132,7 +155,7 @@ func (g *Gateway) revalidate(e *cache.Entry, q api.Request) (time.Time, error) {
 		}
 		negative = chk.Empty
 	}
-	return g.chain.Settings().FreshUntil(q, negative, e.Fetched), nil
+	return s.settings().FreshUntil(q, negative, e.Fetched), nil
 }
 
 // minPersistKey is the shortest key cache.persist_key_env may hold.

@@ -4,12 +4,40 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"trendgate/admin"
 	"trendgate/config"
+	"trendgate/internal/clock"
+	"trendgate/keyservice"
 )
+
+// reloads is the record of the process's reloads: each one counted and
+// logged once, and the latest outcome kept for the dashboard.
+type reloads struct {
+	log     *zap.Logger
+	clk     clock.Clock
+	metrics *metrics
+	boot    *config.Config // the configuration the process started with
+	// last is the latest reload's outcome; nil before any.
+	last atomic.Pointer[admin.ReloadStatus]
+}
+
+// refuse records a reload refused with err, counted and logged once, and
+// returns err.
+func (r *reloads) refuse(err error) error {
+	r.metrics.reloads.WithLabelValues("refused").Inc()
+	r.log.Error("config reload refused; the previous configuration keeps serving", zap.Error(err))
+	at := r.clk.Now().UTC()
+	var pending []string // what the last reload that loaded left pending still is
+	if prev := r.last.Load(); prev != nil {
+		pending = prev.RestartPending
+	}
+	r.last.Store(&admin.ReloadStatus{At: &at, Result: "refused", Error: err.Error(), RestartPending: pending})
+	return err
+}
 
 // liveSettings are the settings a reload applies, by YAML path (a path
 // also covers the settings under it); every other setting, including any
@@ -32,7 +60,7 @@ func needsRestart(path string) bool {
 	return true
 }
 
-// reportReload logs one line saying what a reload from old to cfg changed
+// report logs one line saying what a reload from old to cfg changed
 // (keys added, removed, disabled, enabled or edited; plans added, removed
 // or edited; other live settings), one warning per setting that changed
 // but needs a restart, and sets trendgate_config_restart_pending from the
@@ -40,8 +68,8 @@ func needsRestart(path string) bool {
 // never logged: an operator rotating upstream.api_key by reload reads that
 // it is not live yet, not the key. It returns the settings pending a
 // restart.
-func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
-	for _, p := range changedSettings(g.boot, cfg) {
+func (r *reloads) report(old, cfg *config.Config) (pending []string) {
+	for _, p := range changedSettings(r.boot, cfg) {
 		if needsRestart(p) {
 			pending = append(pending, p)
 		}
@@ -53,29 +81,29 @@ func (g *Gateway) reportReload(old, cfg *config.Config) (pending []string) {
 		case !needsRestart(p):
 			live = append(live, p)
 		case slices.Contains(pending, p):
-			g.log.Warn(p+" changed; takes effect after a restart", zap.String("setting", p))
+			r.log.Warn(p+" changed; takes effect after a restart", zap.String("setting", p))
 		}
 	}
 	if len(pending) > 0 {
-		g.metrics.restart.Set(1)
+		r.metrics.restart.Set(1)
 	} else {
-		g.metrics.restart.Set(0)
+		r.metrics.restart.Set(0)
 	}
-	k := diffKeys(old.Keys, cfg.Keys)
+	k := keyservice.DiffKeys(old.Keys, cfg.Keys)
 	pa, pr, pc := diffPlans(old.Plans, cfg.Plans)
-	g.log.Info("config reloaded",
+	r.log.Info("config reloaded",
 		zap.Int("keys", len(cfg.Keys)), zap.Int("plans", len(cfg.Plans)),
-		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed),
-		zap.Strings("keys_disabled", k.disabled), zap.Strings("keys_enabled", k.enabled),
-		zap.Strings("keys_changed", k.changed),
+		zap.Strings("keys_added", k.Added), zap.Strings("keys_removed", k.Removed),
+		zap.Strings("keys_disabled", k.Disabled), zap.Strings("keys_enabled", k.Enabled),
+		zap.Strings("keys_changed", k.Changed),
 		zap.Strings("plans_added", pa), zap.Strings("plans_removed", pr), zap.Strings("plans_changed", pc),
 		zap.Strings("settings_changed", live), zap.Strings("restart_pending", pending))
 	return pending
 }
 
-// reloadStatus is the dashboard's view of the latest reload.
-func (g *Gateway) reloadStatus() admin.ReloadStatus {
-	if st := g.lastReload.Load(); st != nil {
+// status is the dashboard's view of the latest reload.
+func (r *reloads) status() admin.ReloadStatus {
+	if st := r.last.Load(); st != nil {
 		out := *st
 		if out.RestartPending == nil {
 			out.RestartPending = []string{}
@@ -83,58 +111,6 @@ func (g *Gateway) reloadStatus() admin.ReloadStatus {
 		return out
 	}
 	return admin.ReloadStatus{RestartPending: []string{}}
-}
-
-// keyChanges lists key ids by what a reload did to them.
-type keyChanges struct {
-	added, removed, disabled, enabled, changed []string
-}
-
-// diffKeys compares two key lists by id. A key whose only change is being
-// disabled or enabled is listed there, not under changed.
-func diffKeys(old, cur []config.Key) keyChanges {
-	var c keyChanges
-	// The common reload keeps the keys in their order: compare in step
-	// while the ids match, and index only what is left.
-	n := 0
-	for ; n < len(old) && n < len(cur) && old[n].ID == cur[n].ID; n++ {
-		c.compare(old[n], cur[n])
-	}
-	old, cur = old[n:], cur[n:]
-	before := make(map[string]int, len(old))
-	for i := range old {
-		before[old[i].ID] = i
-	}
-	seen := make(map[string]bool, len(cur))
-	for _, k := range cur {
-		seen[k.ID] = true
-		i, ok := before[k.ID]
-		if !ok {
-			c.added = append(c.added, k.ID)
-			continue
-		}
-		c.compare(old[i], k)
-	}
-	for _, k := range old {
-		if !seen[k.ID] {
-			c.removed = append(c.removed, k.ID)
-		}
-	}
-	return c
-}
-
-// compare notes how key k, o before, changed.
-func (c *keyChanges) compare(o, k config.Key) {
-	switch {
-	case k.Disabled && !o.Disabled:
-		c.disabled = append(c.disabled, k.ID)
-	case !k.Disabled && o.Disabled:
-		c.enabled = append(c.enabled, k.ID)
-	}
-	o.Disabled = k.Disabled
-	if !o.Equal(k) {
-		c.changed = append(c.changed, k.ID)
-	}
 }
 
 // changedSettings is config.Changed(a, b) with the keys compared by

@@ -266,8 +266,8 @@ func (g *Gateway) drain(ctx context.Context, run *running, runErr error) error {
 		g.log.Warn("tracing: spans not exported while draining", zap.Error(err))
 	}
 	fcancel()
-	g.saveSnapshot()
-	g.closeState()
+	g.snap.save()
+	g.kept.close()
 	if err := run.sec.Close(); err != nil {
 		errs = append(errs, err)
 	}

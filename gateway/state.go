@@ -5,18 +5,40 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/activity"
 	"trendgate/config"
+	"trendgate/internal/clock"
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
+	"trendgate/proxy"
 	"trendgate/state"
 )
 
-// openState loads state.path (off when empty) before the gateway serves:
+// keeper is where the quota counters and the keys' usage outlive a
+// restart: the state file (state.path), or in cluster mode the counters'
+// Redis, whose persistence it reads once at start.
+type keeper struct {
+	log      *zap.Logger
+	clk      clock.Clock
+	reg      prometheus.Registerer
+	settings func() *proxy.Settings // the settings in force
+	cluster  bool                   // cluster mode (at start): the counters are Redis's
+	// store keeps quota counters and usage across restarts; nil with
+	// state.path empty. redisKeeps is what the counters' Redis keeps on
+	// disk, read once at start in cluster mode.
+	store      *state.Store
+	unlock     func() error // the state file's lock (see state.Lock)
+	once       sync.Once    // lets go of it once
+	redisKeeps string
+}
+
+// open loads state.path (off when empty) before the gateway serves:
 // the local limiter's quota counters (not in cluster mode, where Redis
 // keeps them) and each configured key's 24-hour usage and last use. It
 // then writes the file once, whole, so a path that cannot be written stops
@@ -30,7 +52,7 @@ import (
 // naming the command that moves the file aside; with spent the file is
 // moved aside (kept for inspection) and every subject starts the current
 // day and month with its quotas used up, so nothing unreadable is forgiven.
-func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error) {
+func (s *keeper) open(cfg *config.Config, local *limits.Local) (err error) {
 	sc := cfg.State
 	if sc.Path == "" {
 		return nil
@@ -44,12 +66,12 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 			_ = unlock()
 		}
 	}()
-	log := g.log.Named("state")
-	m := state.NewMetrics(g.reg)
+	log := s.log.Named("state")
+	m := state.NewMetrics(s.reg)
 	if cfg.ClusterMode() {
 		local = nil // the counters are Redis's; the local limiter is only its fallback
 	}
-	now := g.clk.Now()
+	now := s.clk.Now()
 	snap, info, err := state.LoadInfo(sc.Path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -80,7 +102,7 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 		if local != nil {
 			restored = local.Restore(snap.Counters, now)
 		}
-		usage := g.chain.Settings().KeyActivities()
+		usage := s.settings().KeyActivities()
 		for id, rec := range snap.Usage {
 			if k := usage[id]; k != nil {
 				k.Restore(rec, now)
@@ -98,8 +120,8 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 	opts := state.Options{
 		Path:     sc.Path,
 		Interval: sc.FlushInterval,
-		Usage:    func() map[string]*activity.Key { return g.chain.Settings().KeyActivities() },
-		Clock:    g.clk,
+		Usage:    func() map[string]*activity.Key { return s.settings().KeyActivities() },
+		Clock:    s.clk,
 		Logger:   log,
 		Metrics:  m,
 	}
@@ -114,57 +136,57 @@ func (g *Gateway) openState(cfg *config.Config, local *limits.Local) (err error)
 		local.SetKeeper(store)
 	}
 	store.Start()
-	g.state, g.stateUnlock = store, unlock
+	s.store, s.unlock = store, unlock
 	return nil
 }
 
-// closeState writes the exact state a last time and stops the store (a
+// close writes the exact state a last time and stops the store (a
 // clean stop loses nothing), then lets go of the file's lock, so a new
 // gateway may take it over. Serve calls it once the listeners have
 // drained; Close calls it too, and the second call does nothing.
-func (g *Gateway) closeState() {
-	if g.state == nil {
+func (s *keeper) close() {
+	if s.store == nil {
 		return
 	}
-	if err := g.state.Close(); err != nil {
-		g.log.Named("state").Error("last state write failed; the next start finds the previous flush", zap.Error(err))
+	if err := s.store.Close(); err != nil {
+		s.log.Named("state").Error("last state write failed; the next start finds the previous flush", zap.Error(err))
 	}
-	g.stateOnce.Do(func() { _ = g.stateUnlock() })
+	s.once.Do(func() { _ = s.unlock() })
 }
 
-// checkRedisPersistence asks the counters' Redis what it keeps on disk,
+// checkRedis asks the counters' Redis what it keeps on disk,
 // once at start, and says so in the log and in /readyz's details. Quotas
 // on a Redis that keeps nothing are reset by its restart: that is a
 // warning. A Redis that refuses CONFIG GET (managed services often do)
 // is reported as unknown.
-func (g *Gateway) checkRedisPersistence(cfg *config.Config, rdb redis.UniversalClient) {
+func (s *keeper) checkRedis(cfg *config.Config, rdb redis.UniversalClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), redisconn.StartupTimeout)
 	defer cancel()
 	p := limits.ReadPersistence(ctx, rdb)
-	g.redisKeeps = p.Keeps()
-	log := g.log.Named("redis")
+	s.redisKeeps = p.Keeps()
+	log := s.log.Named("redis")
 	switch {
 	case p.KeepsNothing() && cfg.QuotasConfigured():
 		log.Warn("quotas are kept in a Redis that keeps nothing on disk (appendonly no, save \"\"): "+
 			"a restart of that Redis resets every daily and monthly quota to zero; "+
-			"turn on appendonly (see docs/restarts.md)", zap.String("redis_persistence", g.redisKeeps))
+			"turn on appendonly (see docs/restarts.md)", zap.String("redis_persistence", s.redisKeeps))
 	case !p.Known:
 		log.Info("redis persistence unknown: quotas survive a Redis restart only if it keeps them on disk",
-			zap.String("redis_persistence", g.redisKeeps))
+			zap.String("redis_persistence", s.redisKeeps))
 	default:
-		log.Info("redis persistence", zap.String("redis_persistence", g.redisKeeps))
+		log.Info("redis persistence", zap.String("redis_persistence", s.redisKeeps))
 	}
 }
 
 // readyDetails says, in /readyz, where the quota counters live and so what
 // a restart does to them.
-func (g *Gateway) readyDetails() map[string]string {
+func (s *keeper) readyDetails() map[string]string {
 	d := map[string]string{}
 	switch {
-	case g.boot.ClusterMode():
+	case s.cluster:
 		d["quota_counters"] = "redis"
-		d["redis_persistence"] = g.redisKeeps
-	case g.state != nil:
+		d["redis_persistence"] = s.redisKeeps
+	case s.store != nil:
 		d["quota_counters"] = "state file"
 	default:
 		d["quota_counters"] = "memory (a restart resets them)"

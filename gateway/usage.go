@@ -9,17 +9,18 @@ import (
 
 	"trendgate/admin"
 	"trendgate/config"
+	"trendgate/console"
 	"trendgate/proxy"
 	"trendgate/rollup"
 )
 
-// startRollups opens the usage history (package rollup) and gives it to
-// the chain: in cluster mode the hashes on rdb, shared by every instance;
-// otherwise memory and, with state.path set, the file
+// openHistory opens the usage history (package rollup) of g and gives
+// it to the chain: in cluster mode the hashes on g's Redis, shared by every
+// instance; otherwise memory and, with state.path set, the file
 // <state.path>.usage beside the state file (separate from it). Events are
-// written every usage.flush_interval by a goroutine Close stops, after a
-// last write.
-func (g *Gateway) startRollups(cfg *config.Config, deps *proxy.Deps) error {
+// written every usage.flush_interval by a goroutine that g's closers stop,
+// after a last write.
+func openHistory(g *Gateway, cfg *config.Config, deps *proxy.Deps) (*History, error) {
 	type runner interface {
 		rollup.Store
 		Run(ctx context.Context, tick <-chan time.Time)
@@ -30,7 +31,7 @@ func (g *Gateway) startRollups(cfg *config.Config, deps *proxy.Deps) error {
 	if g.keysRedis != nil {
 		r, err := rollup.NewRedis(g.keysRedis, cfg.Redis.Prefix, cfg.Usage, g.clk, log)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s = r
 	} else {
@@ -40,7 +41,7 @@ func (g *Gateway) startRollups(cfg *config.Config, deps *proxy.Deps) error {
 		}
 		l, err := rollup.OpenLocal(path, cfg.Usage, g.clk, log)
 		if err != nil {
-			return fmt.Errorf("usage history: %w", err)
+			return nil, fmt.Errorf("usage history: %w", err)
 		}
 		g.closers = append(g.closers, func() error {
 			if err := l.Close(); err != nil {
@@ -65,52 +66,40 @@ func (g *Gateway) startRollups(cfg *config.Config, deps *proxy.Deps) error {
 		t.Stop()
 		return nil
 	})
-	g.rollups, deps.Rollups = s, s
-	return nil
+	deps.Rollups = s
+	return &History{store: s}, nil // its console is set once built
 }
 
-// historySource is the usage history as the admin routes read it.
-type historySource struct{ g *Gateway }
-
-var _ admin.HistorySource = historySource{}
-
-func (h historySource) Query(ctx context.Context, q rollup.Query) ([]rollup.Series, error) {
-	return h.g.rollups.Query(ctx, q)
+// History is a gateway's usage history as the admin routes read it: the
+// rollup store, with names checked against the console's index of the
+// keys and accounts in force.
+type History struct {
+	store   rollup.Store
+	console *console.Console
 }
 
-func (h historySource) Oldest(now time.Time) rollup.Date { return h.g.rollups.Oldest(now) }
+var _ admin.HistorySource = (*History)(nil)
 
-// KnownAccount reports whether id is an account of the configuration in
-// force: a configured account, or a key without one.
-func (h historySource) KnownAccount(id string) bool {
-	for _, rk := range h.g.Config().ResolvedKeys() {
-		if rk.Account == id {
-			return true
-		}
-	}
-	for _, a := range h.g.Config().Accounts {
-		if a.ID == id {
-			return true
-		}
-	}
-	return false
+// Query reads the rollups q selects.
+func (h *History) Query(ctx context.Context, q rollup.Query) ([]rollup.Series, error) {
+	return h.store.Query(ctx, q)
 }
 
-// AccountOfKey returns the account of the configured key id.
-func (h historySource) AccountOfKey(id string) (string, bool) {
-	for _, rk := range h.g.Config().ResolvedKeys() {
-		if rk.Key.ID == id {
-			return rk.Account, true
-		}
-	}
-	return "", false
-}
+// Oldest is the first day kept at now.
+func (h *History) Oldest(now time.Time) rollup.Date { return h.store.Oldest(now) }
 
-// FlushUsage writes what the usage history recorded since its last write
-// (to the file, or to Redis in cluster mode) now rather than at the next
+// KnownAccount reports whether id is an account in force: a configured
+// account, or a key without one (a lookup in the console's index).
+func (h *History) KnownAccount(id string) bool { return h.console.KnownAccount(id) }
+
+// AccountOfKey returns the account of the key id in force.
+func (h *History) AccountOfKey(id string) (string, bool) { return h.console.AccountOfKey(id) }
+
+// Flush writes what the usage history recorded since its last write (to
+// the file, or to Redis in cluster mode) now rather than at the next
 // usage.flush_interval.
-func (g *Gateway) FlushUsage(ctx context.Context) error {
-	switch s := g.rollups.(type) {
+func (h *History) Flush(ctx context.Context) error {
+	switch s := h.store.(type) {
 	case *rollup.Local:
 		return s.Flush()
 	case *rollup.Redis:
@@ -118,3 +107,6 @@ func (g *Gateway) FlushUsage(ctx context.Context) error {
 	}
 	return nil
 }
+
+// History is the gateway's usage history.
+func (g *Gateway) History() *History { return g.history }

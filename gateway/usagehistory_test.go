@@ -23,7 +23,7 @@ func TestUsageHistoryCluster(t *testing.T) {
 		}
 	}
 	for _, n := range c.Nodes {
-		if err := n.Gateway.FlushUsage(context.Background()); err != nil {
+		if err := n.Gateway.History().Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -136,7 +136,7 @@ func TestKeysCLIAcrossInstances(t *testing.T) {
 	}
 	sync := func(h *gatewaytest.Harness) {
 		t.Helper()
-		if err := h.Gateway.SyncKeys(t.Context()); err != nil {
+		if err := h.Gateway.Keys().SyncKeys(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}

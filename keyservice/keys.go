@@ -1,4 +1,11 @@
-package gateway
+// Package keyservice is the key API's service: it creates, revokes and
+// rotates keys, makes, changes and deletes accounts, and resets an
+// account's quota, keeping each change in the key store (package
+// keystore) and putting it in force in the running request chain. A
+// change compiles only the keys and accounts it touches (patched), once,
+// under the store's lock. It also lists the tombstones of revoked keys
+// for the console.
+package keyservice
 
 import (
 	"cmp"
@@ -6,72 +13,151 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"trendgate/admin"
 	"trendgate/config"
+	"trendgate/internal/clock"
 	"trendgate/keystore"
 	"trendgate/limits"
 	"trendgate/proxy"
 )
 
-var _ admin.KeyAdmin = (*Gateway)(nil)
+var _ admin.KeyAdmin = (*Service)(nil)
+
+// Chain is what the service changes: the settings in force of the
+// running request chain (proxy.Chain).
+type Chain interface {
+	Settings() *proxy.Settings
+	Swap(set *proxy.Settings) (old *proxy.Settings)
+}
+
+// Options are the service's dependencies.
+type Options struct {
+	// Redis holds the shared copy of the changes in cluster mode; nil
+	// without it.
+	Redis redis.UniversalClient
+	Clock clock.Clock
+	Log   *zap.Logger
+	// Applied counts the changes put in force, by result ("ok",
+	// "refused").
+	Applied *prometheus.CounterVec
+	// Quotas clears an account's quota counter (ResetAccount).
+	Quotas limits.QuotaResetter
+}
+
+// Service is the key API's service of one gateway. Build it with Open,
+// then Start it with the chain it changes.
+type Service struct {
+	clk     clock.Clock
+	log     *zap.Logger
+	applied *prometheus.CounterVec
+	quotas  limits.QuotaResetter
+	// chain is nil until Start: the gateway builds its settings from the
+	// Doc Open returns.
+	chain Chain
+
+	// keys keeps the key API's changes; base is the configuration
+	// file's settings in force, which they are laid over. swapMu
+	// serializes the swaps of the settings in force: a reload's and the
+	// key API's (taken inside the store's lock, never around it).
+	keys   *keystore.Store
+	base   atomic.Pointer[config.Config]
+	swapMu sync.Mutex
+}
 
 // keysTimeout bounds each Redis command of the key API's store: an edit
 // is an operator's request, not a client's, and may wait longer than the
 // counters' redis.timeout.
 const keysTimeout = time.Second
 
-// openKeys opens the key API's store (keys_file, and in cluster mode the
-// shared copy in rdb) and returns cfg with its changes laid over. The
-// changes must fit cfg: a revoked key must not come back because the
-// file and the changes disagree, so a misfit refuses the start.
-func (g *Gateway) openKeys(cfg *config.Config, rdb redis.UniversalClient) (*config.Config, error) {
-	g.base.Store(cfg)
+// Open opens the key API's store (keys_file, and in cluster mode the
+// shared copy in o.Redis) and returns the service and cfg with its
+// changes laid over. The changes must fit cfg: a revoked key must not
+// come back because the file and the changes disagree, so a misfit
+// refuses the start. Close releases the store, also after an error.
+func Open(cfg *config.Config, o Options) (*Service, *config.Config, error) {
+	s := &Service{clk: o.Clock, log: o.Log, applied: o.Applied, quotas: o.Quotas}
+	s.base.Store(cfg)
 	st, err := keystore.Open(context.Background(), keystore.Options{
-		Path: cfg.KeysFile, Redis: rdb, Prefix: cfg.Redis.Prefix,
+		Path: cfg.KeysFile, Redis: o.Redis, Prefix: cfg.Redis.Prefix,
 		Timeout:   max(cfg.Redis.Timeout, keysTimeout),
 		Retention: cfg.RevokedKeyRetention,
-		Clock:     g.clk, Log: g.log,
-		Base:     g.base.Load,
-		Check:    g.checkKeys,
-		OnChange: g.keysChanged,
+		Clock:     s.clk, Log: s.log,
+		Base:     s.base.Load,
+		Check:    s.checkKeys,
+		OnChange: s.keysChanged,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	g.keys = st
-	g.closers = append(g.closers, st.Close)
+	s.keys = st
 	eff := st.Doc().Apply(cfg)
 	if err := eff.Validate(); err != nil {
-		return nil, fmt.Errorf("the key API's changes (keys_file or Redis, version %d) do not fit this configuration: %w", st.Doc().Version, err)
+		return s, nil, fmt.Errorf("the key API's changes (keys_file or Redis, version %d) do not fit this configuration: %w", st.Doc().Version, err)
 	}
-	return eff, nil
+	return s, eff, nil
+}
+
+// Start puts chain, built from the settings Open returned, under the
+// key API's changes, and starts following the other instances' changes.
+func (s *Service) Start(chain Chain) {
+	s.chain = chain
+	s.keys.Start()
+}
+
+// Close stops the store (see keystore.Store.Close).
+func (s *Service) Close() error { return s.keys.Close() }
+
+// Reload lays the key API's changes over cfg, the configuration file's
+// new settings, checks the result when they change it, and has apply put
+// it in force, under the store's lock and the swap lock; cfg is then the
+// base of the changes to come. It returns what apply was given.
+func (s *Service) Reload(cfg *config.Config, apply func(eff *config.Config) error) (eff *config.Config, err error) {
+	err = s.keys.Reload(func(d *keystore.Doc) error {
+		s.swapMu.Lock()
+		defer s.swapMu.Unlock()
+		eff = d.Apply(cfg)
+		if eff != cfg {
+			if err := eff.Validate(); err != nil {
+				return fmt.Errorf("with the key API's changes (version %d): %w", d.Version, err)
+			}
+		}
+		if err := apply(eff); err != nil {
+			return err
+		}
+		s.base.Store(cfg)
+		return nil
+	})
+	return eff, err
 }
 
 // checkKeys prepares the settings in force once the edit p, which makes
 // next, is stored: the keys and accounts p touches compiled again over
 // the settings in force, checked as configured ones are. The store calls
 // it under its lock, and commit too, so nothing comes between.
-func (g *Gateway) checkKeys(next *keystore.Doc, p *keystore.Patch) (commit func(), err error) {
-	if g.chain == nil {
+func (s *Service) checkKeys(next *keystore.Doc, p *keystore.Patch) (commit func(), err error) {
+	if s.chain == nil {
 		// Still in New, which builds the settings from the Doc itself.
-		_, err := compileValid(next.Apply(g.base.Load()))
+		_, err := compileValid(next.Apply(s.base.Load()))
 		return func() {}, err
 	}
-	g.swapMu.Lock()
-	defer g.swapMu.Unlock()
-	set, err := g.patched(g.chain.Settings(), next, []*keystore.Patch{p})
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	set, err := s.patched(s.chain.Settings(), next, []*keystore.Patch{p})
 	if err != nil {
 		return nil, err
 	}
 	return func() {
-		g.swapMu.Lock()
-		defer g.swapMu.Unlock()
-		g.putKeys(set, next.Version, []*keystore.Patch{p})
+		s.swapMu.Lock()
+		defer s.swapMu.Unlock()
+		s.putKeys(set, next.Version, []*keystore.Patch{p})
 	}, nil
 }
 
@@ -80,43 +166,43 @@ func (g *Gateway) checkKeys(next *keystore.Doc, p *keystore.Patch) (commit func(
 // known, else the whole Doc laid over the file again. One that does not
 // fit this instance's configuration file is logged and the keys in force
 // stay.
-func (g *Gateway) keysChanged(d *keystore.Doc, ps []*keystore.Patch) {
-	if g.chain == nil {
+func (s *Service) keysChanged(d *keystore.Doc, ps []*keystore.Patch) {
+	if s.chain == nil {
 		return // still in New: openKeys reads the Doc itself
 	}
-	g.swapMu.Lock()
-	defer g.swapMu.Unlock()
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
 	var set *proxy.Settings
 	var err error
 	if ps != nil {
-		set, err = g.patched(g.chain.Settings(), d, ps)
+		set, err = s.patched(s.chain.Settings(), d, ps)
 	} else {
-		set, err = compileValid(d.Apply(g.base.Load()))
+		set, err = compileValid(d.Apply(s.base.Load()))
 	}
 	if err != nil {
-		g.metrics.keysApplied.WithLabelValues("refused").Inc()
-		g.log.Error("keys: the key API's changes do not fit this instance's configuration; the keys in force stay",
+		s.applied.WithLabelValues("refused").Inc()
+		s.log.Error("keys: the key API's changes do not fit this instance's configuration; the keys in force stay",
 			zap.Int64("version", d.Version), zap.Error(err))
 		return
 	}
 	if ps != nil {
-		g.putKeys(set, d.Version, ps)
+		s.putKeys(set, d.Version, ps)
 		return
 	}
-	old := g.chain.Swap(set)
-	g.metrics.keysApplied.WithLabelValues("ok").Inc()
-	k := diffKeys(old.Config().Keys, set.Config().Keys)
-	g.log.Info("keys changed", zap.Int64("version", d.Version), zap.Int("keys", len(set.Config().Keys)),
-		zap.Strings("keys_added", k.added), zap.Strings("keys_removed", k.removed), zap.Strings("keys_changed", k.changed))
+	old := s.chain.Swap(set)
+	s.applied.WithLabelValues("ok").Inc()
+	k := DiffKeys(old.Config().Keys, set.Config().Keys)
+	s.log.Info("keys changed", zap.Int64("version", d.Version), zap.Int("keys", len(set.Config().Keys)),
+		zap.Strings("keys_added", k.Added), zap.Strings("keys_removed", k.Removed), zap.Strings("keys_changed", k.Changed))
 }
 
 // putKeys makes set, prepared by patched, the settings in force; the
 // caller holds swapMu.
-func (g *Gateway) putKeys(set *proxy.Settings, version int64, ps []*keystore.Patch) {
-	g.chain.Swap(set)
-	g.metrics.keysApplied.WithLabelValues("ok").Inc()
+func (s *Service) putKeys(set *proxy.Settings, version int64, ps []*keystore.Patch) {
+	s.chain.Swap(set)
+	s.applied.WithLabelValues("ok").Inc()
 	keys, accounts := touched(ps)
-	g.log.Info("keys changed", zap.Int64("version", version), zap.Int("keys", len(set.Config().Keys)),
+	s.log.Info("keys changed", zap.Int64("version", version), zap.Int("keys", len(set.Config().Keys)),
 		zap.Strings("keys_touched", keys), zap.Strings("accounts_touched", accounts))
 }
 
@@ -135,8 +221,8 @@ func touched(ps []*keystore.Patch) (keys, accounts []string) {
 // the configuration file) has them: those keys and accounts are found,
 // checked and compiled, and everything else is shared with cur, so a key
 // change costs the same beside 100 keys as beside 100,000.
-func (g *Gateway) patched(cur *proxy.Settings, d *keystore.Doc, ps []*keystore.Patch) (*proxy.Settings, error) {
-	base := g.base.Load()
+func (s *Service) patched(cur *proxy.Settings, d *keystore.Doc, ps []*keystore.Patch) (*proxy.Settings, error) {
+	base := s.base.Load()
 	keys, accounts := touched(ps)
 	eff := *cur.Config()
 	copied := false
@@ -197,39 +283,39 @@ func (g *Gateway) patched(cur *proxy.Settings, d *keystore.Doc, ps []*keystore.P
 
 // audit writes the key API's log line for one change: what, on which key
 // or account, by which admin (never a secret).
-func (g *Gateway) audit(action, by string, fields ...zap.Field) {
-	g.log.Info("key api", append([]zap.Field{zap.String("action", action), zap.String("admin", by)}, fields...)...)
+func (s *Service) audit(action, by string, fields ...zap.Field) {
+	s.log.Info("key api", append([]zap.Field{zap.String("action", action), zap.String("admin", by)}, fields...)...)
 }
 
 // CreateKey makes a key (see keystore.Store.Create).
-func (g *Gateway) CreateKey(ctx context.Context, by string, nk keystore.NewKey) (admin.CreatedKey, error) {
-	k, secret, err := g.keys.Create(ctx, nk)
+func (s *Service) CreateKey(ctx context.Context, by string, nk keystore.NewKey) (admin.CreatedKey, error) {
+	k, secret, err := s.keys.Create(ctx, nk)
 	if err != nil {
 		return admin.CreatedKey{}, err
 	}
-	out := g.created(k, secret)
-	g.audit("create", by, zap.String("key", k.ID), zap.String("account", out.Account), zap.String("plan", out.Plan))
+	out := s.created(k, secret)
+	s.audit("create", by, zap.String("key", k.ID), zap.String("account", out.Account), zap.String("plan", out.Plan))
 	return out, nil
 }
 
 // RevokeKey takes a key out of force on every instance.
-func (g *Gateway) RevokeKey(ctx context.Context, by, id string) (admin.RevokedKey, error) {
-	at, err := g.keys.Revoke(ctx, id, by)
+func (s *Service) RevokeKey(ctx context.Context, by, id string) (admin.RevokedKey, error) {
+	at, err := s.keys.Revoke(ctx, id, by)
 	if errors.Is(err, keystore.ErrPending) {
 		// Denied here at once; every instance once Redis is back.
-		g.audit("revoke", by, zap.String("key", id), zap.Bool("pending", true))
+		s.audit("revoke", by, zap.String("key", id), zap.Bool("pending", true))
 		return admin.RevokedKey{ID: id, Revoked: at, Pending: true}, nil
 	}
 	if err != nil {
 		return admin.RevokedKey{}, err
 	}
-	g.audit("revoke", by, zap.String("key", id))
+	s.audit("revoke", by, zap.String("key", id))
 	return admin.RevokedKey{ID: id, Revoked: at}, nil
 }
 
 // RotateKey makes a new key in key id's account and ends key id after the
 // overlap.
-func (g *Gateway) RotateKey(ctx context.Context, by, id string, r admin.RotateRequest) (admin.CreatedKey, error) {
+func (s *Service) RotateKey(ctx context.Context, by, id string, r admin.RotateRequest) (admin.CreatedKey, error) {
 	overlap := admin.DefaultOverlap
 	if r.Overlap != "" {
 		d, err := time.ParseDuration(r.Overlap)
@@ -239,21 +325,21 @@ func (g *Gateway) RotateKey(ctx context.Context, by, id string, r admin.RotateRe
 		}
 		overlap = d
 	}
-	rot, secret, err := g.keys.Rotate(ctx, id, r.NewID, overlap)
+	rot, secret, err := s.keys.Rotate(ctx, id, r.NewID, overlap)
 	if err != nil {
 		return admin.CreatedKey{}, err
 	}
-	out := g.created(rot.New, secret)
+	out := s.created(rot.New, secret)
 	out.Replaces = &admin.EndedKey{ID: id, Expires: rot.OldEnd}
-	g.audit("rotate", by, zap.String("key", rot.New.ID), zap.String("account", out.Account),
+	s.audit("rotate", by, zap.String("key", rot.New.ID), zap.String("account", out.Account),
 		zap.String("replaces", id), zap.Time("replaced_expires", rot.OldEnd))
 	return out, nil
 }
 
 // PatchAccount changes an account's overrides and returns its numbers in
 // force.
-func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (admin.AccountSettings, error) {
-	if err := g.keys.PatchAccount(ctx, id, p); err != nil {
+func (s *Service) PatchAccount(ctx context.Context, by, id string, p keystore.AccountPatch) (admin.AccountSettings, error) {
+	if err := s.keys.PatchAccount(ctx, id, p); err != nil {
 		return admin.AccountSettings{}, err
 	}
 	var set []string
@@ -263,43 +349,43 @@ func (g *Gateway) PatchAccount(ctx context.Context, by, id string, p keystore.Ac
 		}
 	}
 	slices.Sort(set)
-	g.audit("patch_account", by, zap.String("account", id), zap.Strings("fields", set))
-	for _, a := range g.Config().ResolvedAccounts() {
+	s.audit("patch_account", by, zap.String("account", id), zap.Strings("fields", set))
+	for _, a := range s.chain.Settings().Config().ResolvedAccounts() {
 		if a.ID == id {
 			return admin.AccountSettings{ID: a.ID, Plan: a.Plan, Keys: append([]string{}, a.Keys...),
 				Daily: a.Policy.Daily, Monthly: a.Policy.Monthly, PerSecond: a.Policy.PerSecond, Burst: a.Policy.Burst}, nil
 		}
 	}
-	return admin.AccountSettings{}, fmt.Errorf("gateway: account %q patched but not in force", id)
+	return admin.AccountSettings{}, fmt.Errorf("keyservice: account %q patched but not in force", id)
 }
 
 // CreateAccount makes an account through the key API and returns its
 // numbers in force.
-func (g *Gateway) CreateAccount(ctx context.Context, by string, na keystore.NewAccount) (admin.AccountSettings, error) {
-	if err := g.keys.CreateAccount(ctx, na); err != nil {
+func (s *Service) CreateAccount(ctx context.Context, by string, na keystore.NewAccount) (admin.AccountSettings, error) {
+	if err := s.keys.CreateAccount(ctx, na); err != nil {
 		return admin.AccountSettings{}, err
 	}
-	g.audit("create_account", by, zap.String("account", na.ID), zap.String("plan", na.Plan))
-	return g.accountSettings(na.ID)
+	s.audit("create_account", by, zap.String("account", na.ID), zap.String("plan", na.Plan))
+	return s.accountSettings(na.ID)
 }
 
 // DeleteAccount takes away an account the key API made, once no key in
 // force names it.
-func (g *Gateway) DeleteAccount(ctx context.Context, by, id string) (admin.DeletedAccount, error) {
-	at, err := g.keys.DeleteAccount(ctx, id)
+func (s *Service) DeleteAccount(ctx context.Context, by, id string) (admin.DeletedAccount, error) {
+	at, err := s.keys.DeleteAccount(ctx, id)
 	if err != nil {
 		return admin.DeletedAccount{}, err
 	}
-	g.audit("delete_account", by, zap.String("account", id))
+	s.audit("delete_account", by, zap.String("account", id))
 	return admin.DeletedAccount{ID: id, Deleted: at}, nil
 }
 
 // accountSettings is account id's numbers in force.
-func (g *Gateway) accountSettings(id string) (admin.AccountSettings, error) {
-	cfg := g.Config()
+func (s *Service) accountSettings(id string) (admin.AccountSettings, error) {
+	cfg := s.chain.Settings().Config()
 	i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == id })
 	if i < 0 {
-		return admin.AccountSettings{}, fmt.Errorf("gateway: account %q made but not in force", id)
+		return admin.AccountSettings{}, fmt.Errorf("keyservice: account %q made but not in force", id)
 	}
 	a := cfg.Accounts[i]
 	pol := a.Apply(cfg.Plans[a.Plan].Policy)
@@ -315,10 +401,10 @@ func (g *Gateway) accountSettings(id string) (admin.AccountSettings, error) {
 
 // created is the answer for a new key k: its account and plan as now in
 // force.
-func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {
+func (s *Service) created(k keystore.Key, secret string) admin.CreatedKey {
 	out := admin.CreatedKey{ID: k.ID, Secret: secret, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan,
 		Created: k.Created, NotBefore: k.NotBefore, Expires: k.Expires}
-	cfg := g.Config()
+	cfg := s.chain.Settings().Config()
 	if i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == out.Account }); i >= 0 {
 		out.Plan = cfg.Accounts[i].Plan
 	}
@@ -326,12 +412,12 @@ func (g *Gateway) created(k keystore.Key, secret string) admin.CreatedKey {
 }
 
 // ResetAccount clears account id's quota counter of the current day or
-// month (see ResetQuota).
-func (g *Gateway) ResetAccount(ctx context.Context, by, id string, r admin.ResetRequest) (admin.AccountReset, error) {
-	if !hasAccount(g.Config(), id) {
+// month (see limits.QuotaResetter).
+func (s *Service) ResetAccount(ctx context.Context, by, id string, r admin.ResetRequest) (admin.AccountReset, error) {
+	if !hasAccount(s.chain.Settings().Config(), id) {
 		return admin.AccountReset{}, &keystore.Error{Kind: keystore.UnknownAccount, Msg: fmt.Sprintf("no account has id %q", id)}
 	}
-	cleared, err := g.ResetQuota(ctx, id, limits.QuotaWindow(r.Window))
+	cleared, err := s.quotas.ResetQuota(ctx, id, limits.QuotaWindow(r.Window))
 	if errors.Is(err, limits.ErrUnavailable) {
 		return admin.AccountReset{}, fmt.Errorf("%w: %v", keystore.ErrUnavailable, err)
 	}
@@ -339,10 +425,10 @@ func (g *Gateway) ResetAccount(ctx context.Context, by, id string, r admin.Reset
 		// Reset in memory, not stored (the state file could not be
 		// written): the change happened, so it is audited, and answered
 		// as a failure, since a crash would undo it.
-		g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared), zap.Error(err))
+		s.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared), zap.Error(err))
 		return admin.AccountReset{}, err
 	}
-	g.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared))
+	s.audit("reset_account", by, zap.String("account", id), zap.String("window", r.Window), zap.Int64("cleared", cleared))
 	return admin.AccountReset{Account: id, Window: r.Window, Cleared: cleared}, nil
 }
 
@@ -355,7 +441,7 @@ func hasAccount(cfg *config.Config, id string) bool {
 
 // SyncKeys brings the keys in force up to the cluster's now (it also runs
 // every keystore.PollEvery); without cluster mode it does nothing.
-func (g *Gateway) SyncKeys(ctx context.Context) error { return g.keys.Poll(ctx) }
+func (s *Service) SyncKeys(ctx context.Context) error { return s.keys.Poll(ctx) }
 
 // compileValid validates cfg and compiles it.
 func compileValid(cfg *config.Config) (*proxy.Settings, error) {
@@ -365,13 +451,13 @@ func compileValid(cfg *config.Config) (*proxy.Settings, error) {
 	return proxy.Compile(cfg)
 }
 
-// revokedKeys is the standing of each key revoked through the key API
+// RevokedKeys is the standing of each key revoked through the key API
 // whose tombstone is kept and whose id no key in force has now (only
 // that id, unless ""), as the admin views show it: state revoked, when,
 // by which admin token. A revoked key has no rate, quota or traffic of
 // its own any more. inForce tells whether a key of an id is in force.
-func (g *Gateway) revokedKeys(only string, inForce func(id string) bool) []admin.KeyUsage {
-	d, base := g.keys.Doc(), g.base.Load()
+func (s *Service) RevokedKeys(only string, inForce func(id string) bool) []admin.KeyUsage {
+	d, base := s.keys.Doc(), s.base.Load()
 	var out []admin.KeyUsage
 	add := func(ku admin.KeyUsage) {
 		if (only == "" || ku.ID == only) && !inForce(ku.ID) {

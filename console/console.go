@@ -1,4 +1,10 @@
-package gateway
+// Package console is the operator's console of a gateway: per-key and
+// per-account usage (GET /keys, GET /accounts), the dashboard summary
+// (GET /summary) and the per-key and per-account quota gauges, all read at
+// request or scrape time from the settings in force, the limiter's
+// counters and the recent traffic. The hit path only bumps counters
+// (package activity) and notes the largest quota shares (Observe).
+package console
 
 import (
 	"cmp"
@@ -14,22 +20,98 @@ import (
 
 	"trendgate/activity"
 	"trendgate/admin"
+	"trendgate/cache"
 	"trendgate/config"
 	"trendgate/internal/buildinfo"
+	"trendgate/internal/clock"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
 	"trendgate/proxy"
 	"trendgate/upstream"
 )
 
-// The operator's console: per-key usage (GET /keys), the dashboard summary
-// (GET /summary) and the per-key quota gauges, all read at request or
-// scrape time. The hit path only bumps counters (activity package).
-
 var (
-	_ admin.UsageSource   = (*Gateway)(nil)
-	_ admin.SummarySource = (*Gateway)(nil)
+	_ admin.UsageSource   = (*Console)(nil)
+	_ admin.SummarySource = (*Console)(nil)
 )
+
+// RevokedKeys lists the keys revoked through the key API whose
+// tombstones are kept (keyservice.Service.RevokedKeys).
+type RevokedKeys interface {
+	RevokedKeys(only string, inForce func(id string) bool) []admin.KeyUsage
+}
+
+// Options are what the console reads.
+type Options struct {
+	// Settings returns the settings in force.
+	Settings func() *proxy.Settings
+	Clock    clock.Clock
+	Log      *zap.Logger
+	// Usage reads the limiter's counters.
+	Usage limits.UsageReader
+	// Activity is the recent traffic.
+	Activity *activity.Recorder
+	// Upstream is the upstream client: its breaker, budget and shares.
+	Upstream proxy.Upstream
+	// Local is the in-process cache tier; nil for none.
+	Local *cache.Local
+	// Revoked lists the revoked keys' tombstones.
+	Revoked RevokedKeys
+	// LastUsed is the keys' last use shared among instances; nil
+	// without cluster mode.
+	LastUsed *activity.LastUsed
+	// Reload is the latest reload's outcome.
+	Reload func() admin.ReloadStatus
+	// Labels bounds the quota gauges' accounts and keys.
+	Labels *tenantlabel.Labels
+}
+
+// Console serves the admin views of one gateway. Build it with New.
+type Console struct {
+	settings     func() *proxy.Settings
+	clk          clock.Clock
+	log          *zap.Logger
+	usage        limits.UsageReader
+	act          *activity.Recorder
+	up           proxy.Upstream
+	local        *cache.Local
+	revoked      RevokedKeys
+	lastUsed     *activity.LastUsed
+	reloadStatus func() admin.ReloadStatus
+	labels       *tenantlabel.Labels
+	// keyIdx is the admin views' index of keys and accounts
+	// (keyindex.go); top the accounts using most of a quota, for the
+	// summary (topquota.go).
+	keyIdx keyIndexCache
+	top    topQuota
+}
+
+// New builds the console from what it reads.
+func New(o Options) *Console {
+	return &Console{settings: o.Settings, clk: o.Clock, log: o.Log, usage: o.Usage, act: o.Activity,
+		up: o.Upstream, local: o.Local, revoked: o.Revoked, lastUsed: o.LastUsed, reloadStatus: o.Reload, labels: o.Labels}
+}
+
+// Observe wraps a limiter so that every admission it grants is noted for
+// the summary's top lists.
+func (c *Console) Observe(next limits.Limiter) limits.Limiter { return c.top.observe(next) }
+
+// KnownAccount reports whether id is an account in force: a configured
+// account, or a key without one (a lookup in the index).
+func (c *Console) KnownAccount(id string) bool {
+	_, ok := c.keyIdx.of(c.settings()).account(id)
+	return ok
+}
+
+// AccountOfKey returns the account of the key id in force, and false when
+// no key in force has that id.
+func (c *Console) AccountOfKey(id string) (string, bool) {
+	rk, ok := c.keyIdx.of(c.settings()).key(id)
+	return rk.Account, ok
+}
+
+// Collector is the quota gauges' collector (see quotaCollector).
+func (c *Console) Collector() prometheus.Collector { return newQuotaCollector(c) }
 
 // budgetReporter is what the console reads from the upstream client.
 type budgetReporter interface {
@@ -45,15 +127,15 @@ type shareReporter interface {
 
 // upstreamShares returns the minute's shares for the summary; none when
 // they cannot be read (logged).
-func (g *Gateway) upstreamShares(ctx context.Context) []admin.UpstreamShare {
+func (c *Console) upstreamShares(ctx context.Context) []admin.UpstreamShare {
 	out := []admin.UpstreamShare{}
-	sr, ok := g.up.(shareReporter)
+	sr, ok := c.up.(shareReporter)
 	if !ok {
 		return out
 	}
 	ss, err := sr.Shares(ctx)
 	if err != nil {
-		g.log.Warn("reading the upstream shares failed", zap.Error(err))
+		c.log.Warn("reading the upstream shares failed", zap.Error(err))
 		return out
 	}
 	for _, s := range ss {
@@ -71,12 +153,12 @@ const usageTimeout = 2 * time.Second
 
 // KeysPage implements admin.UsageSource: one page of keys in id order,
 // found through the snapshot's index and read key by key. Keys revoked
-// through the key API (their tombstones: keys.go) are merged into the same
+// through the key API (their tombstones: package keyservice) are merged into the same
 // id order, so one cursor pages through both.
-func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage, error) {
-	set := g.chain.Settings()
-	idx := g.keyIdx.of(set)
-	now := g.clk.Now()
+func (c *Console) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage, error) {
+	set := c.settings()
+	idx := c.keyIdx.of(set)
+	now := c.clk.Now()
 	var places []int // ascending places in idx.keys, or nil for all keys
 	if q.Account != "" {
 		a, ok := idx.account(q.Account)
@@ -111,7 +193,7 @@ func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage
 	}
 	var revoked []admin.KeyUsage
 	if q.State == "" || q.State == admin.StateRevoked {
-		for _, ku := range g.revokedKeys("", idx.has) {
+		for _, ku := range c.revoked.RevokedKeys("", idx.has) {
 			if ku.ID > q.After && (q.Account == "" || ku.Account == q.Account) {
 				revoked = append(revoked, ku)
 			}
@@ -129,7 +211,7 @@ func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage
 		}
 	}
 	more := i < len(inForce) || j < len(revoked)
-	used, err := g.usageOfKeys(ctx, set, page)
+	used, err := c.usageOfKeys(ctx, set, page)
 	if err != nil {
 		return admin.KeyPage{}, err
 	}
@@ -147,17 +229,17 @@ func (g *Gateway) KeysPage(ctx context.Context, q admin.KeyQuery) (admin.KeyPage
 
 // KeyUsage implements admin.UsageSource: a lookup in the snapshot's index,
 // then among the tombstones of revoked keys.
-func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, error) {
-	set := g.chain.Settings()
-	idx := g.keyIdx.of(set)
+func (c *Console) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, error) {
+	set := c.settings()
+	idx := c.keyIdx.of(set)
 	rk, ok := idx.key(id)
 	if !ok {
-		if ks := g.revokedKeys(id, idx.has); len(ks) > 0 {
-			return ks[0], nil // a tombstone (keys.go)
+		if ks := c.revoked.RevokedKeys(id, idx.has); len(ks) > 0 {
+			return ks[0], nil // a tombstone (package keyservice)
 		}
 		return admin.KeyUsage{}, admin.ErrUnknownKey
 	}
-	ks, err := g.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
+	ks, err := c.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
 	if err != nil {
 		return admin.KeyUsage{}, err
 	}
@@ -167,12 +249,12 @@ func (g *Gateway) KeyUsage(ctx context.Context, id string) (admin.KeyUsage, erro
 // AccountsPage implements admin.UsageSource: one page of accounts in id
 // order, each with its quotas (read once per account) and the sum of its
 // keys' traffic.
-func (g *Gateway) AccountsPage(ctx context.Context, q admin.PageQuery) (admin.AccountPage, error) {
+func (c *Console) AccountsPage(ctx context.Context, q admin.PageQuery) (admin.AccountPage, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
-	set := g.chain.Settings()
-	idx := g.keyIdx.of(set)
-	now := g.clk.Now()
+	set := c.settings()
+	idx := c.keyIdx.of(set)
+	now := c.clk.Now()
 	first := idx.accountsAfter(q.After)
 	last := min(first+q.Limit, len(idx.accounts))
 	accounts := idx.accounts[first:last]
@@ -205,10 +287,10 @@ func (g *Gateway) AccountsPage(ctx context.Context, q admin.PageQuery) (admin.Ac
 		out[i] = au
 	}
 	if len(kps) > 0 {
-		us, err := g.usage.Usage(ctx, kps)
+		us, err := c.usage.Usage(ctx, kps)
 		if err != nil {
-			g.log.Warn("reading account usage failed", zap.Error(err))
-			return admin.AccountPage{}, fmt.Errorf("gateway: account usage: %w", err)
+			c.log.Warn("reading account usage failed", zap.Error(err))
+			return admin.AccountPage{}, fmt.Errorf("console: account usage: %w", err)
 		}
 		for i, u := range us {
 			out[i].Source = u.Source
@@ -232,26 +314,11 @@ func keyState(rk config.ResolvedKey, now time.Time) string {
 	return "active"
 }
 
-// keysUsage reads the usage of every key of set in id order, or of the key
-// named only ("" for all). It walks every key (one limiter lock per key):
-// the admin views read pages and lookups instead (KeysPage, KeyUsage).
-func (g *Gateway) keysUsage(ctx context.Context, set *proxy.Settings, only string) ([]admin.KeyUsage, error) {
-	idx := g.keyIdx.of(set)
-	if only == "" {
-		return g.usageOfKeys(ctx, set, idx.keys)
-	}
-	rk, ok := idx.key(only)
-	if !ok {
-		return nil, nil
-	}
-	return g.usageOfKeys(ctx, set, []config.ResolvedKey{rk})
-}
-
 // usageOfKeys reads the usage of the keys rks of set, in their order.
-func (g *Gateway) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []config.ResolvedKey) ([]admin.KeyUsage, error) {
+func (c *Console) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []config.ResolvedKey) ([]admin.KeyUsage, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
-	now := g.clk.Now()
+	now := c.clk.Now()
 	kps := make([]limits.KeyPolicy, 0, len(rks))
 	out := make([]admin.KeyUsage, 0, len(rks))
 	for _, rk := range rks {
@@ -282,7 +349,7 @@ func (g *Gateway) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []co
 	for i := range out {
 		ids[i] = out[i].ID
 	}
-	shared := g.lastUsedOf(ctx, ids)
+	shared := c.lastUsedOf(ctx, ids)
 	for i := range out {
 		ku := &out[i]
 		last := shared[ku.ID]
@@ -293,10 +360,10 @@ func (g *Gateway) usageOfKeys(ctx context.Context, set *proxy.Settings, rks []co
 			ku.LastUsed = &last
 		}
 	}
-	us, err := g.usage.Usage(ctx, kps)
+	us, err := c.usage.Usage(ctx, kps)
 	if err != nil {
-		g.log.Warn("reading key usage failed", zap.Error(err))
-		return nil, fmt.Errorf("gateway: key usage: %w", err)
+		c.log.Warn("reading key usage failed", zap.Error(err))
+		return nil, fmt.Errorf("console: key usage: %w", err)
 	}
 	for i, u := range us {
 		ku := &out[i]
@@ -320,16 +387,16 @@ func quotaUsage(used, limit int64, end time.Time) admin.QuotaUsage {
 }
 
 // Summary implements admin.SummarySource.
-func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
-	now := g.clk.Now()
-	set := g.chain.Settings()
-	snap := g.act.Snapshot(now, topN)
+func (c *Console) Summary(ctx context.Context) (admin.Summary, error) {
+	now := c.clk.Now()
+	set := c.settings()
+	snap := c.act.Snapshot(now, topN)
 	s := admin.Summary{
 		GeneratedAt:       now.UTC(),
 		Started:           snap.Started.UTC(),
 		UptimeSeconds:     int64(now.Sub(snap.Started) / time.Second),
 		Version:           buildinfo.Read().String(),
-		Reload:            g.reloadStatus(),
+		Reload:            c.reloadStatus(),
 		Cluster:           set.Config().ClusterMode(),
 		RateWindowSeconds: int(activity.RateWindow / time.Second),
 		HitRatioPct:       pct(snap.HitRatio),
@@ -343,7 +410,7 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 		Upstream: admin.UpstreamStatus{
 			CallsLastMinute: snap.UpstreamLastMinute,
 			CallsTotal:      snap.UpstreamTotal,
-			Breaker:         g.up.State().String(),
+			Breaker:         c.up.State().String(),
 		},
 		TopTopics: admin.TopTopics{
 			Since:         snap.TopicsSince,
@@ -356,8 +423,8 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	for _, o := range activity.Outcomes {
 		s.Outcomes = append(s.Outcomes, admin.OutcomeRate{Outcome: o.String(), PerSecond: round(snap.Rates[o], 1), Total: snap.Totals[o]})
 	}
-	s.Upstream.Shares = g.upstreamShares(ctx)
-	if br, ok := g.up.(budgetReporter); ok {
+	s.Upstream.Shares = c.upstreamShares(ctx)
+	if br, ok := c.up.(budgetReporter); ok {
 		s.Upstream.PerMinuteLimit, s.Upstream.PerDayLimit = br.BudgetLimits()
 		if m, d, ok := br.BudgetLeft(); ok {
 			s.Upstream.MinuteLeft, s.Upstream.DayLeft = &m, &d
@@ -366,29 +433,29 @@ func (g *Gateway) Summary(ctx context.Context) (admin.Summary, error) {
 	for _, c := range snap.Refusals {
 		s.Refusals.ByCode = append(s.Refusals.ByCode, admin.CodeCount{Code: c.Code, Count: c.Count})
 	}
-	if l := g.local; l != nil {
+	if l := c.local; l != nil {
 		s.Cache = admin.CacheStatus{Bytes: l.Bytes(), PinnedBytes: l.PinnedBytes(), MaxBytes: l.MaxBytes(), Entries: l.Len()}
 		if s.Cache.MaxBytes > 0 {
 			s.Cache.FillPct = round(100*float64(s.Cache.Bytes+s.Cache.PinnedBytes)/float64(s.Cache.MaxBytes), 1)
 		}
 	}
 	var err error
-	if s.TopKeys, s.TopAccounts, err = g.topLists(ctx, set, now); err != nil {
+	if s.TopKeys, s.TopAccounts, err = c.topLists(ctx, set, now); err != nil {
 		return admin.Summary{}, err
 	}
 	return s, nil
 }
 
 // topLists returns the summary's top keys and accounts without reading
-// every key: the candidates are the accounts g.top holds (the largest
+// every key: the candidates are the accounts c.top holds (the largest
 // shares of a quota its admissions saw), and, for the entries that used
 // nothing, the first accounts and keys by id with a quota and without one.
 // Each candidate account's quotas are read once (one limiter lock each),
 // and the lists are ordered from those figures.
-func (g *Gateway) topLists(ctx context.Context, set *proxy.Settings, now time.Time) ([]admin.TopKey, []admin.TopAccount, error) {
+func (c *Console) topLists(ctx context.Context, set *proxy.Settings, now time.Time) ([]admin.TopKey, []admin.TopAccount, error) {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
-	idx := g.keyIdx.of(set)
+	idx := c.keyIdx.of(set)
 	var places []int // in idx.accounts
 	seen := make(map[int]bool)
 	add := func(i int) {
@@ -397,7 +464,7 @@ func (g *Gateway) topLists(ctx context.Context, set *proxy.Settings, now time.Ti
 			places = append(places, i)
 		}
 	}
-	for account := range g.top.candidates() {
+	for account := range c.top.candidates() {
 		if i, ok := idx.accountPos[account]; ok {
 			add(i)
 		}
@@ -419,10 +486,10 @@ func (g *Gateway) topLists(ctx context.Context, set *proxy.Settings, now time.Ti
 		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
 		kps[j] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
 	}
-	us, err := g.usage.Usage(ctx, kps)
+	us, err := c.usage.Usage(ctx, kps)
 	if err != nil {
-		g.log.Warn("reading the top accounts' usage failed", zap.Error(err))
-		return nil, nil, fmt.Errorf("gateway: top accounts: %w", err)
+		c.log.Warn("reading the top accounts' usage failed", zap.Error(err))
+		return nil, nil, fmt.Errorf("console: top accounts: %w", err)
 	}
 	accounts := make([]admin.TopAccount, 0, len(places))
 	var keys []admin.TopKey
@@ -517,14 +584,14 @@ func round(x float64, decimals int) float64 {
 // quota used (those an alert on quota is for), and the key gauges those
 // of metrics.detail_keys only; the usage API has every key and account.
 type quotaCollector struct {
-	g                        *Gateway
+	con                      *Console
 	used, limt               *prometheus.Desc
 	accountUsed, accountLimt *prometheus.Desc
 }
 
-func newQuotaCollector(g *Gateway) *quotaCollector {
+func newQuotaCollector(con *Console) *quotaCollector {
 	return &quotaCollector{
-		g: g,
+		con: con,
 		used: prometheus.NewDesc("trendgate_key_quota_used_units",
 			"Quota units a key of metrics.detail_keys has used in the current UTC window (day or month); from Redis in cluster mode. A window without a quota is not counted (0).",
 			[]string{"key_id", "window"}, nil),
@@ -554,8 +621,8 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
 	defer cancel()
-	labels := c.g.labels
-	resolved := c.g.chain.Settings().Config().ResolvedKeys()
+	labels := c.con.labels
+	resolved := c.con.settings().Config().ResolvedKeys()
 	kps := make([]limits.KeyPolicy, 0, len(resolved))
 	var accounts, keys []int // indexes in kps
 	seen := make(map[string]struct{}, len(resolved))
@@ -577,9 +644,9 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	if len(kps) == 0 {
 		return
 	}
-	us, err := c.g.usage.Usage(ctx, kps)
+	us, err := c.con.usage.Usage(ctx, kps)
 	if err != nil {
-		c.g.log.Warn("reading quota usage for metrics failed", zap.Error(err))
+		c.con.log.Warn("reading quota usage for metrics failed", zap.Error(err))
 		ch <- prometheus.NewInvalidMetric(c.accountUsed, err)
 		return
 	}
@@ -639,4 +706,18 @@ func collectQuotas(ch chan<- prometheus.Metric, used, limit *prometheus.Desc, id
 			ch <- prometheus.MustNewConstMetric(limit, prometheus.GaugeValue, float64(w.q.Limit), id, w.name)
 		}
 	}
+}
+
+// lastUsedOf returns the cluster-wide last use of ids (nil without cluster
+// mode, or when Redis cannot say: the caller then reports this instance's).
+func (c *Console) lastUsedOf(ctx context.Context, ids []string) map[string]time.Time {
+	if c.lastUsed == nil {
+		return nil
+	}
+	m, err := c.lastUsed.Read(ctx, ids)
+	if err != nil {
+		c.log.Warn("reading keys' last use failed", zap.Error(err))
+		return nil
+	}
+	return m
 }
