@@ -98,7 +98,7 @@ func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.StringVar(&o.bin, "bin", "", "trendgate binary (default: build ./cmd/trendgate into the work directory)")
 	fs.StringVar(&keys, "keys", "100,10000,100000,100000/10000", "configurations: N (N keys, each its own account) or N/A (N keys in A accounts), comma-separated")
-	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait after /readyz before reading RSS at rest")
+	fs.DurationVar(&o.settle, "settle", 2*time.Second, "wait after /readyz before reading RSS at rest, and after the first uses before measuring idle writes")
 	fs.IntVar(&o.rate, "rate", 2000, "requests a second of the cached-hit load")
 	fs.DurationVar(&o.dur, "dur", 10*time.Second, "length of the measured cached-hit load")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load at -rate before it")

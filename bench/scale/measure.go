@@ -435,8 +435,14 @@ func (e *env) firstUses(ctx context.Context, inst *instance, ks *keySet, col *co
 }
 
 // idleWrites measures the disk writes of the gateway over -idle with no
-// traffic.
+// traffic, after -settle: the flushes of the traffic just before (the
+// state journal's and the usage history's, one flush interval each) land
+// before the window opens, so the window holds only what an idle gateway
+// writes.
 func (e *env) idleWrites(ctx context.Context, inst *instance, col *column) error {
+	if err := sleep(ctx, e.o.settle); err != nil {
+		return err
+	}
 	w0, err := procWrites(inst.proc.pid())
 	if err != nil {
 		return err
