@@ -139,7 +139,7 @@ func (c *Console) upstreamShares(ctx context.Context) []admin.UpstreamShare {
 		return out
 	}
 	for _, s := range ss {
-		out = append(out, admin.UpstreamShare{Account: s.Tenant, Weight: s.Weight, Active: s.Active, Used: s.Used, Guaranteed: s.Guarantee})
+		out = append(out, admin.UpstreamShare{Account: s.Account, Weight: s.Weight, Active: s.Active, Used: s.Used, Guaranteed: s.Guarantee})
 	}
 	return out
 }

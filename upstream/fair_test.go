@@ -277,7 +277,7 @@ func TestBudgetShares(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		want := []Share{{Tenant: "key-a", Weight: 1, Active: true, Used: 8, Guarantee: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 8}}
+		want := []Share{{Account: "key-a", Weight: 1, Active: true, Used: 8, Guarantee: 8}, {Account: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 8}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("shares: got %+v; want %+v", got, want)
 		}
@@ -286,7 +286,7 @@ func TestBudgetShares(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		want = []Share{{Tenant: "key-a", Weight: 1, Active: false, Used: 8}, {Tenant: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 16}}
+		want = []Share{{Account: "key-a", Weight: 1, Active: false, Used: 8}, {Account: "key-b", Weight: 1, Active: true, Used: 1, Guarantee: 16}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			return fmt.Errorf("after withdrawing key-a: got %+v; want %+v", got, want)
 		}

@@ -13,8 +13,8 @@ import (
 // Share is one account's standing in the current minute's fair share (see
 // the rule in fair.go), for the dashboard.
 type Share struct {
-	// Tenant is the account.
-	Tenant string
+	// Account is the account's id.
+	Account string
 	// Weight is the account's weight (its plan's upstream_weight).
 	Weight float64
 	// Active reports whether the account counts in this minute's split: it
@@ -57,7 +57,7 @@ func withGuarantees(ss []Share, perMinute int64, newcomer float64) []Share {
 			ss[i].Guarantee = guarantee(pool, ss[i].Weight, total)
 		}
 	}
-	slices.SortFunc(ss, func(a, b Share) int { return cmp.Compare(a.Tenant, b.Tenant) })
+	slices.SortFunc(ss, func(a, b Share) int { return cmp.Compare(a.Account, b.Account) })
 	return ss
 }
 
@@ -72,7 +72,7 @@ func (b *LocalBudget) shares(context.Context) ([]Share, error) {
 		u.minute.roll(ms, now)
 		active := !u.withdrawn && now.Sub(u.seen) <= minuteHorizon(b.fair.window)
 		if active || u.minute.used > 0 {
-			out = append(out, Share{Tenant: id, Weight: u.weight, Active: active, Used: u.minute.used})
+			out = append(out, Share{Account: id, Weight: u.weight, Active: active, Used: u.minute.used})
 		}
 	}
 	return withGuarantees(out, b.minute.limit, b.fair.reserve), nil
@@ -137,7 +137,7 @@ func (b *RedisBudget) shares(ctx context.Context) ([]Share, error) {
 		}
 		used, _ := v[i+2].(int64)
 		active, _ := v[i+3].(int64)
-		out = append(out, Share{Tenant: id, Weight: w, Used: used, Active: active == 1})
+		out = append(out, Share{Account: id, Weight: w, Used: used, Active: active == 1})
 	}
 	return withGuarantees(out, b.perMin, b.newcomer), nil
 }
