@@ -8,7 +8,6 @@
 package keyservice
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"trendgate/admin"
+	"trendgate/api"
 	"trendgate/config"
 	"trendgate/internal/clock"
 	"trendgate/keystore"
@@ -402,7 +402,7 @@ func (s *Service) accountSettings(id string) (admin.AccountSettings, error) {
 // created is the answer for a new key k: its account and plan as now in
 // force.
 func (s *Service) created(k keystore.Key, secret string) admin.CreatedKey {
-	out := admin.CreatedKey{ID: k.ID, Secret: secret, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan,
+	out := admin.CreatedKey{ID: k.ID, Secret: secret, Account: api.AccountOf(k.ID, k.Account), Plan: k.Plan,
 		Created: k.Created, NotBefore: k.NotBefore, Expires: k.Expires}
 	cfg := s.chain.Settings().Config()
 	if i := slices.IndexFunc(cfg.Accounts, func(a config.Account) bool { return a.ID == out.Account }); i >= 0 {
@@ -472,7 +472,7 @@ func (s *Service) RevokedKeys(only string, inForce func(id string) bool) []admin
 			continue
 		}
 		created := k.Created
-		ku := admin.KeyUsage{ID: k.ID, Account: cmp.Or(k.Account, k.ID), Plan: k.Plan, Created: &created,
+		ku := admin.KeyUsage{ID: k.ID, Account: api.AccountOf(k.ID, k.Account), Plan: k.Plan, Created: &created,
 			Expires: k.Expires, NotBefore: k.NotBefore, Revoked: k.Revoked, RevokedBy: k.RevokedBy}
 		if a, ok := d.Account(base, ku.Account); ok {
 			ku.Plan = a.Plan
@@ -486,7 +486,7 @@ func (s *Service) RevokedKeys(only string, inForce func(id string) bool) []admin
 		ku := admin.KeyUsage{ID: ch.ID, Account: ch.ID, Revoked: ch.Revoked, RevokedBy: ch.RevokedBy}
 		if i := slices.IndexFunc(base.Keys, func(k config.Key) bool { return k.ID == ch.ID && k.SHA256 == ch.SHA256 }); i >= 0 {
 			k := base.Keys[i]
-			ku.Account, ku.Plan, ku.Created, ku.Expires, ku.NotBefore = cmp.Or(k.Account, k.ID), k.Plan, k.Created, k.Expires, k.NotBefore
+			ku.Account, ku.Plan, ku.Created, ku.Expires, ku.NotBefore = api.AccountOf(k.ID, k.Account), k.Plan, k.Created, k.Expires, k.NotBefore
 			if a, ok := d.Account(base, ku.Account); ok {
 				ku.Plan = a.Plan
 			}

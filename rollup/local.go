@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -90,7 +91,7 @@ func (l *Local) Record(e Event) {
 	if e.Key == "" {
 		return
 	}
-	e.Account = accountOf(e.Account, e.Key)
+	e.Account = api.AccountOf(e.Key, e.Account)
 	today := DateOf(l.clk.Now())
 	day := landing(e.Day, today)
 	l.mu.Lock()

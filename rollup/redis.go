@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"trendgate/api"
 	"trendgate/internal/clock"
 )
 
@@ -72,7 +73,7 @@ func (s *Redis) Record(e Event) {
 	if e.Key == "" {
 		return
 	}
-	e.Account = accountOf(e.Account, e.Key)
+	e.Account = api.AccountOf(e.Key, e.Account)
 	day := e.Day
 	if day == 0 {
 		day = DateOf(s.clk.Now())

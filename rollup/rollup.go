@@ -325,14 +325,6 @@ func (t table) merge(k rowKey, o *row) {
 	r.merge(o)
 }
 
-// accountOf is the account an event or query counts under.
-func accountOf(account, key string) string {
-	if account == "" {
-		return key
-	}
-	return account
-}
-
 // collect sums rows into Series: per account, or per key when byKey.
 // match picks the rows.
 func collect(rows func(yield func(rowKey, *row)), byKey bool) []Series {
