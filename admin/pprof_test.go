@@ -29,6 +29,9 @@ func TestPprofBehindTokenAndSwitch(t *testing.T) {
 		{"on wrong token", true, "/debug/pprof/heap", "wrong", http.StatusUnauthorized, "invalid_admin_token", ""},
 		{"index", true, "/debug/pprof/", "admin-test-token", http.StatusOK, "", "heap"},
 		{"heap", true, "/debug/pprof/heap?debug=1", "admin-test-token", http.StatusOK, "", "heap profile"},
+		{"runtime metrics", true, "/debug/pprof/runtime-metrics", "admin-test-token", http.StatusOK, "", "/sched/latencies:seconds"},
+		{"runtime metrics without token", true, "/debug/pprof/runtime-metrics", "", http.StatusUnauthorized, "invalid_admin_token", ""},
+		{"runtime metrics off", false, "/debug/pprof/runtime-metrics", "admin-test-token", http.StatusNotFound, "not_found", ""},
 		{"off again", false, "/debug/pprof/heap?debug=1", "admin-test-token", http.StatusNotFound, "not_found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

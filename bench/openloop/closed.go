@@ -25,6 +25,9 @@ func runClosed(ctx context.Context, o options, e *env, servers []*server) error 
 		for _, pr := range o.protos {
 			for _, ep := range o.endpoints {
 				for _, s := range servers {
+					if !s.serves(pr) {
+						continue
+					}
 					if err := closedRun(ctx, o, e, s, pr, ep, round); err != nil {
 						return err
 					}

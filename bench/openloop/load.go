@@ -36,9 +36,11 @@ func (p protocol) String() string {
 	return "HTTP/2"
 }
 
-// endpoints are the two measured requests: the 18 KB topics list and one
-// topic's hourly series (the demo's default window).
+// endpoints are the measured requests: a small answer (one day of a
+// topic's hourly series, 15 KB from the demo upstream), the topics list
+// (58 KB) and a topic's hourly series over the default week (72 KB).
 var endpoints = map[string]string{
+	"small":  "/api4/public/topic/bitcoin/time-series/v1?bucket=hour&interval=1d",
 	"list":   "/api4/public/topics/list/v1",
 	"series": "/api4/public/topic/bitcoin/time-series/v1",
 }
@@ -179,6 +181,7 @@ type result struct {
 	hostCPU           time.Duration // the whole host, all processors
 	switches          int64         // the server's threads' context switches
 	elapsed           time.Duration
+	runtime           runtimeStep // the Go runtime's work over the step (Go servers)
 }
 
 // cpuPerRequest is the server's CPU time per answered request.

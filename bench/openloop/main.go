@@ -34,6 +34,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,6 +50,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == minimalCommand {
+		if err := runMinimal(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "openloop minimal-server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "openloop:", err)
 		os.Exit(1)
@@ -85,9 +93,9 @@ func parseOptions() (options, error) {
 	flag.StringVar(&o.binB, "bin-b", "", "a second trendgate binary, measured as the server \"trendgate-b\" (name it in -servers) beside the first: an A/B of two builds in one run")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
-	flag.StringVar(&servers, "servers", "nginx,trendgate", "servers to measure, in this order at each rate (the order alternates step by step)")
+	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), trendgate, trendgate-b")
 	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
-	flag.StringVar(&endpointList, "endpoints", "list,series", "endpoints: list (topics list, 18 KB), series (bitcoin's hourly series)")
+	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (a day of bitcoin's hourly series, 15 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
 	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured step")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load at the first rate before each server's first step of an endpoint")
@@ -99,15 +107,15 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs) and print its path")
 	flag.BoolVar(&o.closed, "closed", false, "closed loop instead: wrk (HTTP/1.1) and h2load (HTTP/2), -conns connections, req/s per server")
 	flag.DurationVar(&o.closedDuration, "closed-duration", 8*time.Second, "length of one closed-loop run")
-	flag.IntVar(&o.rounds, "rounds", 3, "closed loop: interleaved rounds")
+	flag.IntVar(&o.rounds, "rounds", 0, "rounds of the whole run, interleaved (default 3 closed loop, 1 open loop); the summary averages them")
 	flag.IntVar(&o.streams, "streams", 10, "closed loop: h2load streams per connection (-m)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
 	for _, s := range strings.Split(servers, ",") {
-		if s != "nginx" && s != "trendgate" && s != "trendgate-b" {
-			return o, fmt.Errorf("-servers: unknown server %q (nginx, trendgate, trendgate-b)", s)
+		if s != "nginx" && s != "minimal" && s != "trendgate" && s != "trendgate-b" {
+			return o, fmt.Errorf("-servers: unknown server %q (nginx, minimal, trendgate, trendgate-b)", s)
 		}
 		if s == "trendgate-b" && o.binB == "" {
 			return o, errors.New("-servers: trendgate-b needs -bin-b")
@@ -123,7 +131,7 @@ func parseOptions() (options, error) {
 	}
 	for _, e := range strings.Split(endpointList, ",") {
 		if _, ok := endpoints[e]; !ok {
-			return o, fmt.Errorf("-endpoints: unknown endpoint %q (list, series)", e)
+			return o, fmt.Errorf("-endpoints: unknown endpoint %q (small, list, series)", e)
 		}
 		o.endpoints = append(o.endpoints, e)
 	}
@@ -134,7 +142,13 @@ func parseOptions() (options, error) {
 		}
 		o.rates = append(o.rates, n)
 	}
-	if o.conns < 1 || o.duration <= 0 {
+	if o.rounds == 0 {
+		o.rounds = 1
+		if o.closed {
+			o.rounds = 3
+		}
+	}
+	if o.conns < 1 || o.duration <= 0 || o.rounds < 0 {
 		return o, errors.New("-conns and -duration must be positive")
 	}
 	return o, nil
@@ -190,6 +204,7 @@ func run() error {
 	}
 	results, err := runOpen(ctx, o, e, servers)
 	printSummary(o, results)
+	printRatios(o, results)
 	return err
 }
 
@@ -225,6 +240,11 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 		switch name {
 		case "nginx":
 			s, err = startNginx(ctx, e, nginxBin, o.nginxWorkers)
+		case "minimal":
+			var self string
+			if self, err = os.Executable(); err == nil {
+				s, err = startMinimal(ctx, e, self)
+			}
 		case "trendgate-b":
 			s, err = startTrendgate(ctx, e, name, o.binB)
 		default:
@@ -242,20 +262,31 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 // runOpen runs the open-loop steps and returns every step's result.
 func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]result, error) {
 	var results []result
-	for _, pr := range o.protos {
-		clients := make([]*http.Client, len(servers))
-		for i := range servers {
-			clients[i] = newClient(pr, o.conns, e.pool)
+	for round := range o.rounds {
+		if o.rounds > 1 {
+			fmt.Printf("# round %d of %d\n", round+1, o.rounds)
 		}
-		for _, ep := range o.endpoints {
-			rs, err := runEndpoint(ctx, o, e, servers, clients, pr, ep)
-			results = append(results, rs...)
-			if err != nil {
-				return results, err
+		for _, pr := range o.protos {
+			var serving []*server
+			for _, s := range servers {
+				if s.serves(pr) {
+					serving = append(serving, s)
+				}
 			}
-		}
-		for _, c := range clients {
-			c.CloseIdleConnections()
+			clients := make([]*http.Client, len(serving))
+			for i := range serving {
+				clients[i] = newClient(pr, o.conns, e.pool)
+			}
+			for _, ep := range o.endpoints {
+				rs, err := runEndpoint(ctx, o, e, serving, clients, pr, ep)
+				results = append(results, rs...)
+				if err != nil {
+					return results, err
+				}
+			}
+			for _, c := range clients {
+				c.CloseIdleConnections()
+			}
 		}
 	}
 	return results, nil
@@ -281,8 +312,14 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 		}
 		fmt.Printf("# %s %s %s: %d-byte body from its cache, %d connections warm\n", pr, ep, s.name, size, o.conns)
 	}
-	if len(sizes) > 1 {
-		fmt.Printf("# WARNING: the servers' bodies differ in size (%v): they do not send the same bytes\n", sizes)
+	// The answers hold the upstream's generation time, so copies fetched at
+	// different moments may differ by a few bytes; more is another answer.
+	lo, hi := math.MaxInt, 0
+	for n := range sizes {
+		lo, hi = min(lo, n), max(hi, n)
+	}
+	if hi-lo > hi/100 {
+		fmt.Printf("# WARNING: the servers' bodies differ in size (%v): they do not send the same answer\n", sizes)
 	}
 	var results []result
 	done := make([]bool, len(servers))
@@ -318,8 +355,14 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 	if err != nil {
 		return result{}, err
 	}
+	var before runtimeReading
+	if s.admin(pr) != "" {
+		if before, err = readRuntime(e.probe, s.admin(pr)); err != nil {
+			return result{}, err
+		}
+	}
 	var profiled func() error
-	if o.pprofDir != "" && s.admin(pr) != "" {
+	if o.pprofDir != "" && s.pprof {
 		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
 			return result{}, err
 		}
@@ -328,6 +371,12 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 	}
 	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
 	r.server, r.proto, r.endpoint = s.name, pr, ep
+	if err == nil && s.admin(pr) != "" {
+		var after runtimeReading
+		if after, err = readRuntime(e.probe, s.admin(pr)); err == nil {
+			r.runtime = after.since(before)
+		}
+	}
 	if profiled != nil {
 		if perr := profiled(); perr != nil && err == nil {
 			err = fmt.Errorf("profile: %w", perr)

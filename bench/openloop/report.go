@@ -22,8 +22,11 @@ func printHeader(o options) {
 		o.conns, o.duration, o.knee)
 	fmt.Println("# cpu/req: the server's processes' CPU time per request; cs/req: their threads' context switches per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
-	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s\n",
-		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "gen/req", "host")
+	fmt.Println("# Go servers (runtime/metrics over the step): gc: collections; gc/req: the collector's CPU per request (assists in it);")
+	fmt.Println("# pause: the longest stop-the-world pause; sched99, schedmax: how long runnable goroutines waited for a thread")
+	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s %4s %8s %8s %7s %8s %8s\n",
+		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "gen/req", "host",
+		"gc", "gc/req", "assist", "pause", "sched99", "schedmax")
 }
 
 // cpuModel returns the processor's model name from /proc/cpuinfo.
@@ -57,9 +60,14 @@ func printResult(r result) {
 	if r.requests > 0 {
 		cs = float64(r.switches) / float64(r.requests)
 	}
-	fmt.Printf("%-9s %-6s %6d %-11s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f\n",
+	fmt.Printf("%-9s %-6s %6d %-11s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f",
 		r.proto, r.endpoint, r.rate, r.server, r.requests, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.mx),
 		r.errors, us(r.cpuPerRequest()), cs, us(gen), host)
+	if rt := r.runtime; rt.known && r.requests > 0 {
+		n := time.Duration(r.requests)
+		fmt.Printf(" %4.0f %8s %8s %7s %8s %8s", rt.gcCycles, us(rt.gcCPU/n), us(rt.assist/n), ms(rt.pauseMax), ms(rt.schedP99), ms(rt.schedM))
+	}
+	fmt.Println()
 	if r.firstError != "" {
 		fmt.Printf("#   first error: %.200s\n", r.firstError)
 	}
@@ -102,6 +110,56 @@ func printSummary(o options, results []result) {
 			}
 			if len(parts) > 0 {
 				fmt.Printf("%-9s %-6s %s\n", pr, ep, strings.Join(parts, ", "))
+			}
+		}
+	}
+}
+
+// printRatios prints, at every protocol, endpoint and rate, trendgate's
+// p99 over nginx's and over the minimal Go server's (each the mean of the
+// rounds' p99s), so that a tail shows at every step, not only past a knee.
+func printRatios(o options, results []result) {
+	type at struct {
+		pr     protocol
+		ep     string
+		rate   int
+		server string
+	}
+	sum, n := map[at]time.Duration{}, map[at]int{}
+	for _, r := range results {
+		k := at{r.proto, r.endpoint, r.rate, r.server}
+		sum[k] += r.p99
+		n[k]++
+	}
+	mean := func(k at) (time.Duration, bool) {
+		if n[k] == 0 {
+			return 0, false
+		}
+		return sum[k] / time.Duration(n[k]), true
+	}
+	fmt.Printf("\n# p99 ratios (mean p99 of %d round(s)): trendgate's over each other server's, at every step measured\n", o.rounds)
+	for _, tg := range []string{"trendgate", "trendgate-b"} {
+		if !contains(o.servers, tg) {
+			continue
+		}
+		for _, pr := range o.protos {
+			for _, ep := range o.endpoints {
+				for _, rate := range o.rates {
+					own, ok := mean(at{pr, ep, rate, tg})
+					if !ok {
+						continue
+					}
+					line := fmt.Sprintf("%-9s %-6s %6d %-11s p99 %7sms", pr, ep, rate, tg, ms(own))
+					for _, other := range o.servers {
+						if other == tg {
+							continue
+						}
+						if p, ok := mean(at{pr, ep, rate, other}); ok && p > 0 {
+							line += fmt.Sprintf("   %s %sms (%.2f×)", other, ms(p), float64(own)/float64(p))
+						}
+					}
+					fmt.Println(line)
+				}
 			}
 		}
 	}

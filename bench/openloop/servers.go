@@ -222,8 +222,9 @@ type server struct {
 	plainURL   string // http://127.0.0.1:P
 	tlsURL     string // https://127.0.0.1:P (HTTP/1.1 and HTTP/2 by ALPN)
 	procs      []*process
-	tlsAdmin   string // trendgate's HTTPS process's admin listener (pprof); "" for nginx
-	plainAdmin string // trendgate's plain-HTTP process's admin listener; "" for nginx
+	tlsAdmin   string // the HTTPS process's admin listener (/metrics); "" for nginx
+	plainAdmin string // the plain-HTTP process's admin listener; "" for nginx
+	pprof      bool   // the admin listeners serve /debug/pprof (trendgate)
 }
 
 // baseURL is the URL requests of protocol pr go to.
@@ -234,6 +235,9 @@ func (s *server) baseURL(pr protocol) string {
 	return s.tlsURL
 }
 
+// serves reports whether s speaks pr: the minimal server has no HTTP/2.
+func (s *server) serves(pr protocol) bool { return s.name != "minimal" || pr != h2 }
+
 // admin is the admin listener of the process serving pr ("" for nginx).
 func (s *server) admin(pr protocol) string {
 	if pr == h1 {
@@ -243,12 +247,10 @@ func (s *server) admin(pr protocol) string {
 }
 
 // pids returns the processes serving pr: trendgate runs one process per
-// listener kind, nginx one master for all (whose workers procCPU adds).
+// listener kind, nginx one master for all (whose workers procCPU adds), the
+// minimal server one process.
 func (s *server) pids(pr protocol) []int {
-	if s.name == "nginx" {
-		return []int{s.procs[0].pid()}
-	}
-	if pr == h1 {
+	if pr == h1 || len(s.procs) == 1 {
 		return []int{s.procs[0].pid()}
 	}
 	return []int{s.procs[1].pid()}
@@ -295,7 +297,7 @@ func startUpstream(ctx context.Context, e *env, bin string) (*process, error) {
 // configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes), as the
 // contender called name.
 func startTrendgate(ctx context.Context, e *env, name, bin string) (*server, error) {
-	s := &server{name: name}
+	s := &server{name: name, pprof: true}
 	for _, tls := range []bool{false, true} {
 		addrs, err := freeAddrs(3)
 		if err != nil {
