@@ -241,14 +241,15 @@ func step(ctx context.Context, c *http.Client, url, key string, rate int, d time
 	return res, nil
 }
 
-// profileStep fetches a CPU profile of d from a trendgate admin listener
-// into file while a step runs; the returned func waits for it.
-func profileStep(admin string, d time.Duration, file string) func() error {
+// profileStep fetches a CPU profile or an execution trace (kind "profile"
+// or "trace") of d from a trendgate admin listener into file while a step
+// runs; the returned func waits for it.
+func profileStep(admin, kind string, d time.Duration, file string) func() error {
 	done := make(chan error, 1)
 	go func() {
 		done <- func() error {
 			secs := max(1, int(d/time.Second))
-			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs))
+			resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", admin, kind, secs))
 			if err != nil {
 				return err
 			}

@@ -1,20 +1,25 @@
-// Command openloop measures trendgate against nginx the way real clients
+// Command openloop measures trendgate against nginx and a minimal Go server
+// (minimal.go: the ceiling Go itself sets on this host) the way real clients
 // load a server: requests arrive at a fixed rate whether or not earlier ones
 // were answered (an open loop, vegeta's library), and what counts is the
 // latency at that rate and the CPU each server spends per request.
 //
 // It starts everything itself on 127.0.0.1 (the demo upstream, two
-// `trendgate serve` processes, plain and HTTPS, from generated configs, and
-// nginx with the proxy_cache config of nginx.conf.tmpl, all sharing one
-// self-signed certificate), warms both caches, then for each protocol
-// (plain HTTP/1.1, HTTPS/1.1, HTTP/2) and each endpoint (the topics list and
-// a series) steps the rate up, measuring nginx and trendgate in turn at each
+// `trendgate serve` processes, plain and HTTPS, from generated configs,
+// nginx with the proxy_cache config of nginx.conf.tmpl, and the minimal
+// server, all sharing one self-signed certificate), warms the caches, then
+// for each protocol (plain HTTP/1.1, HTTPS/1.1, HTTP/2; the minimal server
+// has no HTTP/2) and each endpoint (a small series, the topics list, a
+// week's series) steps the rate up, measuring the servers in turn at each
 // rate. A server is stepped no further once its p99 reaches -knee (10 ms) or
 // it answers an error; its knee is the highest rate before that. Each step
 // prints p50/p90/p99/max, errors, and the CPU time of the server's processes
 // per request (utime+stime from /proc/PID/stat over the step, nginx's
 // workers included), with the load generator's own CPU and the whole host's
-// busy CPU so that a loaded host shows in the figures.
+// busy CPU so that a loaded host shows in the figures, and for the Go
+// servers what their runtime did over the step (runtime.go). At the end it
+// prints each server's knee and trendgate's p99 over the others' at every
+// step.
 //
 // Run it from the module root (it builds ./cmd/trendgate unless -bin is
 // given); nginx must be installed:
@@ -76,6 +81,7 @@ type options struct {
 	conns          int
 	knee           time.Duration
 	pprofDir       string
+	traceDir       string
 	timeout        time.Duration
 	keep           bool
 	closed         bool
@@ -103,6 +109,7 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections per server (HTTP/2: requests go round-robin over them, as several streams when they queue)")
 	flag.DurationVar(&o.knee, "knee", 10*time.Millisecond, "p99 at or above which a server is past its knee and stepped no further")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write a CPU profile of trendgate over each of its steps into this directory")
+	flag.StringVar(&o.traceDir, "trace", "", "write an execution trace of trendgate over each of its steps into this directory (go tool trace)")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs) and print its path")
 	flag.BoolVar(&o.closed, "closed", false, "closed loop instead: wrk (HTTP/1.1) and h2load (HTTP/2), -conns connections, req/s per server")
@@ -141,6 +148,9 @@ func parseOptions() (options, error) {
 			return o, fmt.Errorf("-rates: %q is not a positive rate", r)
 		}
 		o.rates = append(o.rates, n)
+	}
+	if o.pprofDir != "" && o.traceDir != "" {
+		return o, errors.New("-pprof and -trace: one at a time (a trace with a profile running measures the profiler)")
 	}
 	if o.rounds == 0 {
 		o.rounds = 1
@@ -362,12 +372,15 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		}
 	}
 	var profiled func() error
-	if o.pprofDir != "" && s.pprof {
-		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+	if dir, kind := o.pprofDir, "profile"; (dir != "" || o.traceDir != "") && s.pprof {
+		if dir == "" {
+			dir, kind = o.traceDir, "trace"
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return result{}, err
 		}
-		file := filepath.Join(o.pprofDir, fmt.Sprintf("%s-%s-%s-%d.pprof", s.name, string(pr), ep, rate))
-		profiled = profileStep(s.admin(pr), o.duration, file)
+		file := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%d.%s", s.name, string(pr), ep, rate, kind))
+		profiled = profileStep(s.admin(pr), kind, o.duration, file)
 	}
 	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
 	r.server, r.proto, r.endpoint = s.name, pr, ep

@@ -28,6 +28,8 @@ type runtimeStep struct {
 	gcCPU, assist    time.Duration
 	pauseMax         time.Duration // upper bound of the longest pause's bucket
 	schedP99, schedM time.Duration // p99 and max wait for a thread (bucket upper bounds)
+	allocs           float64       // bytes allocated
+	live, goal       float64       // the live heap and the heap goal at the end, bytes
 }
 
 // readRuntime reads admin's runtime metrics.
@@ -60,6 +62,13 @@ func (r runtimeReading) since(before runtimeReading) runtimeStep {
 		gcCycles: value("/gc/cycles/total:gc-cycles"),
 		gcCPU:    seconds(value("/cpu/classes/gc/total:cpu-seconds")),
 		assist:   seconds(value("/cpu/classes/gc/mark/assist:cpu-seconds")),
+	}
+	s.allocs = value("/gc/heap/allocs:bytes")
+	if v := r["/gc/heap/live:bytes"].Value; v != nil {
+		s.live = *v
+	}
+	if v := r["/gc/heap/goal:bytes"].Value; v != nil {
+		s.goal = *v
 	}
 	_, s.pauseMax = quantile(before["/sched/pauses/total/gc:seconds"], r["/sched/pauses/total/gc:seconds"], 0.99)
 	s.schedP99, s.schedM = quantile(before["/sched/latencies:seconds"], r["/sched/latencies:seconds"], 0.99)

@@ -229,6 +229,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		log.Warn("config: " + w)
 	}
 	setMemoryLimit(cfg, os.Getenv, log)
+	tuneGC(ctx, cfg, os.Getenv, log)
 	logSysmon(os.Getenv, log)
 
 	certCheck := *poll
@@ -552,6 +553,7 @@ func runDemo(args []string, stdout, stderr io.Writer) (err error) {
 	cfg.Admin.Listen = o.admin
 	cfg.Log.Level = o.logLevel
 	setMemoryLimit(cfg, os.Getenv, log)
+	tuneGC(ctx, cfg, os.Getenv, log)
 	logSysmon(os.Getenv, log)
 	cfg.Upstream.BaseURL = upURL
 	cfg.Upstream.APIKey = upstreamKey

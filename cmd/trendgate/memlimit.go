@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"runtime/debug"
+	"time"
 
 	"go.uber.org/zap"
 
 	"trendgate/config"
+	"trendgate/internal/gctune"
 )
 
 // memoryLimit returns the soft memory limit in force for cfg and where it
@@ -41,3 +44,25 @@ func setMemoryLimit(cfg *config.Config, getenv func(string) string, log *zap.Log
 // which the runtime's background scavenger would otherwise give back only
 // over minutes. It costs one collection of what is live, once.
 func releaseStartGarbage() { debug.FreeOSMemory() }
+
+// tuneGC keeps the collector's goal cache.max_bytes/4 above the live heap
+// (internal/gctune) until ctx ends: the garbage the derived memory limit
+// allows for, at any heap size, instead of GOGC=100's goal of twice a heap
+// that is small while the cache is. A GOGC environment variable turns it
+// off (the operator's choice stands).
+func tuneGC(ctx context.Context, cfg *config.Config, getenv func(string) string, log *zap.Logger) {
+	if v := getenv("GOGC"); v != "" {
+		log.Info("collector tuning off: GOGC is set", zap.String("gogc", v))
+		return
+	}
+	t := &gctune.Tuner{Headroom: cfg.Cache.MaxBytes / 4}
+	tick := time.NewTicker(gcTuneEvery)
+	go func() {
+		defer tick.Stop()
+		t.Run(ctx, tick.C)
+	}()
+}
+
+// gcTuneEvery is how often the tuner looks at the live heap: it changes as
+// the cache fills, over seconds to minutes.
+const gcTuneEvery = time.Second

@@ -17,6 +17,9 @@ import (
 var Names = []string{
 	"/gc/cycles/total:gc-cycles",
 	"/gc/heap/allocs:bytes",
+	"/gc/heap/live:bytes",
+	"/gc/heap/goal:bytes",
+	"/gc/gomemlimit:bytes",
 	"/cpu/classes/total:cpu-seconds",
 	"/cpu/classes/gc/total:cpu-seconds",
 	"/cpu/classes/gc/mark/assist:cpu-seconds",
