@@ -59,8 +59,9 @@ const numEndpoints = api.EndpointRoute + 1
 
 // Key holds one API key's request and quota-unit counts for the last 24
 // hours, by endpoint and status class, in hourly slots, and when it was
-// last seen. The zero value is ready to use and is all a key never used
-// costs (24 bytes, no counters): the hourly ring is allocated by the first
+// last seen. Keys.Retain makes them; the zero value is ready to use too,
+// but is on no Keys' changed list. The Key is all a key never used costs
+// (56 bytes, no counters): the hourly ring is allocated by the first
 // count, and within it an hour slot, and an endpoint's class counters in
 // that slot, by the first count that needs them. Slots are reused from one
 // day to the next (their counters are tagged with their hour), so a key in
@@ -69,10 +70,19 @@ const numEndpoints = api.EndpointRoute + 1
 // count.
 type Key struct {
 	lastSeen atomic.Int64 // unix nanoseconds of the latest Record; 0: never
-	// changed is set after every count and cleared by TakeChanged: the
+	// changed is set after every count and cleared by the Keys that made
+	// k when it takes k off its changed list (Keys.TakeChanged): the
 	// state file writes only the keys counted since its previous write.
+	// The count that sets it puts k on that list, so k is on it (or about
+	// to be) exactly while changed is set.
 	changed atomic.Bool
 	hours   atomic.Pointer[keyHours] // nil until the first count
+	// set is the Keys that made k (nil for a Key of its own, which is on
+	// no list), id k's id in it; both are fixed. next is the key below k
+	// on set's changed list while k is on it.
+	set  *Keys
+	id   string
+	next *Key
 }
 
 // keyHours is a Key's ring of hourly slots, indexed by hour % hourSlots;
@@ -140,19 +150,14 @@ func (k *Key) LastSeen() time.Time {
 	return time.Time{}
 }
 
-// TakeChanged reports whether k counted anything (or was seen) since the
-// previous TakeChanged, and starts over. A count racing with it is
-// reported now or by the next call, never lost: Record marks the key
-// after counting, and the caller reads the counts after this call.
-func (k *Key) TakeChanged() bool {
-	return k.changed.Load() && k.changed.Swap(false)
-}
-
-// markChanged sets changed after a count; the load first keeps a busy
-// key's cache line shared between cores.
+// markChanged sets changed after a count, and puts k on its set's changed
+// list when that count is the first since the list was last taken. A key
+// already marked costs one load, which keeps a busy key's cache line
+// shared between cores; of counts racing to mark it, the one whose
+// compare-and-swap wins puts it on the list.
 func (k *Key) markChanged() {
-	if !k.changed.Load() {
-		k.changed.Store(true)
+	if !k.changed.Load() && k.changed.CompareAndSwap(false, true) && k.set != nil {
+		k.set.pushChanged(k)
 	}
 }
 
@@ -281,10 +286,18 @@ func (k *Key) Window(now time.Time) KeyWindow {
 
 // Keys is the set of Key counters of the configured keys. It survives
 // configuration reloads: Retain hands out the same *Key for an id that
-// stays configured. The zero value is ready to use.
+// stays configured. It also lists the keys counted since the store of
+// usage last asked (TakeChanged), so that a flush costs what the keys
+// counted since did, not what all the keys configured are. The zero value
+// is ready to use.
 type Keys struct {
 	mu   sync.Mutex // guards keys
 	keys map[string]*Key
+	// changed is the top of the list of keys marked since the latest
+	// take, linked by Key.next: a lock-free stack that counts push onto
+	// (one compare-and-swap per key, the first count after a take) and a
+	// take empties whole (one swap), so a key is never on it twice.
+	changed atomic.Pointer[Key]
 }
 
 // Retain returns the counters of ids, creating those not yet known, and
@@ -299,12 +312,74 @@ func (s *Keys) Retain(ids []string) map[string]*Key {
 	for _, id := range ids {
 		k := s.keys[id]
 		if k == nil {
-			k = new(Key)
+			k = &Key{set: s, id: id}
 		}
 		next[id] = k
 	}
 	s.keys = next
 	return next
+}
+
+// pushChanged puts k, just marked, on the changed list.
+func (s *Keys) pushChanged(k *Key) {
+	for {
+		top := s.changed.Load()
+		k.next = top
+		if s.changed.CompareAndSwap(top, k) {
+			return
+		}
+	}
+}
+
+// TakeChanged returns the keys in force that counted anything (or were
+// seen) since the previous TakeChanged or TakeAll, and starts over; nil
+// when none did. It costs what those keys did, whatever the number of keys
+// configured. A count racing with it is reported now or by the next call,
+// never lost: Record marks the key after counting, and the caller reads
+// the counts after this call. A key removed from the configuration is not
+// returned.
+func (s *Keys) TakeChanged() map[string]*Key {
+	taken := s.takeList()
+	if len(taken) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[string]*Key
+	for _, k := range taken {
+		if s.keys[k.id] != k {
+			continue // removed (or removed and added again: a new Key)
+		}
+		if out == nil {
+			out = make(map[string]*Key, len(taken))
+		}
+		out[k.id] = k
+	}
+	return out
+}
+
+// TakeAll returns every key in force and starts the changes over, as
+// TakeChanged does: for a caller that writes every key's counts. The map
+// is shared with s until the next Retain: read only.
+func (s *Keys) TakeAll() map[string]*Key {
+	s.takeList()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keys
+}
+
+// takeList empties the changed list and clears its keys' marks, each once
+// the key is off the list: from then on a count puts it on again.
+func (s *Keys) takeList() []*Key {
+	var out []*Key
+	for k := s.changed.Swap(nil); k != nil; {
+		next := k.next
+		k.next = nil
+		k.changed.Store(false)
+		out = append(out, k)
+		k = next
+	}
+	return out
 }
 
 // KeyRecord is a Key's figures in the form a store keeps across restarts:

@@ -3,6 +3,8 @@ package activity
 import (
 	"fmt"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,12 +45,15 @@ func TestKeyCountersAppearOnUse(t *testing.T) {
 	}
 }
 
-// TestKeyTakeChanged: a key reports a change once per batch of counts,
-// for every kind of count, and nothing while idle.
-func TestKeyTakeChanged(t *testing.T) {
-	var k Key
-	if k.TakeChanged() {
-		t.Fatal("a key never used reports a change")
+// TestKeysTakeChanged: a key reports a change once per batch of counts,
+// for every kind of count, and nothing while idle; a key removed from the
+// configuration is not reported, and TakeAll starts the changes over.
+func TestKeysTakeChanged(t *testing.T) {
+	var s Keys
+	keys := s.Retain([]string{"a", "b", "c"})
+	k := keys["b"]
+	if got := s.TakeChanged(); got != nil {
+		t.Fatalf("keys never used report changes: %v", got)
 	}
 	for _, tc := range []struct {
 		name  string
@@ -61,19 +66,134 @@ func TestKeyTakeChanged(t *testing.T) {
 	} {
 		tc.count()
 		tc.count()
-		if !k.TakeChanged() {
-			t.Errorf("%s: no change reported", tc.name)
+		if got := s.TakeChanged(); len(got) != 1 || got["b"] != k {
+			t.Errorf("%s: %v reported; want b alone", tc.name, got)
 		}
-		if k.TakeChanged() {
-			t.Errorf("%s: a second change reported without a count", tc.name)
+		if got := s.TakeChanged(); got != nil {
+			t.Errorf("%s: %v reported again without a count", tc.name, got)
 		}
+	}
+
+	keys["a"].Record(t0, api.EndpointList, 200, 1)
+	keys["c"].Record(t0, api.EndpointList, 200, 1)
+	s.Retain([]string{"a", "b"})
+	if got := s.TakeChanged(); len(got) != 1 || got["a"] != keys["a"] {
+		t.Errorf("after c was removed: %v reported; want a alone", got)
+	}
+	keys["c"].Record(t0, api.EndpointList, 200, 1) // a request still on the old snapshot
+	if got := s.TakeChanged(); got != nil {
+		t.Errorf("a removed key counted: %v reported; want nothing", got)
+	}
+
+	keys["a"].Record(t0, api.EndpointList, 200, 1)
+	if all := s.TakeAll(); len(all) != 2 {
+		t.Errorf("TakeAll: %d keys; want the 2 in force", len(all))
+	}
+	if got := s.TakeChanged(); got != nil {
+		t.Errorf("after TakeAll: %v reported; want nothing", got)
+	}
+	keys["a"].Record(t0, api.EndpointList, 200, 1)
+	if got := s.TakeChanged(); len(got) != 1 {
+		t.Errorf("a count after TakeAll: %v reported; want a", got)
+	}
+}
+
+// TestKeysTakeChangedRacingCount: a count racing with a take is reported
+// by it or by the next one, in each order a count's two steps (add, then
+// mark) and a take can interleave, whether or not the key was already
+// marked.
+func TestKeysTakeChangedRacingCount(t *testing.T) {
+	h := hourOf(t0)
+	add := func(k *Key) { k.slotForWrite(h%hourSlots).upstream.add(h, 1) } // Record's count without its mark
+	upstream := func(ks map[string]*Key) uint64 {
+		if k := ks["a"]; k != nil {
+			return k.Window(t0).UpstreamCalls
+		}
+		return 0
+	}
+	for _, marked := range []bool{false, true} {
+		for _, order := range []string{"add mark take", "add take mark", "take add mark"} {
+			var s Keys
+			k := s.Retain([]string{"a"})["a"]
+			if marked {
+				k.UpstreamCall(t0)
+			}
+			want := k.Window(t0).UpstreamCalls + 1
+			var seen uint64 // the latest count a take reported
+			for _, step := range strings.Fields(order) {
+				switch step {
+				case "add":
+					add(k)
+				case "mark":
+					k.markChanged()
+				case "take":
+					seen = max(seen, upstream(s.TakeChanged()))
+				}
+			}
+			seen = max(seen, upstream(s.TakeChanged()))
+			if seen != want {
+				t.Errorf("marked before %v, %s: the takes reported %d upstream calls; want %d", marked, order, seen, want)
+			}
+			if got := s.TakeChanged(); got != nil {
+				t.Errorf("marked before %v, %s: a third take reported %v; want nothing", marked, order, got)
+			}
+		}
+	}
+}
+
+// TestKeysTakeChangedConcurrent: counts on many keys from several
+// goroutines while takes run (go test -race): the last figures the takes
+// report for each key, with one more take once the counts are done, are
+// all its counts.
+func TestKeysTakeChangedConcurrent(t *testing.T) {
+	const keys, writers, counts = 50, 4, 2000
+	ids := make([]string, keys)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("key-%02d", i)
+	}
+	var s Keys
+	ks := s.Retain(ids)
+	last := make(map[string]uint64)
+	take := func() {
+		for id, k := range s.TakeChanged() {
+			last[id] = k.Window(t0).Requests
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range counts {
+				ks[ids[(w+i)%keys]].Record(t0, api.EndpointSeries, 200, 1)
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+			take()
+		}
+	}
+	take()
+	var total uint64
+	for _, id := range ids {
+		if got, want := last[id], ks[id].Window(t0).Requests; got != want {
+			t.Errorf("%s: last reported %d requests; it counted %d", id, got, want)
+		}
+		total += last[id]
+	}
+	if total != writers*counts {
+		t.Errorf("%d requests reported in all; want %d", total, writers*counts)
 	}
 }
 
 // BenchmarkKeyRecord is one Key.Record of a key in steady use: no
 // allocation once its slot exists.
 func BenchmarkKeyRecord(b *testing.B) {
-	var k Key
+	k := new(Keys).Retain([]string{"k"})["k"]
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		k.Record(t0.Add(time.Duration(i)*time.Microsecond), api.EndpointSeries, 200, 1)

@@ -456,36 +456,17 @@ func (c *Console) topLists(ctx context.Context, set *proxy.Settings, now time.Ti
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
 	idx := c.keyIdx.of(set)
-	var places []int // in idx.accounts
-	seen := make(map[int]bool)
-	add := func(i int) {
-		if !seen[i] && len(idx.accounts[i].keys) > 0 {
-			seen[i] = true
-			places = append(places, i)
-		}
-	}
+	picks := newAccountPicks(idx)
 	for account := range c.top.candidates() {
-		if i, ok := idx.accountPos[account]; ok {
-			add(i)
-		}
+		picks.addID(account)
 	}
-	for _, list := range [][]int{idx.quotaAccounts, idx.freeAccounts} {
-		for _, i := range list[:min(topN, len(list))] {
-			add(i)
-		}
-	}
+	picks.addQuiet(topN)
 	for _, list := range [][]int{idx.quotaKeys, idx.freeKeys} {
 		for _, k := range list[:min(topN, len(list))] {
-			add(idx.accountPos[idx.keys[k].Account])
+			picks.addID(idx.keys[k].Account)
 		}
 	}
-	kps := make([]limits.KeyPolicy, len(places))
-	for j, i := range places {
-		a := &idx.accounts[i]
-		p := a.Policy
-		p.PerSecond, p.Burst = 0, 0 // only the account's quotas are read
-		kps[j] = limits.KeyPolicy{Key: idx.firstKey(a), Account: a.ID, Policy: p}
-	}
+	places, kps := picks.places, picks.quotaPolicies()
 	us, err := c.usage.Usage(ctx, kps)
 	if err != nil {
 		c.log.Warn("reading the top accounts' usage failed", zap.Error(err))
@@ -579,10 +560,12 @@ func round(x float64, decimals int) float64 {
 // and trendgate_key_quota_used_units and trendgate_key_quota_limit_units
 // per key and window, read from the limiter at scrape time; a quota that
 // is off has no limit series. So that a scrape does not grow with the keys
-// configured, the account gauges are those of the metrics.detail_accounts
-// and of the metrics.max_accounts accounts with the highest share of a
-// quota used (those an alert on quota is for), and the key gauges those
-// of metrics.detail_keys only; the usage API has every key and account.
+// and accounts configured, the account gauges are those of the
+// metrics.detail_accounts and of the metrics.max_accounts accounts with
+// the highest share of a quota used (those an alert on quota is for),
+// and only candidates for those are read (see gaugeCandidates); the key
+// gauges are those of metrics.detail_keys only. The usage API has every
+// key and account.
 type quotaCollector struct {
 	con                      *Console
 	used, limt               *prometheus.Desc
@@ -616,31 +599,22 @@ func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector. It reads the limiter once per
-// account (one of its keys stands for it: the quotas are the account's)
-// and once per detail key, and nothing of the keys' recent traffic.
+// candidate account (one of its keys stands for it: the quotas are the
+// account's) and once per detail key, and nothing of the keys' recent
+// traffic.
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), usageTimeout)
 	defer cancel()
 	labels := c.con.labels
-	resolved := c.con.settings().Config().ResolvedKeys()
-	kps := make([]limits.KeyPolicy, 0, len(resolved))
-	var accounts, keys []int // indexes in kps
-	seen := make(map[string]struct{}, len(resolved))
-	for _, rk := range resolved {
-		kp := limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy}
-		_, dup := seen[rk.Account]
-		detail := labels.DetailKey(rk.Key.ID)
-		if !dup {
-			seen[rk.Account] = struct{}{}
-			accounts = append(accounts, len(kps))
-		}
-		if detail {
-			keys = append(keys, len(kps))
-		}
-		if !dup || detail {
-			kps = append(kps, kp)
+	idx := c.con.keyIdx.of(c.con.settings())
+	var kps []limits.KeyPolicy
+	for _, id := range labels.DetailKeys() {
+		if rk, ok := idx.key(id); ok {
+			kps = append(kps, limits.KeyPolicy{Key: rk.Key.ID, Account: rk.Account, Policy: rk.Policy})
 		}
 	}
+	keys := len(kps) // kps[:keys] are the detail keys, the rest accounts
+	kps = append(kps, c.con.gaugeCandidates(idx).quotaPolicies()...)
 	if len(kps) == 0 {
 		return
 	}
@@ -654,14 +628,51 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 		u := us[i]
 		return quotaUsage(u.DayUsed, u.Policy.Daily, u.DayEnd), quotaUsage(u.MonthUsed, u.Policy.Monthly, u.MonthEnd)
 	}
-	for _, i := range keys {
-		d, m := quotas(i)
-		collectQuotas(ch, c.used, c.limt, kps[i].Key, d, m)
+	accounts := make([]int, 0, len(kps)-keys)
+	for i := range kps {
+		if i < keys {
+			d, m := quotas(i)
+			collectQuotas(ch, c.used, c.limt, kps[i].Key, d, m)
+		} else {
+			accounts = append(accounts, i)
+		}
 	}
 	for _, i := range gaugedAccounts(kps, accounts, quotas, labels) {
 		d, m := quotas(i)
 		collectQuotas(ch, c.accountUsed, c.accountLimt, kps[i].Account, d, m)
 	}
+}
+
+// gaugeCandidates returns the accounts whose quota gauges a scrape may
+// export, so that it reads those and not every account configured: all of
+// them (those with keys) while they are no more than
+// c.labels.MaxAccounts(), or without a limit. Past it: the detail
+// accounts; the accounts c.top holds, which it is grown to hold enough of
+// for the limit (an account with a share of a quota used is there once an
+// admission of this instance saw it, see topQuota); and the first
+// accounts by id with a quota and without one, as many as the limit and
+// the detail accounts, which rank first among those that used nothing. Accounts without a quota rank
+// after all the others and, among themselves, by id here: their use is
+// not what the gauges are for.
+func (c *Console) gaugeCandidates(idx *keyIndex) *accountPicks {
+	picks := newAccountPicks(idx)
+	n := c.labels.MaxAccounts()
+	if n < 0 || len(idx.quotaAccounts)+len(idx.freeAccounts) <= n {
+		for i := range idx.accounts {
+			picks.add(i)
+		}
+		return picks
+	}
+	detail := c.labels.DetailAccounts()
+	c.top.hold(n + len(detail))
+	for _, id := range detail {
+		picks.addID(id)
+	}
+	for account := range c.top.candidates() {
+		picks.addID(account)
+	}
+	picks.addQuiet(n + len(detail)) // the detail accounts among them are not ranked
+	return picks
 }
 
 // gaugedAccounts returns, of the accounts (indexes in kps), those whose

@@ -29,8 +29,8 @@ type keyIndex struct {
 	// quotaKeys and freeKeys are the places in keys of the keys whose
 	// account has a quota (daily or monthly) and of those whose account
 	// has none, in id order; quotaAccounts and freeAccounts the same for
-	// accounts. The summary's top lists draw their quiet entries (nothing
-	// used) from their heads.
+	// the accounts with keys. The summary's top lists and the quota
+	// gauges draw their quiet entries (nothing used) from their heads.
 	quotaKeys, freeKeys         []int
 	quotaAccounts, freeAccounts []int
 }
@@ -78,17 +78,20 @@ func newKeyIndex(set *proxy.Settings) *keyIndex {
 	slices.SortFunc(idx.accounts, func(a, b indexedAccount) int { return cmp.Compare(a.ID, b.ID) })
 	idx.accountPos = make(map[string]int, len(idx.accounts))
 	for i := range idx.accounts {
-		a := &idx.accounts[i]
-		idx.accountPos[a.ID] = i
-		if hasQuota(a.Policy) {
-			idx.quotaAccounts = append(idx.quotaAccounts, i)
-		} else {
-			idx.freeAccounts = append(idx.freeAccounts, i)
-		}
+		idx.accountPos[idx.accounts[i].ID] = i
 	}
 	for i, rk := range idx.keys { // in id order, so each account's keys are too
 		if j, ok := idx.accountPos[rk.Account]; ok {
 			idx.accounts[j].keys = append(idx.accounts[j].keys, i)
+		}
+	}
+	for i := range idx.accounts {
+		switch a := &idx.accounts[i]; {
+		case len(a.keys) == 0:
+		case hasQuota(a.Policy):
+			idx.quotaAccounts = append(idx.quotaAccounts, i)
+		default:
+			idx.freeAccounts = append(idx.freeAccounts, i)
 		}
 	}
 	return idx
@@ -125,6 +128,56 @@ func (idx *keyIndex) firstKey(a *indexedAccount) string {
 		return a.ID
 	}
 	return idx.keys[a.keys[0]].Key.ID
+}
+
+// accountPicks gathers accounts of an index (places in its accounts), each
+// once and only those with keys: the accounts whose quotas are read.
+type accountPicks struct {
+	idx    *keyIndex
+	seen   map[int]bool
+	places []int
+}
+
+func newAccountPicks(idx *keyIndex) *accountPicks {
+	return &accountPicks{idx: idx, seen: make(map[int]bool)}
+}
+
+func (p *accountPicks) add(i int) {
+	if !p.seen[i] && len(p.idx.accounts[i].keys) > 0 {
+		p.seen[i] = true
+		p.places = append(p.places, i)
+	}
+}
+
+// addID adds the account id when it is in force.
+func (p *accountPicks) addID(id string) {
+	if i, ok := p.idx.accountPos[id]; ok {
+		p.add(i)
+	}
+}
+
+// addQuiet adds the first n accounts by id with a quota and the first n
+// without one: those ranked first among the accounts that used nothing.
+func (p *accountPicks) addQuiet(n int) {
+	for _, list := range [][]int{p.idx.quotaAccounts, p.idx.freeAccounts} {
+		for _, i := range list[:min(n, len(list))] {
+			p.add(i)
+		}
+	}
+}
+
+// quotaPolicies returns what the limiter reads each account's quotas
+// with, in the order the accounts were added: one of its keys stands for
+// it, with the account's quotas and no rate (only the quotas are read).
+func (p *accountPicks) quotaPolicies() []limits.KeyPolicy {
+	kps := make([]limits.KeyPolicy, len(p.places))
+	for j, i := range p.places {
+		a := &p.idx.accounts[i]
+		pol := a.Policy
+		pol.PerSecond, pol.Burst = 0, 0
+		kps[j] = limits.KeyPolicy{Key: p.idx.firstKey(a), Account: a.ID, Policy: pol}
+	}
+	return kps
 }
 
 // keysAfter returns the place of the first key whose id sorts after after

@@ -13,8 +13,9 @@ import (
 
 // topQuota keeps the accounts that have used the largest share of a quota,
 // as the admissions of this instance report them, in a bounded min-heap:
-// the summary's top lists start from it instead of reading every key. It
-// holds at most topQuotaSize accounts, a few times the lists' length, so
+// the summary's top lists and the quota gauges start from it instead of
+// reading every key. It holds at most topQuotaSize accounts, a few times
+// the lists' length, or as many as the gauges ask for (hold), so
 // an account that falls out and comes back is seen again by its next
 // admission.
 //
@@ -36,14 +37,31 @@ type topQuota struct {
 	// of other windows takes the lock.
 	win atomic.Int64
 
-	mu         sync.Mutex          // guards entries, heap, day and month
+	mu         sync.Mutex          // guards entries, heap, size, day and month
 	entries    map[string]*topItem // account id → its place in heap
 	heap       topHeap
+	size       int // how many accounts it holds at most; 0: topQuotaSize
 	day, month int // the newest windows seen (YYYYMMDD, YYYYMM)
 }
 
-// topQuotaSize bounds topQuota: four times the lists' length.
+// topQuotaSize bounds topQuota unless hold asks for more: four times the
+// lists' length.
 const topQuotaSize = 4 * topN
+
+// hold lets t hold at least n accounts from now on: the quota gauges rank
+// the metrics.max_accounts accounts (and the detail ones) from it. It never
+// shrinks.
+func (t *topQuota) hold(n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n > t.sizeLocked() {
+		t.size = n
+		t.setFloorLocked()
+	}
+}
+
+// sizeLocked is how many accounts t holds at most. t.mu must be held.
+func (t *topQuota) sizeLocked() int { return max(t.size, topQuotaSize) }
 
 // topItem is one account's latest share of its quotas.
 type topItem struct {
@@ -91,7 +109,7 @@ func (t *topQuota) note(s limits.Subject, d limits.Decision) {
 	it := t.entries[account]
 	switch {
 	case it != nil:
-	case len(t.heap) < topQuotaSize:
+	case len(t.heap) < t.sizeLocked():
 		it = &topItem{account: account}
 		t.entries[account] = it
 		heap.Push(&t.heap, it)
@@ -132,7 +150,7 @@ func (t *topQuota) rollLocked(day, month int) {
 // setFloorLocked publishes the smallest share held once the heap is full.
 // t.mu must be held.
 func (t *topQuota) setFloorLocked() {
-	if len(t.heap) < topQuotaSize {
+	if len(t.heap) < t.sizeLocked() {
 		t.floor.Store(0)
 		return
 	}

@@ -141,7 +141,8 @@ func New(cfg *config.Config, opts Options) (*Gateway, error) {
 	g.adminRefusals = admin.NewMetrics(g.reg)
 	g.adminFailures = limits.NewAuthFailures(cfg.Limits.AuthFailures, g.clk, maxAdminIPs)
 	g.kept = keeper{log: g.log, clk: g.clk, reg: g.reg, cluster: cfg.ClusterMode(),
-		settings: func() *proxy.Settings { return g.chain.Settings() }}
+		settings: func() *proxy.Settings { return g.chain.Settings() },
+		usage:    func() *activity.Keys { return g.chain.KeyStats() }}
 
 	if _, err := proxy.Compile(cfg); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

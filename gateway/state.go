@@ -28,6 +28,7 @@ type keeper struct {
 	clk      clock.Clock
 	reg      prometheus.Registerer
 	settings func() *proxy.Settings // the settings in force
+	usage    func() *activity.Keys  // the keys' 24 h counters, kept across reloads
 	cluster  bool                   // cluster mode (at start): the counters are Redis's
 	// store keeps quota counters and usage across restarts; nil with
 	// state.path empty. redisKeeps is what the counters' Redis keeps on
@@ -120,7 +121,7 @@ func (s *keeper) open(cfg *config.Config, local *limits.Local) (err error) {
 	opts := state.Options{
 		Path:     sc.Path,
 		Interval: sc.FlushInterval,
-		Usage:    func() map[string]*activity.Key { return s.settings().KeyActivities() },
+		Usage:    s.usage(),
 		Clock:    s.clk,
 		Logger:   log,
 		Metrics:  m,

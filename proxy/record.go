@@ -21,6 +21,10 @@ func (c *Chain) withUsage(set *Settings) *Settings {
 	return set
 }
 
+// KeyStats returns the per-key 24 h counters of every snapshot: the keys
+// in force, and those counted since the state file last took them.
+func (c *Chain) KeyStats() *activity.Keys { return &c.keyStats }
+
 // record counts a finished request in the console's counters: the key's
 // 24 h counters (when a key was authenticated) and the gateway's activity.
 // It runs on every request, hits included: atomic adds only. A usage read

@@ -31,10 +31,9 @@ type keyedStore struct {
 
 func newKeyedStore(t *testing.T, n int) *keyedStore {
 	t.Helper()
-	k := &keyedStore{clk: clock.NewFake(t0), path: filepath.Join(t.TempDir(), "state"), keys: map[string]*activity.Key{}, m: NewMetrics(nil)}
-	for i := range n {
-		k.keys[fmt.Sprintf("key-%05d", i)] = new(activity.Key)
-	}
+	k := &keyedStore{clk: clock.NewFake(t0), path: filepath.Join(t.TempDir(), "state"), m: NewMetrics(nil)}
+	var usage activity.Keys
+	k.keys = usage.Retain(keyIDs("key-%05d", n))
 	var err error
 	if k.lim, err = limits.NewLocal(limits.DefaultConfig(), k.clk, nil); err != nil {
 		t.Fatal(err)
@@ -42,7 +41,7 @@ func newKeyedStore(t *testing.T, n int) *keyedStore {
 	// No interval write during a test: the tests write when they mean to;
 	// a Sync is served by the loop, as in the gateway.
 	k.s = New(Options{Path: k.path, Counters: k.lim, Clock: k.clk, Metrics: k.m, Interval: time.Hour,
-		Usage: func() map[string]*activity.Key { return k.keys }})
+		Usage: &usage})
 	k.lim.SetKeeper(k.s)
 	if err := k.s.Flush(); err != nil {
 		t.Fatal(err)
@@ -108,6 +107,56 @@ func TestStoreAppendsChangesOnly(t *testing.T) {
 	}
 	if info.Records != 2 || len(snap.Usage) != 1 || len(snap.Usage["key-01234"].Cells) != 1 || snap.Usage["key-01234"].Cells[0].Units != 5 {
 		t.Errorf("read back: %d records, usage %+v; want 2 records, key-01234 with 5 units", info.Records, snap.Usage)
+	}
+}
+
+// TestStoreFlushRacingCounts: keys counted from several goroutines while
+// the interval's writes run (go test -race): the file read back after one
+// more write holds every count, none lost to a write it raced with.
+func TestStoreFlushRacingCounts(t *testing.T) {
+	k := newKeyedStore(t, 20)
+	const writers, counts = 4, 500
+	ids := keyIDs("key-%05d", 20)
+	stop, flushed := make(chan struct{}), make(chan error, 1)
+	go func() { // the interval's writes, back to back
+		for {
+			select {
+			case <-stop:
+				flushed <- k.s.flush(writeTick) // what the last of them missed
+				return
+			default:
+			}
+			if err := k.s.flush(writeTick); err != nil {
+				flushed <- err
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range counts {
+				k.keys[ids[(w+i)%len(ids)]].Record(k.clk.Now(), api.EndpointSeries, 200, 1)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	snap, err := Load(k.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total uint64
+	for _, id := range ids {
+		for _, c := range snap.Usage[id].Cells {
+			total += c.Requests
+		}
+	}
+	if total != writers*counts {
+		t.Errorf("the file holds %d requests; %d were counted", total, writers*counts)
 	}
 }
 
@@ -205,14 +254,12 @@ func BenchmarkStoreWrite(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	keys := map[string]*activity.Key{}
-	for i := range 100_000 {
-		k := new(activity.Key)
+	var usage activity.Keys
+	keys := usage.Retain(keyIDs("key-%06d", 100_000))
+	for _, k := range keys {
 		k.Record(clk.Now(), api.EndpointSeries, 200, 1)
-		keys[fmt.Sprintf("key-%06d", i)] = k
 	}
-	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Counters: lim, Clock: clk, Interval: time.Hour,
-		Usage: func() map[string]*activity.Key { return keys }})
+	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Counters: lim, Clock: clk, Interval: time.Hour, Usage: &usage})
 	for id := range keys { // before the keeper: no write per account
 		if _, err := lim.Admit(context.Background(), limits.Subject{Key: id}, limits.Policy{Daily: 1000}, 1); err != nil {
 			b.Fatal(err)
@@ -248,4 +295,40 @@ func BenchmarkStoreWrite(b *testing.B) {
 			b.ReportMetric(float64(s.size), "file-bytes")
 		})
 	}
+}
+
+// BenchmarkStoreFlushFewUsed is one interval's write with 100,000 keys of
+// which 10 were counted since the previous write: what it costs follows
+// the 10, not the 100,000.
+func BenchmarkStoreFlushFewUsed(b *testing.B) {
+	clk := clock.NewFake(t0)
+	var usage activity.Keys
+	keys := usage.Retain(keyIDs("key-%06d", 100_000))
+	used := make([]*activity.Key, 10)
+	for i := range used {
+		used[i] = keys[fmt.Sprintf("key-%06d", i*9973)]
+	}
+	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Clock: clk, Interval: time.Hour, Usage: &usage})
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, k := range used {
+			k.Record(clk.Now(), api.EndpointSeries, 200, 1)
+		}
+		if err := s.flush(writeTick); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// keyIDs returns n key ids made by format from 0..n-1.
+func keyIDs(format string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf(format, i)
+	}
+	return ids
 }

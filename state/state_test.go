@@ -211,9 +211,9 @@ func TestStoreSyncAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var key activity.Key
-	s := New(Options{Path: path, Counters: lim, Clock: clk,
-		Usage: func() map[string]*activity.Key { return map[string]*activity.Key{"acme-prod": &key} }})
+	var usage activity.Keys
+	key := usage.Retain([]string{"acme-prod"})["acme-prod"]
+	s := New(Options{Path: path, Counters: lim, Clock: clk, Usage: &usage})
 	lim.SetKeeper(s)
 	s.Start()
 	p := limits.Policy{Daily: 20000, Monthly: 400000}

@@ -32,15 +32,15 @@ var (
 	_ limits.Keeper = (*Store)(nil)
 )
 
-// Options are a Store's parts. Usage returns the per-key counters to keep
-// (the configured keys'); nil keeps none. Counters nil keeps no quota
+// Options are a Store's parts. Usage is the per-key counters to keep (the
+// configured keys'); nil keeps none. Counters nil keeps no quota
 // counters. A nil Clock is clock.Real{}, a nil Logger zap.NewNop(), nil
 // Metrics an unregistered set.
 type Options struct {
 	Path     string
 	Interval time.Duration
 	Counters Counters
-	Usage    func() map[string]*activity.Key
+	Usage    *activity.Keys
 	Clock    clock.Clock
 	Logger   *zap.Logger
 	Metrics  *Metrics
@@ -218,10 +218,9 @@ func (s *Store) writeWhole(now time.Time, reserve bool) (int, error) {
 		}
 	}
 	if s.o.Usage != nil {
-		keys := s.o.Usage()
+		keys := s.o.Usage.TakeAll() // this write holds every change
 		snap.Usage = make(map[string]activity.KeyRecord, len(keys))
 		for id, k := range keys {
-			k.TakeChanged() // this write holds its counts
 			if rec := k.Export(now); !rec.LastSeen.IsZero() || len(rec.Cells) > 0 || len(rec.Hours) > 0 {
 				snap.Usage[id] = rec
 			}
@@ -259,10 +258,7 @@ func (s *Store) appendChanges(now time.Time, usage bool) (int, error) {
 		rec.Counters = s.o.Counters.Checkpoint(now, true)
 	}
 	if usage && s.o.Usage != nil {
-		for id, k := range s.o.Usage() {
-			if !k.TakeChanged() {
-				continue
-			}
+		for id, k := range s.o.Usage.TakeChanged() {
 			if rec.Usage == nil {
 				rec.Usage = make(map[string]activity.KeyRecord)
 			}

@@ -15,6 +15,8 @@ package tenantlabel
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -188,6 +190,24 @@ func (l *Labels) DetailAccount(account string) bool {
 	}
 	_, ok := l.cur.Load().accounts[account]
 	return ok
+}
+
+// DetailKeys returns the detail keys in force, in no order; none for a nil
+// *Labels.
+func (l *Labels) DetailKeys() []string {
+	if l == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(l.cur.Load().keys))
+}
+
+// DetailAccounts returns the detail accounts in force, in no order; none
+// for a nil *Labels.
+func (l *Labels) DetailAccounts() []string {
+	if l == nil {
+		return nil
+	}
+	return slices.Collect(maps.Keys(l.cur.Load().accounts))
 }
 
 // MaxAccounts returns the limit in force; for a nil *Labels, -1 (none).

@@ -41,7 +41,10 @@ func TestConfigure(t *testing.T) {
 	if a, k := l.Of("w", "beta"); a != Other || k != "" {
 		t.Fatalf("before the reload: got %q, %q; want %q, \"\"", a, k, Other)
 	}
-	l.Configure(Config{MaxAccounts: 2, DetailKeys: []string{"w"}})
+	l.Configure(Config{MaxAccounts: 2, DetailKeys: []string{"w"}, DetailAccounts: []string{"x", "y"}})
+	if keys, accounts := l.DetailKeys(), l.DetailAccounts(); len(keys) != 1 || keys[0] != "w" || len(accounts) != 2 {
+		t.Errorf("detail lists after the reload: %v, %v; want [w] and x, y", keys, accounts)
+	}
 	if a, k := l.Of("w", "beta"); a != "beta" || k != "w" {
 		t.Errorf("a key made detail by reload: got %q, %q; want \"beta\", \"w\"", a, k)
 	}
@@ -93,7 +96,7 @@ func TestNil(t *testing.T) {
 	if a, k := l.Of("k", "acme"); a != "acme" || k != "" {
 		t.Errorf("nil Of: got %q, %q; want \"acme\", \"\"", a, k)
 	}
-	if l.DetailKey("k") || l.DetailAccount("acme") || l.MaxAccounts() != -1 {
+	if l.DetailKey("k") || l.DetailAccount("acme") || l.MaxAccounts() != -1 || l.DetailKeys() != nil || l.DetailAccounts() != nil {
 		t.Errorf("nil: got detail or a limit; want none")
 	}
 }
