@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/cache"
 )
 
 // What the upstream is known to refuse is refused here, without a call
@@ -15,6 +16,16 @@ import (
 
 // rejectedFor is how long the upstream's 400 for a request is kept.
 const rejectedFor = time.Minute
+
+// answers reports whether e, the entry under req's key, answers req: not
+// when req's window has only a start and e's data was generated (by the
+// upstream's clock) at or before the client's own start, a window the
+// upstream refused then. Every start in one bucket shares a key
+// (api.Request.ClientStart), so an entry filled or cut for an earlier
+// start in it may predate a later one.
+func answers(req api.Request, e *cache.Entry) bool {
+	return req.End != 0 || e == nil || e.Generated <= 0 || req.ClientStart() < e.Generated
+}
 
 // futureStartSlack is how far past the upstream's now, as last observed,
 // a start must lie to be refused here: the observation (config.generated)

@@ -47,6 +47,9 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in))
 	}
+	if err == nil && !answers(req, res.Entry) {
+		res, err = c.ownFill(cctx, in)
+	}
 	if in.traced {
 		traceLookup(sp, res, err)
 	}
@@ -246,6 +249,20 @@ func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Setti
 	now := c.received(resp)
 	c.observeClock(req, resp, now)
 	return entryOf(req, resp, now, set), nil
+}
+
+// ownFill answers in's window, which has only a start, with a fetch of its
+// own when the entry under its key does not answer it (see answers), and
+// stores the result in that entry's place.
+func (c *Chain) ownFill(ctx context.Context, in *info) (cache.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, in.set.ttl.FetchTimeout)
+	defer cancel()
+	e, err := c.fetchFor(ctx, in, false)
+	if err != nil {
+		return cache.Result{}, err
+	}
+	_ = c.cache.Put(context.WithoutCancel(ctx), e)
+	return cache.Result{Entry: e, Outcome: cache.Miss}, nil
 }
 
 // received is when resp arrived: the instant its entry's age counts from
