@@ -252,17 +252,14 @@ func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Setti
 }
 
 // ownFill answers in's window, which has only a start, with a fetch of its
-// own when the entry under its key does not answer it (see answers), and
-// stores the result in that entry's place.
+// own (as a pass-through route's) when the entry under its key does not
+// answer it (see answers), and stores the result in that entry's place.
 func (c *Chain) ownFill(ctx context.Context, in *info) (cache.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, in.set.ttl.FetchTimeout)
-	defer cancel()
-	e, err := c.fetchFor(ctx, in, false)
-	if err != nil {
-		return cache.Result{}, err
+	res, err := c.passThrough(ctx, in)
+	if err == nil {
+		_ = c.cache.Put(context.WithoutCancel(ctx), res.Entry)
 	}
-	_ = c.cache.Put(context.WithoutCancel(ctx), e)
-	return cache.Result{Entry: e, Outcome: cache.Miss}, nil
+	return res, err
 }
 
 // received is when resp arrived: the instant its entry's age counts from
