@@ -5,6 +5,7 @@ import (
 
 	"trendgate/api"
 	"trendgate/cache"
+	"trendgate/upstream"
 )
 
 // What the upstream is known to refuse is refused here, without a call
@@ -16,6 +17,17 @@ import (
 
 // rejectedFor is how long the upstream's 400 for a request is kept.
 const rejectedFor = time.Minute
+
+// observeClock notes how far the upstream's clock is from ours, by the
+// generated time of resp, its answer to q received at now. Only the list
+// and series are regenerated within a minute; whatsup summaries lag by
+// hours and say nothing of the clock.
+func (c *Chain) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
+	if resp.Generated > 0 && (q.Endpoint == api.EndpointSeries || q.Endpoint == api.EndpointList) {
+		c.upstreamSkew.Store(resp.Generated - now.Unix())
+		c.skewKnown.Store(true)
+	}
+}
 
 // answers reports whether e, the entry under req's key, answers req: not
 // when req's window has only a start and e's data was generated (by the
