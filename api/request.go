@@ -37,6 +37,11 @@ type Request struct {
 	// under every such reading, all bounds with one canonical form select
 	// the same buckets, so normalizing never changes the answer.
 	Start, End int64
+	// clientStart is the client's own start, to the second, when the
+	// window has only a start and Start is its canonical form (0
+	// otherwise; see ClientStart). It is not part of the key: every client
+	// start in one bucket shares one entry and one upstream request.
+	clientStart int64
 	// Metric is the TSV metric (tsv only).
 	Metric string
 	// Route is the configured route (EndpointRoute only; nil otherwise).
@@ -535,6 +540,9 @@ func (q *Request) resolveSeries(p *queryParams, now time.Time) *httperr.Error {
 		// a little behind ours, the second decides the answer.
 		q.Start = start
 	}
+	if !hasEnd && q.Start != start {
+		q.clientStart = start
+	}
 	return nil
 }
 
@@ -707,6 +715,19 @@ func (q Request) UpstreamQuery() string {
 // BucketSeconds is the length of q's buckets in seconds: 3600 or 86400 for
 // a time series, 0 for anything else.
 func (q Request) BucketSeconds() int64 { return bucketSeconds(q.Bucket) }
+
+// ClientStart is the start the client gave for a window with only a
+// start, to the second, where Start may be its canonical form: the
+// upstream, which ends such a window at its own now, refuses it while its
+// now is not past this second, so an answer generated at or before it is
+// not an answer to the client's window. For any other Request (and one
+// not made by ParseRequest) it is Start.
+func (q Request) ClientStart() int64 {
+	if q.clientStart != 0 && q.Start != 0 && q.End == 0 {
+		return q.clientStart // (a copy made an interval request has none)
+	}
+	return q.Start
+}
 
 // WindowEnd tells freshness when the data selected by q stops changing. It
 // is the zero time when the window reaches now (an interval, a window with

@@ -341,7 +341,7 @@ var goodCases = []struct {
 	{
 		name:      "series only start runs to the upstream's now",
 		target:    "/api4/public/topic/bitcoin/time-series/v1?start=1760600000",
-		want:      Request{Endpoint: EndpointSeries, Topic: "bitcoin", Bucket: "hour", Start: 1760598001},
+		want:      Request{Endpoint: EndpointSeries, Topic: "bitcoin", Bucket: "hour", Start: 1760598001, clientStart: 1760600000},
 		wantKey:   "v2|series|bitcoin|hour||1760598001|",
 		wantPath:  "/api4/public/topic/bitcoin/time-series/v1",
 		wantQuery: "bucket=hour&start=1760598001",
@@ -616,7 +616,8 @@ func TestDistinctRequestsHaveDistinctKeys(t *testing.T) {
 }
 
 // TestUpstreamTargetRoundTrips checks that the upstream target, parsed as a
-// client request, gives back the same Request: the topic is re-encoded
+// client request, gives back the same Request (less the client's own start
+// of a start-only window, see ClientStart): the topic is re-encoded
 // exactly once and the forwarded window selects the same buckets.
 func TestUpstreamTargetRoundTrips(t *testing.T) {
 	for _, tc := range goodCases {
@@ -633,6 +634,7 @@ func TestUpstreamTargetRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseRequest(upstream %q): %v; want success", up, err)
 			}
+			q.clientStart = 0 // not sent upstream
 			if again != q {
 				t.Errorf("upstream %q parses to %+v; want %+v", up, again, q)
 			}
@@ -664,6 +666,33 @@ func TestWindowEnd(t *testing.T) {
 				t.Errorf("WindowEnd() = %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestClientStart: a start-only window keeps the client's second beside
+// its canonical start; every other window's ClientStart is its Start.
+func TestClientStart(t *testing.T) {
+	tests := []struct {
+		target     string
+		start, got int64
+	}{
+		{"/api4/public/topic/bitcoin/time-series/v1?start=1760600000", 1760598001, 1760600000}, // canonical
+		{"/api4/public/topic/bitcoin/time-series/v1?start=1760601600", 1760601600, 1760601600}, // a boundary
+		{"/api4/public/topic/bitcoin/time-series/v1?start=1760654500", 1760654500, 1760654500}, // near now
+		{"/api4/public/topic/bitcoin/time-series/v1?start=1760600000&end=1760640000", 1760598001, 1760598001},
+		{"/api4/public/topic/bitcoin/time-series/v1?interval=1d", 0, 0},
+	}
+	for _, tc := range tests {
+		q, err := parseTarget(t, tc.target)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.target, err)
+		}
+		if q.Start != tc.start || q.ClientStart() != tc.got {
+			t.Errorf("%s: Start %d, ClientStart %d; want %d, %d", tc.target, q.Start, q.ClientStart(), tc.start, tc.got)
+		}
+		if k, err := ParseKey(q.Key(), testNow); err != nil || k.Key() != q.Key() {
+			t.Errorf("%s: the key %q does not parse back to itself (%v)", tc.target, q.Key(), err)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"trendgate/api"
+	"trendgate/cache"
+	"trendgate/upstream"
 )
 
 // What the upstream is known to refuse is refused here, without a call
@@ -15,6 +17,27 @@ import (
 
 // rejectedFor is how long the upstream's 400 for a request is kept.
 const rejectedFor = time.Minute
+
+// observeClock notes how far the upstream's clock is from ours, by the
+// generated time of resp, its answer to q received at now. Only the list
+// and series are regenerated within a minute; whatsup summaries lag by
+// hours and say nothing of the clock.
+func (c *Chain) observeClock(q api.Request, resp *upstream.Response, now time.Time) {
+	if resp.Generated > 0 && (q.Endpoint == api.EndpointSeries || q.Endpoint == api.EndpointList) {
+		c.upstreamSkew.Store(resp.Generated - now.Unix())
+		c.skewKnown.Store(true)
+	}
+}
+
+// answers reports whether e, the entry under req's key, answers req: not
+// when req's window has only a start and e's data was generated (by the
+// upstream's clock) at or before the client's own start, a window the
+// upstream refused then. Every start in one bucket shares a key
+// (api.Request.ClientStart), so an entry filled or cut for an earlier
+// start in it may predate a later one.
+func answers(req api.Request, e *cache.Entry) bool {
+	return req.End != 0 || e == nil || e.Generated <= 0 || req.ClientStart() < e.Generated
+}
 
 // futureStartSlack is how far past the upstream's now, as last observed,
 // a start must lie to be refused here: the observation (config.generated)

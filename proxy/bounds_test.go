@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/demo"
 	"trendgate/gateway/gatewaytest"
 )
 
@@ -60,5 +61,73 @@ func TestFutureStartRefusedEarly(t *testing.T) {
 	past := fmt.Sprintf("%s?start=%d", base, h.Clock.Now().Add(-3*time.Hour).Unix())
 	if r := h.Send(past, h.Full); r.Status != http.StatusOK {
 		t.Errorf("start 3 h ago: %d %s; want 200", r.Status, r.Text())
+	}
+}
+
+// startAfter returns the harness's clock moved to minute 20 of its next
+// hour (so that a start a minute later shares the hour's canonical start,
+// the hour's second second) and a series path of topic i.
+func startAfter(t *testing.T, h *gatewaytest.ProtectHarness, i int) (base string, at int64) {
+	t.Helper()
+	next := h.Clock.Now().Unix()/3600*3600 + 3600 + 20*60
+	h.Clock.Advance(time.Duration(next-h.Clock.Now().Unix()) * time.Second)
+	return "/api4/public/topic/" + url.PathEscape(h.Up.Topics()[i]) + "/time-series/v1", next
+}
+
+// TestStaleCutAfterTheClientsStart is a regression test (the oracle, long
+// run, gaps and lag seed 3): with the upstream failing, a start-only
+// window was cut from a stale week generated before the client's start.
+// Asked more than 10 minutes after it, the start's canonical form is its
+// hour's second second, before the week's generated time, so the cut
+// looked covered; the upstream would have refused the window then. Such a
+// window is not cut; one that starts before the week was generated is.
+func TestStaleCutAfterTheClientsStart(t *testing.T) {
+	h := gatewaytest.NewProtectHarness(t, statedReading)
+	base, at := startAfter(t, h, 4)
+	teachReading(t, h)
+	if r := h.Send(base, h.Full); r.Status != http.StatusOK {
+		t.Fatalf("the week: %d", r.Status)
+	}
+	h.Clock.Advance(70 * time.Minute) // the week is stale
+	h.Up.SetFault(demo.FaultServerError)
+	after := fmt.Sprintf("%s?start=%d", base, at+60)
+	if r := h.Send(after, h.Full); r.Status == http.StatusOK {
+		t.Errorf("start after the week's now: %d %q; want no answer (the upstream refused this window then)", r.Status, r.Header.Get("Cache-Status"))
+	}
+	before := fmt.Sprintf("%s?start=%d", base, at-60)
+	if r := h.Send(before, h.Full); r.Status != http.StatusOK || r.Header.Get("Cache-Status") != "trendgate; hit; stale; detail=range" {
+		t.Errorf("start before the week's now: %d %q; want 200 stale range", r.Status, r.Header.Get("Cache-Status"))
+	}
+}
+
+// TestHitAfterTheClientsStart: every start in a bucket, once more than 10
+// minutes old, shares its canonical start and so its entry. An entry
+// fetched for an earlier start in the bucket, generated before a later
+// client's start, does not answer that client (the upstream refused its
+// window then), fresh or stale: it is fetched for it, and the entry
+// replaced.
+func TestHitAfterTheClientsStart(t *testing.T) {
+	h := gatewaytest.NewProtectHarness(t, gatewaytest.RoomyFullPlan)
+	for _, bucket := range []string{"day", "hour"} { // fresh for 1h; stale after 10 min
+		t.Run(bucket, func(t *testing.T) {
+			base, at := startAfter(t, h, 2)
+			base += "?bucket=" + bucket
+			first := fmt.Sprintf("%s&start=%d", base, at-15*60)
+			if r := h.Send(first, h.Full); r.Status != http.StatusOK || r.Header.Get("Cache-Status") != csMiss {
+				t.Fatalf("%s: %d %q", first, r.Status, r.Header.Get("Cache-Status"))
+			}
+			h.Clock.Advance(15 * time.Minute)
+			h.Up.Reset()
+			later := fmt.Sprintf("%s&start=%d", base, at+60)
+			r := h.Send(later, h.Full)
+			if r.Status != http.StatusOK || r.Header.Get("Cache-Status") != csMiss || len(h.Up.Requests()) == 0 {
+				t.Fatalf("%s: %d %q, %d upstream calls; want an answer fetched for it", later, r.Status, r.Header.Get("Cache-Status"), len(h.Up.Requests()))
+			}
+			h.Quiesce()
+			h.Up.Reset()
+			if r := h.Send(first, h.Full); r.Status != http.StatusOK || r.Header.Get("Cache-Status") != "trendgate; hit" || len(h.Up.Requests()) != 0 {
+				t.Errorf("%s again: %d %q, %d upstream calls; want a hit of the new entry", first, r.Status, r.Header.Get("Cache-Status"), len(h.Up.Requests()))
+			}
+		})
 	}
 }

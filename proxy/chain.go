@@ -18,6 +18,7 @@ import (
 	"trendgate/internal/inflight"
 	"trendgate/internal/tenantlabel"
 	"trendgate/limits"
+	"trendgate/rangecut"
 	"trendgate/rollup"
 	"trendgate/series"
 	"trendgate/upstream"
@@ -78,7 +79,7 @@ type Deps struct {
 	Labels *tenantlabel.Labels
 	// StatedReading is upstream.window_reading; ReadingsRedis, when not
 	// nil, shares what the upstream's answers taught with the cluster,
-	// under ReadingsPrefix (see readings).
+	// under ReadingsPrefix (see package rangecut).
 	StatedReading  series.Reading
 	ReadingsRedis  redis.UniversalClient
 	ReadingsPrefix string
@@ -108,13 +109,9 @@ type Chain struct {
 	// inflight bounds the bytes that freshly derived variants hold
 	// outside the cache.
 	inflight *inflight.Bound
-	// statedReading is upstream.window_reading (at start); readings is
-	// what the upstream's answers taught (see ranges.go).
-	statedReading series.Reading
-	readings      *readings
-	// widenPausedUntil is when widening may resume (unix nanoseconds),
-	// after a widened answer did not cover its window.
-	widenPausedUntil atomic.Int64
+	// ranges cuts absolute series windows from wider cached answers and
+	// keeps the upstream's window readings (package rangecut).
+	ranges *rangecut.Cutter
 	// upstreamSkew is how far the upstream's clock ran ahead of ours (in
 	// seconds, negative when behind) by the generated time of its latest
 	// list or series answer (see observeClock).
@@ -138,13 +135,15 @@ func New(set *Settings, deps Deps) *Chain {
 		clk: deps.Clock, log: deps.Logger, access: zap.NewNop(), metrics: newMetrics(deps.Registry, deps.Labels),
 		up: deps.Upstream, cache: deps.Cache, local: deps.Local, limiter: deps.Limiter, usage: deps.Usage,
 		authFail: deps.AuthFailures, act: deps.Activity, inflight: deps.Inflight,
-		statedReading: deps.StatedReading, tracer: deps.Tracer, rollups: deps.Rollups,
-		readings: newReadings(deps.Logger.Named("series"), deps.ReadingsRedis, deps.ReadingsPrefix),
+		tracer: deps.Tracer, rollups: deps.Rollups,
 	}
+	c.ranges = rangecut.New(rangecut.Options{
+		Clock: deps.Clock, Logger: deps.Logger.Named("series"), Registry: deps.Registry, Cache: deps.Cache,
+		Stated: deps.StatedReading, Redis: deps.ReadingsRedis, Prefix: deps.ReadingsPrefix, Tracer: deps.Tracer,
+	})
 	if a := set.cfg.Log.Access; a == nil || *a {
 		c.access = c.log.Named("access")
 	}
-	c.readings.register(deps.Registry, c.statedReading)
 	c.Swap(set)
 	c.handler = c.chain()
 	return c

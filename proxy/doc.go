@@ -1,8 +1,8 @@
 // Package proxy is trendgate's request chain: one handler (Chain) that
 // takes a public API request through observe, route, authenticate, check
 // the plan, limit, cache, upstream, project and write (see chain.go), with
-// the range-aware series cut around the fetch (ranges.go, readings.go),
-// the client-facing errors, and the chain's own metrics and spans.
+// the range-aware series cut around the fetch (package rangecut), the
+// client-facing errors, and the chain's own metrics and spans.
 //
 // It owns the order of the steps, the request state that travels through
 // them and the reloadable configuration snapshot they read (Settings); what

@@ -13,7 +13,7 @@ import (
 // TestFairShareFloodSparesOtherKeys is issue 20's reproduction: with a
 // budget of 20 upstream calls a minute, key A sends 25 cold series requests
 // (distinct topics: distinct windows of one topic are now cut from one
-// cached week, see ranges.go), and key B then asks for three cold
+// cached week, see package rangecut), and key B then asks for three cold
 // resources. A must not take the minute from B, whether B had asked for
 // upstream data just before A's flood or arrives only after it.
 func TestFairShareFloodSparesOtherKeys(t *testing.T) {

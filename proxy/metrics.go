@@ -13,8 +13,8 @@ import (
 )
 
 // metrics are the chain's own collectors; the process (package gateway),
-// the cache, upstream and limits packages register theirs on the same
-// registry.
+// the cache, upstream, limits and rangecut packages register theirs on the
+// same registry.
 type metrics struct {
 	requests     *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -22,11 +22,6 @@ type metrics struct {
 	limited      *prometheus.CounterVec
 	quotaCharged *prometheus.CounterVec
 	upByAccount  *prometheus.CounterVec
-	rangeFills   prometheus.Counter
-	rangeWidened prometheus.Counter
-	// rangeWidenMisses counts widened answers that did not cover the
-	// window they were fetched for.
-	rangeWidenMisses prometheus.Counter
 	// upAbandoned counts upstream calls whose requesting client had left
 	// before the answer came, by account.
 	upAbandoned *prometheus.CounterVec
@@ -91,18 +86,6 @@ func newMetrics(reg prometheus.Registerer, labels *tenantlabel.Labels) *metrics 
 			Name: "trendgate_upstream_calls_by_account_total",
 			Help: "Cold misses that needed the upstream, by the account whose request caused them (labelled as trendgate_quota_charged_units_total), key_id (metrics.detail_keys only) and result: sent (the upstream was called), share_refused (the account's fair share was used up), budget_refused (the upstream budget was), breaker_open, busy (no connection slot free in time).",
 		}, []string{"account", "key_id", "result"}),
-		rangeFills: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trendgate_series_range_fills_total",
-			Help: "Absolute-window time series answered by cutting the rows of a wider cached answer, without an upstream call.",
-		}),
-		rangeWidened: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trendgate_series_widened_fetches_total",
-			Help: "Cold hourly windows for which the one-week answer was fetched (and kept) instead, to cut the window from it.",
-		}),
-		rangeWidenMisses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "trendgate_series_widen_uncovered_total",
-			Help: "Widened one-week answers whose rows did not cover the window they were fetched for (the upstream's clock or lag differs from the gateway's); the window was then fetched itself and widening paused for 10 minutes.",
-		}),
 		upAbandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trendgate_upstream_calls_abandoned_total",
 			Help: "Upstream calls made for a request whose client had gone (499) before the answer came, by account and key_id (labelled as trendgate_quota_charged_units_total): quota is refunded for such requests, the upstream call is not.",
@@ -110,7 +93,7 @@ func newMetrics(reg prometheus.Registerer, labels *tenantlabel.Labels) *metrics 
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.duration, m.authFailures, m.limited, m.quotaCharged,
-			m.upByAccount, m.upAbandoned, m.rangeFills, m.rangeWidened, m.rangeWidenMisses)
+			m.upByAccount, m.upAbandoned)
 	}
 	return m
 }

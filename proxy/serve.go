@@ -47,6 +47,9 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in))
 	}
+	if err == nil && !answers(req, res.Entry) {
+		res, err = c.ownFill(cctx, in)
+	}
 	if in.traced {
 		traceLookup(sp, res, err)
 	}
@@ -131,7 +134,7 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 }
 
 // fetcher returns the cache's fetch for in's request: a cut from a wider
-// answer the cache holds (see ranges.go), else one upstream call built
+// answer the cache holds (package rangecut), else one upstream call built
 // from the canonical request only, turned into an entry with our
 // freshness. A cold fetch is claimed on behalf of in's key for the fair
 // share of the upstream budget; a background refresh on nobody's.
@@ -167,7 +170,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 	if err := c.refuseEarly(req); err != nil {
 		return nil, err
 	}
-	if e := c.fromWider(ctx, req, set, false); e != nil {
+	if e := c.ranges.FromWider(ctx, req, &set.ttl, false); e != nil {
 		return e, nil
 	}
 	start := c.clk.Now()
@@ -217,7 +220,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 	}
 	if err != nil && ctx.Err() == nil {
 		// Every failure a stale entry answers, a stale cut answers.
-		if stale := c.fromWider(ctx, req, set, true); stale != nil {
+		if stale := c.ranges.FromWider(ctx, req, &set.ttl, true); stale != nil {
 			return stale, nil
 		}
 	}
@@ -230,7 +233,7 @@ func (c *Chain) fetchFor(ctx context.Context, in *info, background bool) (e *cac
 // the upstream was called, for the access log.
 func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Settings, start time.Time, ur upstream.Request) (*cache.Entry, error) {
 	if !ur.Background {
-		if wide, ok := c.widened(ctx, req, set, start); ok {
+		if wide, ok := c.ranges.Widened(ctx, req, start); ok {
 			in.upstreamReason.Store(&reasonWiden)
 			if e, err := c.fetchWidened(ctx, req, wide, ur, set); e != nil || err != nil {
 				return e, err
@@ -242,10 +245,36 @@ func (c *Chain) fetch(ctx context.Context, in *info, req api.Request, set *Setti
 	if err != nil {
 		return nil, err
 	}
-	c.learnReading(ctx, req, resp, set)
+	c.ranges.Learn(ctx, req, resp.Status, resp.Body)
 	now := c.received(resp)
 	c.observeClock(req, resp, now)
 	return entryOf(req, resp, now, set), nil
+}
+
+// ownFill answers in's window, which has only a start, with a fetch of its
+// own (as a pass-through route's) when the entry under its key does not
+// answer it (see answers), and stores the result in that entry's place.
+func (c *Chain) ownFill(ctx context.Context, in *info) (cache.Result, error) {
+	res, err := c.passThrough(ctx, in)
+	if err == nil {
+		_ = c.cache.Put(context.WithoutCancel(ctx), res.Entry)
+	}
+	return res, err
+}
+
+// fetchWidened fetches wide, the week to fetch instead of req (see
+// rangecut.Cutter.Widened), from the upstream for the caller of req, and
+// returns req's entry cut from it, or nil, nil when the week does not
+// cover req (see rangecut.Cutter.CutWidened).
+func (c *Chain) fetchWidened(ctx context.Context, req, wide api.Request, up upstream.Request, set *Settings) (*cache.Entry, error) {
+	up.Path, up.RawQuery, up.Reason = wide.UpstreamPath(), wide.UpstreamQuery(), "widen"
+	resp, err := c.up.Do(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	now := c.received(resp)
+	c.observeClock(wide, resp, now)
+	return c.ranges.CutWidened(ctx, req, entryOf(wide, resp, now, set), entryOf(req, resp, now, set), resp.Empty, &set.ttl), nil
 }
 
 // received is when resp arrived: the instant its entry's age counts from

@@ -207,10 +207,11 @@ var (
 // upstream's now when it answered) is past that bucket's end. A bucket
 // that began after the upstream's now proves nothing: an answer that has
 // no row for it shows only that the upstream had none yet. A window with
-// only a start is covered when wide's config.generated is past that start
-// (the upstream ends such a window at its now, in the bucket of
-// config.generated or of wide's newest row), and its end edge is read as an
-// end inside a bucket. Then its rows are what the upstream held for the
+// only a start is covered when wide's config.generated is past the
+// client's own start (api.Request.ClientStart: before that the upstream
+// refused the window), as the upstream ends such a window at its now, in
+// the bucket of config.generated or of wide's newest row; its end edge is
+// read as an end inside a bucket. Then its rows are what the upstream held for the
 // window when it answered; otherwise Cut returns ErrNotCovered. Where an edge bucket holds a row and r does not
 // know whether it is selected, Cut returns ErrAmbiguous. A body that is not
 // the upstream's series shape, or of another bucket size, is an error.
@@ -239,7 +240,7 @@ func Cut(wide []byte, narrow api.Request, r Reading) (body []byte, rows int, err
 		// must be past start (else it refuses the window). That end lies
 		// inside the bucket of wide's now, or of its newest row if that is
 		// later (generated may lag the rows by a little).
-		if !p.hasGenerated || p.generated <= narrow.Start {
+		if !p.hasGenerated || p.generated <= narrow.ClientStart() {
 			return nil, 0, ErrNotCovered
 		}
 		e.end, e.endFact, e.hasEnd = floor(p.generated, size), r.EndInside, true

@@ -566,3 +566,32 @@ func TestCutOnlyStartAtTheHour(t *testing.T) {
 		}
 	}
 }
+
+// TestCutOnlyStartAfterTheWideAnswer is a regression test (the oracle,
+// long run, a stale cut after an upstream error): a start-only window
+// asked more than 10 minutes after its start has a canonical start early
+// in its hour, before the wide answer's generated time, while the client's
+// own start came after it. The upstream would have refused that window
+// then; it is not cut. A start before the generated time still is.
+func TestCutOnlyStartAfterTheWideAnswer(t *testing.T) {
+	clk := clock.NewFake(testNow)
+	up := newUpstream(t, clk, demo.Options{})
+	known, _ := series.Named("floor", "inclusive")
+	base := "/api4/public/topic/" + url.PathEscape(up.Topics()[0]) + "/time-series/v1?bucket=hour"
+	wide := fetch(t, up, parse(t, base+"&interval=1w", testNow))
+	later := testNow.Add(20 * time.Minute)
+	after := parse(t, base+fmt.Sprintf("&start=%d", testNow.Unix()+60), later)
+	if after.Start >= testNow.Unix() {
+		t.Fatalf("canonical start %d; want it before the wide answer's now %d", after.Start, testNow.Unix())
+	}
+	if _, _, err := series.Cut(wide, after, known); !errors.Is(err, series.ErrNotCovered) {
+		t.Errorf("client start after the wide answer's now: %v; want ErrNotCovered", err)
+	}
+	before := parse(t, base+fmt.Sprintf("&start=%d", testNow.Unix()-60), later)
+	if before.Start != after.Start {
+		t.Fatalf("canonical starts %d and %d differ", before.Start, after.Start)
+	}
+	if _, _, err := series.Cut(wide, before, known); err != nil {
+		t.Errorf("client start before the wide answer's now: %v; want a cut", err)
+	}
+}
