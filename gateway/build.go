@@ -14,6 +14,7 @@ import (
 	"trendgate/internal/redisconn"
 	"trendgate/limits"
 	"trendgate/proxy"
+	"trendgate/rangecut"
 	"trendgate/series"
 	"trendgate/upstream"
 )
@@ -61,15 +62,17 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		upOpts = append(upOpts, upstream.WithTransport(opts.UpstreamTransport))
 	}
 
-	if deps.StatedReading, err = series.Named(cfg.Upstream.WindowReading.Start, cfg.Upstream.WindowReading.End); err != nil {
+	stated, err := series.Named(cfg.Upstream.WindowReading.Start, cfg.Upstream.WindowReading.End)
+	if err != nil {
 		return deps, err
 	}
+	var readingsRedis redis.UniversalClient // what the upstream's answers teach, shared in cluster mode
 	if cfg.ClusterMode() {
 		cl, err := g.buildCluster(cfg, local, store, limitMetrics, cacheMetrics, upMetrics)
 		if err != nil {
 			return deps, err
 		}
-		deps.ReadingsRedis, deps.ReadingsPrefix = cl.counters, cfg.Redis.Prefix
+		readingsRedis = cl.counters
 		g.keysRedis = cl.counters
 		g.kept.checkRedis(cfg, cl.counters)
 		deps.Limiter, deps.Usage, g.usage, g.quotas = cl.limiter, cl.limiter, cl.limiter, cl.limiter
@@ -91,6 +94,10 @@ func (g *Gateway) build(cfg *config.Config, opts Options) (proxy.Deps, error) {
 		return deps, err
 	}
 	g.cache, deps.Cache = c, c
+	deps.Ranges = rangecut.New(rangecut.Options{
+		Clock: g.clk, Logger: g.log.Named("series"), Registry: g.reg, Cache: c, Stated: stated,
+		Redis: readingsRedis, Prefix: cfg.Redis.Prefix, Tracer: g.tracing.Tracer("trendgate/proxy"),
+	})
 	if g.history, err = openHistory(g, cfg, &deps); err != nil {
 		return deps, err
 	}

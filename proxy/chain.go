@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
@@ -20,7 +19,6 @@ import (
 	"trendgate/limits"
 	"trendgate/rangecut"
 	"trendgate/rollup"
-	"trendgate/series"
 	"trendgate/upstream"
 )
 
@@ -77,12 +75,10 @@ type Deps struct {
 	// counters by tenant (metrics: in the config); nil labels each event
 	// with its account and no key id, without a bound.
 	Labels *tenantlabel.Labels
-	// StatedReading is upstream.window_reading; ReadingsRedis, when not
-	// nil, shares what the upstream's answers taught with the cluster,
-	// under ReadingsPrefix (see package rangecut).
-	StatedReading  series.Reading
-	ReadingsRedis  redis.UniversalClient
-	ReadingsPrefix string
+	// Ranges answers absolute series windows from wider cached answers
+	// (package rangecut); nil makes one on Cache that states nothing of
+	// the upstream and shares nothing with a cluster.
+	Ranges *rangecut.Cutter
 	// Rollups receives every authenticated, routed request and the
 	// upstream calls it causes, for the usage history (record.go); and
 	// gives a client its account's daily history (usage.go). Nil means
@@ -137,10 +133,11 @@ func New(set *Settings, deps Deps) *Chain {
 		authFail: deps.AuthFailures, act: deps.Activity, inflight: deps.Inflight,
 		tracer: deps.Tracer, rollups: deps.Rollups,
 	}
-	c.ranges = rangecut.New(rangecut.Options{
-		Clock: deps.Clock, Logger: deps.Logger.Named("series"), Registry: deps.Registry, Cache: deps.Cache,
-		Stated: deps.StatedReading, Redis: deps.ReadingsRedis, Prefix: deps.ReadingsPrefix, Tracer: deps.Tracer,
-	})
+	if c.ranges = deps.Ranges; c.ranges == nil {
+		c.ranges = rangecut.New(rangecut.Options{
+			Clock: deps.Clock, Logger: deps.Logger.Named("series"), Registry: deps.Registry, Cache: deps.Cache, Tracer: deps.Tracer,
+		})
+	}
 	if a := set.cfg.Log.Access; a == nil || *a {
 		c.access = c.log.Named("access")
 	}

@@ -13,6 +13,7 @@ import (
 	"trendgate/internal/clock"
 	"trendgate/internal/inflight"
 	"trendgate/limits"
+	"trendgate/rangecut"
 	"trendgate/series"
 	"trendgate/upstream"
 )
@@ -68,7 +69,8 @@ func newTestChain(t testing.TB, cfg *config.Config, clk clock.Clock) *testChain 
 	c := New(set, Deps{
 		Clock: clk, Logger: log, Registry: reg, Upstream: up, Cache: store, Local: local,
 		Limiter: limiter, Usage: limiter, AuthFailures: limits.NewAuthFailures(cfg.Limits.AuthFailures, clk, 1000),
-		Inflight: bound, Activity: activity.New(clk.Now()), StatedReading: stated,
+		Inflight: bound, Activity: activity.New(clk.Now()),
+		Ranges: rangecut.New(rangecut.Options{Clock: clk, Logger: log, Registry: reg, Cache: store, Stated: stated}),
 	})
 	return &testChain{Chain: c, reg: reg, store: store}
 }
