@@ -56,11 +56,9 @@ import (
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == minimalCommand {
-		if err := runMinimal(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "openloop minimal-server:", err)
-			os.Exit(1)
-		}
-		return
+		// It serves until the bench stops it: it returns only on a failure.
+		fmt.Fprintln(os.Stderr, "openloop minimal-server:", runMinimal(os.Args[2:]))
+		os.Exit(1)
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "openloop:", err)

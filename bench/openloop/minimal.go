@@ -33,7 +33,7 @@ import (
 
 const minimalCommand = "minimal-server"
 
-// runMinimal is the child process's main.
+// runMinimal is the child process's main; it returns only on a failure.
 func runMinimal(args []string) error {
 	fs := flag.NewFlagSet(minimalCommand, flag.ContinueOnError)
 	var (
