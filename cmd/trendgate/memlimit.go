@@ -51,16 +51,24 @@ func releaseStartGarbage() { debug.FreeOSMemory() }
 // twice a heap that is small while the cache is. A GOGC environment
 // variable turns it off (the operator's choice stands).
 func tuneGC(ctx context.Context, cfg *config.Config, getenv func(string) string, log *zap.Logger) {
-	if v := getenv("GOGC"); v != "" {
-		log.Info("collector tuning off: GOGC is set", zap.String("gogc", v))
+	t := gcTuner(cfg, getenv)
+	if t == nil {
+		log.Info("collector tuning off: GOGC is set", zap.String("gogc", getenv("GOGC")))
 		return
 	}
-	t := &gctune.Tuner{Headroom: min(cfg.Cache.MaxBytes/4, gcHeadroom)}
 	tick := time.NewTicker(gcTuneEvery)
 	go func() {
 		defer tick.Stop()
 		t.Run(ctx, tick.C)
 	}()
+}
+
+// gcTuner returns the tuner tuneGC runs for cfg, or nil when GOGC is set.
+func gcTuner(cfg *config.Config, getenv func(string) string) *gctune.Tuner {
+	if getenv("GOGC") != "" {
+		return nil
+	}
+	return &gctune.Tuner{Headroom: min(cfg.Cache.MaxBytes/4, gcHeadroom)}
 }
 
 // gcHeadroom is the garbage allowed above the live heap. 16 MiB cut the

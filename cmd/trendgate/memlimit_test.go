@@ -47,3 +47,26 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("memoryLimit with 100,000 keys = %d; want %d (352 MiB + 1 KiB a key)", got, 352<<20+100_000<<10)
 	}
 }
+
+func TestGCTuner(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(name string) string {
+			if name == "GOGC" {
+				return v
+			}
+			return ""
+		}
+	}
+	cfg := config.Default()
+	if tu := gcTuner(cfg, env("200")); tu != nil {
+		t.Errorf("GOGC=200 set: a tuner with headroom %d; want none (the operator's GOGC stands)", tu.Headroom)
+	}
+	cfg.Cache.MaxBytes = 256 << 20
+	if tu := gcTuner(cfg, env("")); tu == nil || tu.Headroom != gcHeadroom {
+		t.Errorf("cache.max_bytes 256 MiB: tuner %+v; want headroom %d", tu, gcHeadroom)
+	}
+	cfg.Cache.MaxBytes = 32 << 20
+	if tu := gcTuner(cfg, env("")); tu == nil || tu.Headroom != 8<<20 {
+		t.Errorf("cache.max_bytes 32 MiB: tuner %+v; want headroom max_bytes/4, 8 MiB", tu)
+	}
+}
