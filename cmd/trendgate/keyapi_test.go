@@ -10,40 +10,16 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
-	"trendgate/gateway"
 	"trendgate/gateway/gatewaytest"
-	"trendgate/internal/clock"
 )
 
 // TestKeysCreateRotateRevoke drives the key API through the CLI against a
 // running gateway's admin listener, and checks each key on the public API.
 func TestKeysCreateRotateRevoke(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
-	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
-	cfg.Admin.Token = "cli-admin-token"
-	cfg.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
-	cfg.Accounts = []config.Account{{ID: "acme", Plan: "full"}}
-	cfg.Keys = []config.Key{{ID: "acme-web", SHA256: auth.Digest(newSecret(t)), Account: "acme"}}
-	g, err := gateway.New(cfg, gateway.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
-	adm := httptest.NewServer(g.AdminHandler())
-	t.Cleanup(adm.Close)
-	t.Setenv(adminTokenEnv, "cli-admin-token")
+	g, adm := cliGateway(t)
 
 	cli := func(args ...string) (string, error) {
 		var out bytes.Buffer
