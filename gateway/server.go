@@ -188,9 +188,12 @@ func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front s
 	if !fast1 && !fast2 {
 		return public, public
 	}
-	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1}
+	// The lanes build each request with the chain's context, so that the
+	// chain fills its per-request state in place (proxy.Chain.RequestContext).
+	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1,
+		RequestContext: g.chain.RequestContext}
 	if fast2 {
-		lane.H2 = &h2.Server{Handler: handler, Base: public}
+		lane.H2 = &h2.Server{Handler: handler, Base: public, RequestContext: g.chain.RequestContext}
 	}
 	return lane, public
 }

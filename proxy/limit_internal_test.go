@@ -28,7 +28,8 @@ func TestLimitRefundsWhatIsNotDelivered(t *testing.T) {
 		rec := httptest.NewRecorder()
 		in.sw.ResponseWriter = rec
 		r := httptest.NewRequest("GET", "/api4/public/topics/list/v1", nil)
-		r = r.WithContext(contextWithInfo(r.Context(), in))
+		in.Context = r.Context()
+		r = r.WithContext(in)
 		func() {
 			defer func() { panicked = recover() != nil }()
 			g.limit(next).ServeHTTP(&in.sw, r)
@@ -90,7 +91,8 @@ func TestUnservableCostIsNotRetryable(t *testing.T) {
 				rec := httptest.NewRecorder()
 				in.sw.ResponseWriter = rec
 				r := httptest.NewRequest("GET", "/api4/public/topic/bitcoin/whatsup/v1", nil)
-				r = r.WithContext(contextWithInfo(r.Context(), in))
+				in.Context = r.Context()
+				r = r.WithContext(in)
 				g.limit(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).ServeHTTP(&in.sw, r)
 				want := tc.want
 				if i == 1 && tc.want == http.StatusOK {

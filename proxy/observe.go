@@ -90,10 +90,24 @@ func infoFrom(ctx context.Context) *info {
 	return in
 }
 
-// contextWithInfo makes in the context of a request with context ctx.
-func contextWithInfo(ctx context.Context, in *info) context.Context {
-	in.Context = ctx
-	return in
+// RequestContext is the context a transport lane gives each request it
+// builds (the lanes' RequestContext field): ctx with a fresh info, which
+// observe then fills in place instead of copying the request to attach
+// one.
+func (c *Chain) RequestContext(ctx context.Context) context.Context {
+	return &info{Context: ctx}
+}
+
+// infoOf returns the info observe fills for r: the one RequestContext put
+// in r's context, or a new one in a copy of r for a request that did not
+// come that way (net/http's lanes, a wrapper that changed the context, a
+// chain inside a chain).
+func infoOf(r *http.Request) (*info, *http.Request) {
+	if in, ok := r.Context().(*info); ok && in.set == nil {
+		return in, r
+	}
+	in := &info{Context: r.Context()}
+	return in, r.WithContext(in)
 }
 
 // Value answers infoKey with the info itself, any other key from the
@@ -219,7 +233,8 @@ func fromTrusted(r *http.Request, trusted []netip.Prefix) bool {
 // panics into a JSON 500, and writes the access log line and metrics.
 func (c *Chain) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		in := &info{start: c.clk.Now(), set: c.settings.Load()}
+		in, r := infoOf(r)
+		in.start, in.set = c.clk.Now(), c.settings.Load()
 		in.id, in.clientID = requestID(r, in.set.trusted)
 		in.idHdr[0] = in.id
 		w.Header()["X-Request-Id"] = in.idHdr[:]
@@ -238,11 +253,10 @@ func (c *Chain) observe(next http.Handler) http.Handler {
 			}
 			c.finish(r, sw, in)
 		}()
-		ctx := contextWithInfo(r.Context(), in)
 		if c.tracer != nil {
-			ctx = c.startRequestSpan(ctx, r, in)
+			r = r.WithContext(c.startRequestSpan(r.Context(), r, in))
 		}
-		next.ServeHTTP(sw, r.WithContext(ctx))
+		next.ServeHTTP(sw, r)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -71,6 +72,10 @@ func runMinimal(args []string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(runtimePath, rtmetrics.Handler())
+	// The CPU profile and the execution trace, as on trendgate's admin
+	// listener, for -pprof and -trace.
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	go func() { _ = http.ListenAndServe(admin, mux) }()
 	go s.serve(tln)
 	return s.serve(ln)
@@ -201,7 +206,7 @@ func startMinimal(ctx context.Context, e *env, self string) (*server, error) {
 	}
 	admin := "http://" + addrs[2]
 	s := &server{name: "minimal", plainURL: "http://" + addrs[0], tlsURL: "https://" + addrs[1],
-		procs: []*process{p}, plainAdmin: admin, tlsAdmin: admin}
+		procs: []*process{p}, plainAdmin: admin, tlsAdmin: admin, pprof: true}
 	if err := p.waitReady(ctx, e.probe, admin+runtimePath); err != nil {
 		s.stop()
 		return nil, err

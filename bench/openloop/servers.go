@@ -224,7 +224,7 @@ type server struct {
 	procs      []*process
 	tlsAdmin   string // the HTTPS process's admin listener (/metrics); "" for nginx
 	plainAdmin string // the plain-HTTP process's admin listener; "" for nginx
-	pprof      bool   // the admin listeners serve /debug/pprof (trendgate)
+	pprof      bool   // the admin listeners serve /debug/pprof (trendgate, minimal)
 }
 
 // baseURL is the URL requests of protocol pr go to.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"sync"
@@ -40,11 +41,17 @@ type conn struct {
 	// shared by its requests as net/http shares it; nil without TLS.
 	tlsState *tls.ConnectionState
 
-	tmpl  http.Request // fields of the request being built; never handed out
-	res   response     // reused for each request
-	head  []byte       // response head buffer, reused
-	iov   [3][]byte    // backing array for one writev
-	limit int          // largest head the lane reads
+	tmpl http.Request // fields of the request being built; never handed out
+	// The request's header fields, its Header map and the map's values:
+	// reused for each request, since a handler must not keep the
+	// request's Header after it returns (Server.Handler).
+	fields []field
+	hdr    http.Header
+	vals   []string
+	res    response  // reused for each request
+	head   []byte    // response head buffer, reused
+	iov    [3][]byte // backing array for one writev
+	limit  int       // largest head the lane reads
 
 	// The deadlines armed on rwc (zero: none). Re-arming a deadline costs
 	// a timer update, so one that would move by less than 1/64 of its
@@ -239,7 +246,7 @@ func (c *conn) readHead(start time.Time) (head, verdict) {
 	armed := false
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
-		h, n, v := parseHead(buf)
+		h, n, v := parseHead(buf, c.fields)
 		switch v {
 		case lane:
 			_, _ = c.br.Discard(n)
@@ -287,8 +294,16 @@ func (c *conn) handOff(start time.Time) bool {
 // serveRequest runs the handler for h and writes its response. It reports
 // whether the connection may serve another request.
 func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
-	hdr := make(http.Header, len(h.fields))
-	vals := make([]string, len(h.fields))
+	c.fields = h.fields[:0] // the buffer, grown if it had to, for the next head
+	if c.hdr == nil {
+		c.hdr = make(http.Header, len(h.fields))
+	}
+	hdr := c.hdr
+	clear(hdr)
+	if cap(c.vals) < len(h.fields) {
+		c.vals = make([]string, len(h.fields))
+	}
+	vals := c.vals[:len(h.fields)]
 	for i, f := range h.fields {
 		vals[i] = f.value
 		if vv, ok := hdr[f.name]; ok {
@@ -297,14 +312,18 @@ func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
 			hdr[f.name] = vals[i : i+1 : i+1]
 		}
 	}
+	ctx := &reqCtx{Context: c.base, c: c, url: h.url}
 	t := &c.tmpl
-	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, h.url, hdr, h.host, h.target
+	t.Method, t.URL, t.Header, t.Host, t.RequestURI = h.method, &ctx.url, hdr, h.host, h.target
 	t.Proto, t.ProtoMajor, t.ProtoMinor = "HTTP/1.1", 1, 1
 	t.Body, t.Close, t.RemoteAddr = http.NoBody, h.close, c.remote
 	t.TLS = c.tlsState
 
-	ctx := &reqCtx{Context: c.base, c: c}
-	r := t.WithContext(ctx)
+	var rc context.Context = ctx
+	if c.s.RequestContext != nil {
+		rc = c.s.RequestContext(ctx)
+	}
+	r := t.WithContext(rc)
 	w := &c.res
 	w.reset(r.Method == http.MethodHead, h.close, now)
 	defer ctx.finish()
@@ -327,6 +346,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 type reqCtx struct {
 	context.Context // values only; never done
 	c               *conn
+	url             url.URL // the request's URL, allocated with it
 
 	mu        sync.Mutex    // guards the fields below
 	done      chan struct{} // made on the first Done

@@ -72,7 +72,7 @@ func TestParseHeadAgreesWithReadRequest(t *testing.T) {
 // reads its head differently.
 func checkAgainstReadRequest(t *testing.T, in []byte) {
 	t.Helper()
-	h, n, v := parseHead(in)
+	h, n, v := parseHead(in, nil)
 	if v != lane {
 		if n != 0 {
 			t.Fatalf("%q: verdict %d with n %d; want n 0", in, v, n)
@@ -94,7 +94,7 @@ func checkAgainstReadRequest(t *testing.T, in []byte) {
 		t.Errorf("%q: got lane close %v; want net/http's close %v (and ContentLength %d, want 0)",
 			in[:n], h.close, r.Close, r.ContentLength)
 	}
-	if h.url == nil || h.url.String() != r.URL.String() || h.url.RawPath != r.URL.RawPath || h.url.RawQuery != r.URL.RawQuery {
+	if h.url.String() != r.URL.String() || h.url.RawPath != r.URL.RawPath || h.url.RawQuery != r.URL.RawQuery {
 		t.Errorf("%q: got lane URL %#v; want net/http's %#v", in[:n], h.url, r.URL)
 	}
 	laneHeader := http.Header{}

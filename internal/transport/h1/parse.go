@@ -7,14 +7,16 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"trendgate/internal/transport/target"
 )
 
 // head is one request head the lane serves. Every string in it is a
 // substring of a single copy of the head's bytes.
 type head struct {
-	method string // GET or HEAD
-	target string // origin-form request-target, e.g. /a/b?c=d
-	url    *url.URL
+	method string  // GET or HEAD
+	target string  // origin-form request-target, e.g. /a/b?c=d
+	url    url.URL // target parsed
 	host   string
 	fields []field // in arrival order, Host excluded
 	close  bool    // the client sent Connection: close
@@ -38,6 +40,7 @@ const maxFields = 64
 
 // parseHead looks for one whole request head at the start of b. It returns
 // lane and the head's length when the head is in the lane's subset,
+// with its fields appended to fields[:0] (the caller's buffer, reused),
 // needMore when b holds no end of head yet, and handOff for anything else.
 //
 // The subset is deliberately narrow, so that everything it accepts is read
@@ -49,10 +52,11 @@ const maxFields = 64
 // Content-Length, Transfer-Encoding, Expect or Upgrade (no body, no
 // protocol switch). Connection must be absent, "close" or "keep-alive".
 // Field values lose leading and trailing spaces and tabs, as in net/http.
-// The target must parse with url.ParseRequestURI, as net/http parses it,
+// The target must parse with url.ParseRequestURI, as net/http parses it
+// (package target does it the same way),
 // and "Pragma: no-cache" without Cache-Control implies
 // "Cache-Control: no-cache", as net/http adds it.
-func parseHead(b []byte) (head, int, verdict) {
+func parseHead(b []byte, fields []field) (head, int, verdict) {
 	// Find the empty line that ends the head, refusing bare LF on the way:
 	// net/http accepts it, and scanning for CRLF CRLF alone would wait
 	// forever for a head that used it.
@@ -83,7 +87,7 @@ func parseHead(b []byte) (head, int, verdict) {
 	if !h.parseRequestLine(line) {
 		return head{}, 0, handOff
 	}
-	h.fields = make([]field, 0, lines-1)
+	h.fields = fields[:0]
 	hostSeen := false
 	for {
 		line, rest, _ = strings.Cut(rest, "\r\n")
@@ -123,11 +127,9 @@ func parseHead(b []byte) (head, int, verdict) {
 		return head{}, 0, handOff
 	}
 	h.fixPragma()
-	u, err := url.ParseRequestURI(h.target)
-	if err != nil {
+	if target.Parse(&h.url, h.target) != nil {
 		return head{}, 0, handOff
 	}
-	h.url = u
 	return h, n, lane
 }
 

@@ -65,7 +65,7 @@ var laneCases = []laneCase{
 func TestParseHeadLane(t *testing.T) {
 	for _, tc := range laneCases {
 		t.Run(tc.name, func(t *testing.T) {
-			h, n, v := parseHead([]byte(tc.in))
+			h, n, v := parseHead([]byte(tc.in), nil)
 			if v != lane {
 				t.Fatalf("got verdict %d; want lane (%d)", v, lane)
 			}
@@ -87,7 +87,7 @@ func TestParseHeadLane(t *testing.T) {
 			if err != nil {
 				t.Fatalf("bad test case: %v", err)
 			}
-			if !reflect.DeepEqual(h.url, wantURL) {
+			if !reflect.DeepEqual(&h.url, wantURL) {
 				t.Errorf("got url %#v; want %#v", h.url, wantURL)
 			}
 		})
@@ -104,7 +104,7 @@ func TestParseHeadPrefixes(t *testing.T) {
 				end = len(tc.in)
 			}
 			for i := range end {
-				if _, _, v := parseHead([]byte(tc.in[:i])); v != needMore {
+				if _, _, v := parseHead([]byte(tc.in[:i]), nil); v != needMore {
 					t.Fatalf("prefix %q: got verdict %d; want needMore (%d)", tc.in[:i], v, needMore)
 				}
 			}
@@ -123,7 +123,7 @@ func TestParseHeadNeedMore(t *testing.T) {
 		{"outside the subset but incomplete", "POST / HTTP/1.1\r\nContent-Length: 5\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, n, v := parseHead([]byte(tc.in)); v != needMore || n != 0 {
+			if _, n, v := parseHead([]byte(tc.in), nil); v != needMore || n != 0 {
 				t.Errorf("got verdict %d n %d; want needMore (%d) n 0", v, n, needMore)
 			}
 		})
@@ -211,7 +211,7 @@ func TestParseHeadHandOff(t *testing.T) {
 		{"more than maxFields lines, head not ended", ok + strings.Repeat("A: b\r\n", maxFields+5)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, n, v := parseHead([]byte(tc.in)); v != handOff || n != 0 {
+			if _, n, v := parseHead([]byte(tc.in), nil); v != handOff || n != 0 {
 				t.Errorf("got verdict %d n %d; want handOff (%d) n 0", v, n, handOff)
 			}
 		})

@@ -44,6 +44,11 @@
 //     deliberate differences: a body without a Content-Length is held
 //     whole and sent with its length, never chunked, and the writer is no
 //     http.Flusher;
+//   - one difference for the handler: the request's Header map (and the
+//     values in it) is the connection's, cleared and refilled for its
+//     next request, so a handler must not use r.Header after it
+//     returns, as it must not use the ResponseWriter (the request itself,
+//     its URL and its context stay its own);
 //   - the connection: Fallback's ReadHeaderTimeout, ReadTimeout,
 //     WriteTimeout, IdleTimeout and MaxHeaderBytes, as net/http applies
 //     them (a head over 8 KiB, or over a smaller MaxHeaderBytes but at
@@ -93,6 +98,13 @@ type Server struct {
 	// serving them on the lane: the lane then only terminates TLS and
 	// routes h2 to H2. It has no effect without TLSConfig.
 	HTTP1ToFallback bool
+	// RequestContext, when not nil, wraps the context of each request the
+	// lane builds: the request arrives at Handler with the context it
+	// returns, which must keep ctx's values, deadline and cancellation. A
+	// handler that would otherwise attach per-request state with
+	// r.WithContext (a copy of the whole request) can get it this way
+	// without the copy. Requests handed to Fallback do not pass through it.
+	RequestContext func(ctx context.Context) context.Context
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateLine]

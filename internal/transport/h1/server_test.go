@@ -47,6 +47,13 @@ func startLane(t *testing.T, h http.Handler, tune func(*http.Server)) *laneServe
 
 func startLaneOn(t *testing.T, l net.Listener, h http.Handler, tune func(*http.Server)) *laneServer {
 	t.Helper()
+	return startLaneWith(t, l, h, tune, nil)
+}
+
+// startLaneWith is startLaneOn with lane, if not nil, adjusting the lane
+// before it serves.
+func startLaneWith(t *testing.T, l net.Listener, h http.Handler, tune func(*http.Server), lane func(*h1.Server)) *laneServer {
+	t.Helper()
 	ls := &laneServer{addr: l.Addr().String()}
 	ls.fallback = &http.Server{
 		Handler:  h,
@@ -61,6 +68,9 @@ func startLaneOn(t *testing.T, l net.Listener, h http.Handler, tune func(*http.S
 		tune(ls.fallback)
 	}
 	ls.srv = &h1.Server{Handler: h, Fallback: ls.fallback, TLSConfig: ls.fallback.TLSConfig}
+	if lane != nil {
+		lane(ls.srv)
+	}
 	served := make(chan error, 1)
 	go func() { served <- ls.srv.Serve(l) }()
 	t.Cleanup(func() {

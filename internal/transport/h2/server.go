@@ -68,6 +68,11 @@ type Server struct {
 	// MaxConcurrentStreams is advertised in SETTINGS and enforced; 0
 	// means DefaultMaxConcurrentStreams.
 	MaxConcurrentStreams uint32
+	// RequestContext, when not nil, wraps the context of each request:
+	// the request arrives at Handler with the context it returns, which
+	// must keep ctx's values, deadline and cancellation (see the h1
+	// lane's field of the same name).
+	RequestContext func(ctx context.Context) context.Context
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateValue]

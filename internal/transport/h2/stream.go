@@ -15,6 +15,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"trendgate/internal/transport/target"
 )
 
 // How a stream's handler runs (streamCtx.mode).
@@ -384,6 +386,7 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 		// semantics.
 		hdr["Cookie"] = []string{strings.Join(cookies, "; ")}
 	}
+	ctx := &streamCtx{Context: c.base, c: c}
 	var t http.Request
 	t.Method = hb.method
 	t.Proto, t.ProtoMajor, t.ProtoMinor = "HTTP/2.0", 2, 0
@@ -398,11 +401,10 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 		t.URL = &url.URL{Host: hb.authority}
 		t.RequestURI = hb.authority
 	} else {
-		u, err := url.ParseRequestURI(hb.path)
-		if err != nil {
+		if err := target.Parse(&ctx.url, hb.path); err != nil {
 			return nil, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
 		}
-		t.URL, t.RequestURI = u, hb.path
+		t.URL, t.RequestURI = &ctx.url, hb.path
 	}
 	if hb.endStream {
 		t.Body = http.NoBody
@@ -425,7 +427,10 @@ func (c *conn) newRequest(st *stream) (*http.Request, error) {
 			st.declaredLen = int64(n)
 		}
 	}
-	st.ctx = &streamCtx{Context: c.base, c: c}
+	st.ctx = ctx
+	if c.s.RequestContext != nil {
+		return t.WithContext(c.s.RequestContext(st.ctx)), nil
+	}
 	return t.WithContext(st.ctx), nil
 }
 
@@ -480,6 +485,7 @@ type streamCtx struct {
 	context.Context // values only; never done
 	c               *conn
 	mode            atomic.Int32 // how the handler runs: modeInline, ...
+	url             url.URL      // the request's URL, allocated with it
 
 	mu   sync.Mutex // guards done and err
 	done chan struct{}
