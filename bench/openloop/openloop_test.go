@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -84,6 +85,35 @@ func TestCacheHit(t *testing.T) {
 		h.Set(tc.name, tc.value)
 		if got := cacheHit(h); got != tc.hit {
 			t.Errorf("cacheHit(%s: %q) = %v; want %v", tc.name, tc.value, got, tc.hit)
+		}
+	}
+}
+
+func TestMedianAndMean(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var d []time.Duration
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	for _, tc := range []struct {
+		in           []time.Duration
+		median, mean time.Duration
+	}{
+		{ms(3), 3 * time.Millisecond, 3 * time.Millisecond},
+		{ms(120, 5, 6), 6 * time.Millisecond, 131 * time.Millisecond / 3},
+		{ms(8, 2, 4, 6), 5 * time.Millisecond, 5 * time.Millisecond},
+	} {
+		in := slices.Clone(tc.in)
+		if got := medianOf(in); got != tc.median {
+			t.Errorf("medianOf(%v) = %v; want %v", tc.in, got, tc.median)
+		}
+		if !slices.Equal(in, tc.in) {
+			t.Errorf("medianOf reordered its input: %v", in)
+		}
+		if got := meanOf(in); got != tc.mean {
+			t.Errorf("meanOf(%v) = %v; want %v", tc.in, got, tc.mean)
 		}
 	}
 }

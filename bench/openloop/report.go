@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -121,25 +122,37 @@ func printSummary(o options, results []result) {
 // p99 over nginx's and over the minimal Go server's (each the mean of the
 // rounds' p99s), so that a tail shows at every step, not only past a knee.
 func printRatios(o options, results []result) {
-	type at struct {
-		pr     protocol
-		ep     string
-		rate   int
-		server string
-	}
-	sum, n := map[at]time.Duration{}, map[at]int{}
+	p99s := map[ratioAt][]time.Duration{}
 	for _, r := range results {
-		k := at{r.proto, r.endpoint, r.rate, r.server}
-		sum[k] += r.p99
-		n[k]++
+		k := ratioAt{r.proto, r.endpoint, r.rate, r.server}
+		p99s[k] = append(p99s[k], r.p99)
 	}
-	mean := func(k at) (time.Duration, bool) {
-		if n[k] == 0 {
+	printRatiosBy(o, p99s, "mean", meanOf)
+	if o.rounds >= 3 {
+		// One round in which the host stalled one server decides a cell
+		// under the mean; the median of three or more rounds does not.
+		printRatiosBy(o, p99s, "median", medianOf)
+	}
+}
+
+// ratioAt is one step of one server, over the rounds.
+type ratioAt struct {
+	pr     protocol
+	ep     string
+	rate   int
+	server string
+}
+
+// printRatiosBy prints trendgate's p99 over each other server's at every
+// step, each server's p99 over the rounds summed up by stat.
+func printRatiosBy(o options, p99s map[ratioAt][]time.Duration, name string, stat func([]time.Duration) time.Duration) {
+	of := func(k ratioAt) (time.Duration, bool) {
+		if len(p99s[k]) == 0 {
 			return 0, false
 		}
-		return sum[k] / time.Duration(n[k]), true
+		return stat(p99s[k]), true
 	}
-	fmt.Printf("\n# p99 ratios (mean p99 of %d round(s)): trendgate's over each other server's, at every step measured\n", o.rounds)
+	fmt.Printf("\n# p99 ratios (%s p99 of %d round(s)): trendgate's over each other server's, at every step measured\n", name, o.rounds)
 	for _, tg := range []string{"trendgate", "trendgate-b"} {
 		if !contains(o.servers, tg) {
 			continue
@@ -147,7 +160,7 @@ func printRatios(o options, results []result) {
 		for _, pr := range o.protos {
 			for _, ep := range o.endpoints {
 				for _, rate := range o.rates {
-					own, ok := mean(at{pr, ep, rate, tg})
+					own, ok := of(ratioAt{pr, ep, rate, tg})
 					if !ok {
 						continue
 					}
@@ -156,7 +169,7 @@ func printRatios(o options, results []result) {
 						if other == tg {
 							continue
 						}
-						if p, ok := mean(at{pr, ep, rate, other}); ok && p > 0 {
+						if p, ok := of(ratioAt{pr, ep, rate, other}); ok && p > 0 {
 							line += fmt.Sprintf("   %s %sms (%.2f×)", other, ms(p), float64(own)/float64(p))
 						}
 					}
@@ -165,4 +178,22 @@ func printRatios(o options, results []result) {
 			}
 		}
 	}
+}
+
+func meanOf(d []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
+}
+
+// medianOf returns the middle value of d (the mean of the two middle
+// ones for an even count); d is not changed.
+func medianOf(d []time.Duration) time.Duration {
+	s := slices.Sorted(slices.Values(d))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
