@@ -286,7 +286,7 @@ func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]resul
 				clients[i] = newClient(pr, o.conns, e.pool)
 			}
 			for _, ep := range o.endpoints {
-				rs, err := runEndpoint(ctx, o, e, serving, clients, pr, ep)
+				rs, err := runEndpoint(ctx, o, e, serving, clients, pr, ep, round)
 				results = append(results, rs...)
 				if err != nil {
 					return results, err
@@ -302,9 +302,9 @@ func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]resul
 
 // runEndpoint warms every server for one protocol and endpoint, then steps
 // the rate up, the servers in turn, until each is past its knee or the
-// rates run out.
+// rates run out. round (from 0) names the profile files of later rounds.
 func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clients []*http.Client,
-	pr protocol, ep string) ([]result, error) {
+	pr protocol, ep string, round int) ([]result, error) {
 	sizes := map[int]bool{}
 	for i, s := range servers {
 		url := s.baseURL(pr) + endpoints[ep]
@@ -340,7 +340,7 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 			if done[k] {
 				continue
 			}
-			r, err := measure(ctx, o, e, servers[k], clients[k], pr, ep, rate)
+			r, err := measure(ctx, o, e, servers[k], clients[k], pr, ep, rate, round)
 			if err != nil {
 				return results, err
 			}
@@ -356,8 +356,9 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 	return results, nil
 }
 
-// measure runs one step against s, with a CPU profile when -pprof is set.
-func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, pr protocol, ep string, rate int) (result, error) {
+// measure runs one step against s, with a CPU profile when -pprof is set
+// (or a trace with -trace), one file per step and round.
+func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, pr protocol, ep string, rate, round int) (result, error) {
 	url := s.baseURL(pr) + endpoints[ep]
 	cpu, err := startCPU(s.pids(pr), s.name == "nginx")
 	if err != nil {
@@ -377,7 +378,11 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return result{}, err
 		}
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s-%s-%d.%s", s.name, string(pr), ep, rate, kind))
+		name := fmt.Sprintf("%s-%s-%s-%d", s.name, string(pr), ep, rate)
+		if round > 0 {
+			name += fmt.Sprintf("-round%d", round+1) // the first round's keep the plain name
+		}
+		file := filepath.Join(dir, name+"."+kind)
 		profiled = profileStep(s.admin(pr), kind, o.duration, file)
 	}
 	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
