@@ -4,64 +4,28 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync/atomic"
+	"strconv"
 	"testing"
-	"time"
 
+	"trendgate/internal/testing/ctxwrap"
 	"trendgate/internal/transport/h1"
 )
-
-// wrapped is the context a test's RequestContext makes.
-type wrapped struct {
-	context.Context
-	n int32 // which request: 1, 2, ...
-}
 
 // TestRequestContext: the lane builds each request with the context
 // RequestContext returns, which still ends when the client goes away; a
 // request handed to Fallback does not pass through it.
 func TestRequestContext(t *testing.T) {
-	var made atomic.Int32
-	waiting := make(chan struct{})
-	canceled := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wc, ok := r.Context().(*wrapped)
-		switch {
-		case r.URL.Path == "/wait":
-			if !ok {
-				t.Errorf("/wait: context %T; want the wrapper", r.Context())
-			}
-			close(waiting)
-			select {
-			case <-r.Context().Done():
-				canceled <- r.Context().Err()
-			case <-time.After(guard):
-				canceled <- nil
-			}
-		case r.ProtoMinor == 0: // HTTP/1.0: served by Fallback
-			if ok {
-				t.Errorf("Fallback's request went through RequestContext")
-			}
-		case !ok:
-			t.Errorf("context %T; want the wrapper", r.Context())
-		default:
-			if r.Context().Value(http.ServerContextKey) == nil {
-				t.Errorf("the wrapper lost the lane's values")
-			}
-			w.Header().Set("X-N", string(rune('0'+wc.n)))
-		}
-	})
-	ls := startLaneWith(t, listen(t), h, nil, func(s *h1.Server) {
-		s.RequestContext = func(ctx context.Context) context.Context {
-			return &wrapped{Context: ctx, n: made.Add(1)}
-		}
+	rc := ctxwrap.New()
+	viaFallback := func(r *http.Request) bool { return r.ProtoMinor == 0 } // HTTP/1.0
+	ls := startLaneWith(t, listen(t), rc.Handler(t, guard, viaFallback), nil, func(s *h1.Server) {
+		s.RequestContext = rc.RequestContext
 	})
 
 	c := dial(t, ls.addr)
-	for want := range []string{"1", "2"} {
+	for i := 1; i <= 2; i++ {
 		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-		if resp, _ := c.read("GET"); resp.Header.Get("X-N") != string(rune('1'+want)) {
-			t.Errorf("request %d: X-N %q", want+1, resp.Header.Get("X-N"))
+		if resp, _ := c.read("GET"); resp.Header.Get("X-N") != strconv.Itoa(i) {
+			t.Errorf("request %d: X-N %q", i, resp.Header.Get("X-N"))
 		}
 	}
 
@@ -71,9 +35,9 @@ func TestRequestContext(t *testing.T) {
 
 	w := dial(t, ls.addr)
 	w.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
-	<-waiting
+	<-rc.Waiting
 	_ = w.c.Close()
-	if err := <-canceled; err != context.Canceled {
+	if err := <-rc.Canceled; err != context.Canceled {
 		t.Errorf("after the client left: context error %v; want context.Canceled", err)
 	}
 }

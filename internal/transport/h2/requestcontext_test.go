@@ -2,55 +2,22 @@ package h2_test
 
 import (
 	"context"
-	"net/http"
 	"strconv"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
 
+	"trendgate/internal/testing/ctxwrap"
 	"trendgate/internal/transport/h2"
 )
-
-// wrapped is the context a test's RequestContext makes.
-type wrapped struct {
-	context.Context
-	n int32 // which request: 1, 2, ...
-}
 
 // TestRequestContext: each stream's request carries the context
 // RequestContext returns, which still ends when the client resets the
 // stream.
 func TestRequestContext(t *testing.T) {
-	var made atomic.Int32
-	waiting := make(chan struct{})
-	canceled := make(chan error, 1)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		wc, ok := r.Context().(*wrapped)
-		if !ok {
-			t.Errorf("%s: context %T; want the wrapper", r.URL.Path, r.Context())
-			return
-		}
-		if r.URL.Path == "/wait" {
-			close(waiting)
-			select {
-			case <-r.Context().Done():
-				canceled <- r.Context().Err()
-			case <-time.After(guard):
-				canceled <- nil
-			}
-			return
-		}
-		if r.Context().Value(http.ServerContextKey) == nil {
-			t.Errorf("the wrapper lost the lane's values")
-		}
-		w.Header().Set("X-N", strconv.Itoa(int(wc.n)))
-	})
-	c := handshake(t, startLane(t, h, func(s *h2.Server) {
-		s.RequestContext = func(ctx context.Context) context.Context {
-			return &wrapped{Context: ctx, n: made.Add(1)}
-		}
+	rc := ctxwrap.New()
+	c := handshake(t, startLane(t, rc.Handler(t, guard, nil), func(s *h2.Server) {
+		s.RequestContext = rc.RequestContext
 	}))
 	for i, id := range []uint32{1, 3} {
 		c.request(id, "GET", "/", true)
@@ -59,11 +26,11 @@ func TestRequestContext(t *testing.T) {
 		}
 	}
 	c.request(5, "GET", "/wait", true)
-	<-waiting
+	<-rc.Waiting
 	if err := c.fr.WriteRSTStream(5, http2.ErrCodeCancel); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-canceled; err != context.Canceled {
+	if err := <-rc.Canceled; err != context.Canceled {
 		t.Errorf("after the reset: context error %v; want context.Canceled", err)
 	}
 }
