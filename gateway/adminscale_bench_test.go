@@ -9,8 +9,8 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
 )
 
@@ -20,14 +20,9 @@ import (
 func adminScaleGateway(b *testing.B, n int) http.Handler {
 	b.Helper()
 	clk := clock.NewFake(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		b.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	b.Cleanup(func() { up.Close(); upSrv.Close() })
+	_, upSrv := gatewaytest.StartUpstream(b, clk, nil)
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, gatewaytest.UpstreamKey
 	cfg.Upstream.AllowPlainHTTP = true
 	daily := int64(10_000)
 	for a := range max(n/10, 1) {

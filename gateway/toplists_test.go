@@ -14,8 +14,8 @@ import (
 	"trendgate/admin"
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
 )
 
@@ -26,14 +26,9 @@ import (
 // with quotas, and accounts without any.
 func TestSummaryTopListsMatchEveryKey(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, gatewaytest.UpstreamKey
 	cfg.Upstream.AllowPlainHTTP = true
 	cfg.Plans["open"] = config.Plan{Endpoints: cfg.Plans["full"].Endpoints, DataMode: cfg.Plans["full"].DataMode}
 	const charged, quiet, free = 70, 15, 15

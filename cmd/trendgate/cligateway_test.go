@@ -8,8 +8,8 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
 	"trendgate/gateway"
+	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/clock"
 )
 
@@ -21,14 +21,9 @@ import (
 func cliGateway(t *testing.T) (*gateway.Gateway, *httptest.Server) {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	_, upSrv := gatewaytest.StartUpstream(t, clk, nil)
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL, cfg.Upstream.APIKey = upSrv.URL, gatewaytest.UpstreamKey
 	cfg.Admin.Token = "cli-admin-token"
 	cfg.KeysFile = filepath.Join(t.TempDir(), "keys.yaml")
 	cfg.Accounts = []config.Account{{ID: "acme", Plan: "full"}}
