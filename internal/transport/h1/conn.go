@@ -96,6 +96,7 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
 	c.res.c = c
 	c.res.header = make(http.Header, 16)
+	c.hdr = make(http.Header, 8)
 	return c
 }
 
@@ -295,9 +296,6 @@ func (c *conn) handOff(start time.Time) bool {
 // whether the connection may serve another request.
 func (c *conn) serveRequest(h *head, now time.Time) (keepAlive bool) {
 	c.fields = h.fields[:0] // the buffer, grown if it had to, for the next head
-	if c.hdr == nil {
-		c.hdr = make(http.Header, len(h.fields))
-	}
 	hdr := c.hdr
 	clear(hdr)
 	if cap(c.vals) < len(h.fields) {
