@@ -316,11 +316,12 @@ func (c *conn) readFrame() (http2.Frame, error) {
 	// its payload is read.
 	typ := http2.FrameType(hdr[3])
 	f, err := c.rfr.ReadFrame()
-	var se http2.StreamError
-	if err != nil && (typ == http2.FrameHeaders || typ == http2.FrameContinuation) && errors.As(err, &se) {
+	if err != nil && (typ == http2.FrameHeaders || typ == http2.FrameContinuation) {
 		// A header block that was not decoded leaves the HPACK state
 		// unknown: the connection cannot go on.
-		return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+		if se := (http2.StreamError{}); errors.As(err, &se) {
+			return nil, http2.ConnectionError(http2.ErrCodeProtocol)
+		}
 	}
 	return f, err
 }

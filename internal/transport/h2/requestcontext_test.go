@@ -2,7 +2,10 @@ package h2_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -32,5 +35,43 @@ func TestRequestContext(t *testing.T) {
 	}
 	if err := <-rc.Canceled; err != context.Canceled {
 		t.Errorf("after the reset: context error %v; want context.Canceled", err)
+	}
+}
+
+// TestHeaderPerRequest: each stream's handler sees its own request's
+// fields, whatever the stream its pooled state served before had.
+func TestHeaderPerRequest(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "%q", r.Header)
+	})
+	c := handshake(t, startLane(t, h, nil))
+	many := make([]string, 0, 2*70)
+	for i := range 70 {
+		many = append(many, "x-f"+strconv.Itoa(i), "v")
+	}
+	for i, tc := range []struct {
+		fields []string
+		want   string
+	}{
+		{[]string{"x-a", "1", "x-b", "2", "x-a", "3"}, `map["X-A":["1" "3"] "X-B":["2"]]`},
+		{[]string{"x-c", "4"}, `map["X-C":["4"]]`},
+		{nil, `map[]`},
+		{[]string{"cookie", "a=1", "x-d", "5", "cookie", "b=2"}, `map["Cookie":["a=1; b=2"] "X-D":["5"]]`},
+		{many, ""},
+		{[]string{"x-a", "6", "x-a", "7", "x-a", "8"}, `map["X-A":["6" "7" "8"]]`},
+		{[]string{"x-b", "9"}, `map["X-B":["9"]]`},
+	} {
+		id := uint32(2*i + 1)
+		c.request(id, "GET", "/", true, tc.fields...)
+		body := string(c.response(id).body)
+		if tc.want == "" {
+			if n := strings.Count(body, `:["v"]`); n != 70 {
+				t.Errorf("stream %d: handler saw %d of the 70 fields", id, n)
+			}
+			continue
+		}
+		if body != tc.want {
+			t.Errorf("stream %d, fields %q: handler saw %s; want %s", id, tc.fields, body, tc.want)
+		}
 	}
 }

@@ -40,7 +40,11 @@
 // handler returns; the response with net/http's rules for status codes,
 // content-length (computed for a body held whole), a sniffed
 // Content-Type, Date and HEAD (the head and its length, no DATA), and
-// http.Flusher. The gateway's TestTLSHTTP2LaneMatchesNetHTTP sends the
+// http.Flusher. One difference for the handler, as on the HTTP/1.1 lane:
+// the request's Header map (and the values in it) belongs to its pooled
+// stream and is cleared and refilled for a later request, so a handler
+// must not use r.Header after it returns (the request itself, its URL
+// and its context stay its own). The gateway's TestTLSHTTP2LaneMatchesNetHTTP sends the
 // same requests through this lane and through Go's server and requires
 // the same statuses, fields and bytes.
 package h2

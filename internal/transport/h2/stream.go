@@ -52,11 +52,22 @@ type stream struct {
 	wake chan struct{} // cap 1: credit arrived or the stream closed
 	ctx  *streamCtx    // new for each request: a context may outlive its stream
 	w    response
+
+	// The request's Header map and the values in it, reused by the
+	// stream's next request: a handler must not use r.Header after it
+	// returns (package doc).
+	hdr  http.Header
+	vals []string
 }
 
 // streamPool holds streams between requests, with their buffers and the
-// response header map.
+// request and response header maps.
 var streamPool = sync.Pool{New: func() any { return &stream{wake: make(chan struct{}, 1)} }}
+
+// maxPooledFields bounds the request header a pooled stream keeps for
+// reuse: a request with more fields leaves its map and values to the
+// collector.
+const maxPooledFields = 64
 
 // newStream returns a stream for id from the pool.
 func (c *conn) newStream(id uint32) *stream {
@@ -84,7 +95,13 @@ func (c *conn) unrefLocked(st *stream) {
 		held = nil
 	}
 	clear(header)
-	*st = stream{wake: st.wake, pending: pending}
+	hdr, vals := st.hdr, st.vals
+	clear(vals) // the values would keep their strings alive
+	if len(hdr) > maxPooledFields || cap(vals) > maxPooledFields {
+		hdr, vals = nil, nil // an outsized request's maps are not kept
+	}
+	clear(hdr)
+	*st = stream{wake: st.wake, pending: pending, hdr: hdr, vals: vals[:0]}
 	st.w.held, st.w.header = held, header
 	streamPool.Put(st)
 }
@@ -371,15 +388,29 @@ func (c *conn) noteClosed(id uint32) {
 // newRequest builds the request of the block just read for st.
 func (c *conn) newRequest(st *stream) (*http.Request, error) {
 	hb := &c.hb
-	hdr := make(http.Header, len(hb.fields))
+	hdr := st.hdr
+	if hdr == nil {
+		hdr = make(http.Header, 8)
+		st.hdr = hdr
+	}
+	if cap(st.vals) < len(hb.fields) {
+		st.vals = make([]string, 0, len(hb.fields))
+	}
+	vals := st.vals[:len(hb.fields)]
+	st.vals = vals
 	var cookies []string
-	for _, f := range hb.fields {
+	for i, f := range hb.fields {
 		if f.Name == "cookie" {
 			cookies = append(cookies, f.Value)
 			continue
 		}
+		vals[i] = f.Value
 		k := c.canon.get(f.Name)
-		hdr[k] = append(hdr[k], f.Value)
+		if vv, ok := hdr[k]; ok {
+			hdr[k] = append(vv, f.Value)
+		} else {
+			hdr[k] = vals[i : i+1 : i+1]
+		}
 	}
 	if len(cookies) > 0 {
 		// RFC 9113 §8.2.3: split cookie fields are joined for HTTP/1.1
