@@ -32,6 +32,11 @@ const (
 	connRecvWindow    = defaultWindow    // we never raise the connection's receive window
 	streamRecvWindow  = defaultWindow    // nor a stream's
 	windowUpdateAfter = defaultWindow / 2
+	// readBufSize is the reading buffer of a connection: a whole frame of
+	// readFrameSize with its header (readFrame waits for whole frames)
+	// and the start of the next, 18 KiB, an allocation size class of its
+	// own. Two frames' worth (32,777 bytes) took the 40 KiB class.
+	readBufSize = 18 << 10
 )
 
 // Limits that bound what one client can make a connection do.
@@ -110,8 +115,8 @@ type conn struct {
 	maxHdrList  uint32
 
 	mu                sync.Mutex // guards the fields below
-	out               []byte     // frames not written yet
-	spare             []byte     // the other output buffer, swapped with out
+	out               []byte     // frames not written yet; nil (none from outPool) while there are none
+	outBox            *[]byte    // the outPool entry out came from
 	outw              outWriter
 	wfr               *http2.Framer // writes frames into out
 	henc              *hpack.Encoder
@@ -145,8 +150,38 @@ type conn struct {
 type outWriter struct{ c *conn }
 
 func (w outWriter) Write(p []byte) (int, error) {
+	w.c.takeOut()
 	w.c.out = append(w.c.out, p...)
 	return len(p), nil
+}
+
+// outPool holds output buffers between batches: a connection takes one
+// when it queues its first frame and puts it back once the batch is
+// written, so an idle connection keeps none and the busy ones reuse the
+// few buffers still warm in the processor's caches.
+var outPool = sync.Pool{New: func() any { b := make([]byte, 0, flushAt+32<<10); return &b }}
+
+// maxPooledOut is the largest output buffer put back in outPool (a batch
+// is written once it passes flushAt, so it ends up to one response beyond
+// it); one that a burst grew further is left to the collector.
+const maxPooledOut = 4 * flushAt
+
+// takeOut gives c.out a buffer from outPool if it has none. c.mu must be
+// held.
+func (c *conn) takeOut() {
+	if c.out == nil {
+		c.outBox = outPool.Get().(*[]byte)
+		c.out = (*c.outBox)[:0]
+	}
+}
+
+// releaseOut puts buf, an output buffer written or dropped, back in
+// outPool in box, the entry it came from.
+func releaseOut(box *[]byte, buf []byte) {
+	if box != nil && cap(buf) <= maxPooledOut {
+		*box = buf[:0]
+		outPool.Put(box)
+	}
 }
 
 // maxMemoNames bounds a nameMemo: a peer sending ever new field names
@@ -187,7 +222,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Base), http.LocalAddrContextKey, nc.LocalAddr())
-	c.br = bufio.NewReaderSize(nc, 2*readFrameSize+frameHeaderLen)
+	c.br = bufio.NewReaderSize(nc, readBufSize)
 	c.rfr = http2.NewFramer(nil, c.br)
 	c.rfr.SetMaxReadFrameSize(readFrameSize)
 	c.maxHdrList = s.maxHeaderListSize()
@@ -440,19 +475,12 @@ func (c *conn) flush() error {
 	}
 	c.writing = true
 	for len(c.out) > 0 && c.werr == nil {
-		buf := c.out
-		c.out = c.spare[:0]
-		c.spare = nil
+		buf, box := c.out, c.outBox
+		c.out, c.outBox = nil, nil // frames queued meanwhile take another buffer
 		c.mu.Unlock()
 		err := c.write(buf)
+		releaseOut(box, buf)
 		c.mu.Lock()
-		// Keep a buffer of the usual size for the next swap (a batch
-		// is written once it passes flushAt, so it ends up to one
-		// response beyond it); one that a burst grew further goes to
-		// the collector instead of staying with the connection.
-		if cap(buf) <= 4*flushAt {
-			c.spare = buf[:0]
-		}
 		if err != nil && c.werr == nil {
 			c.werr, c.writeFailed = err, true
 			// The reader may be waiting for a frame: wake it.
@@ -462,8 +490,9 @@ func (c *conn) flush() error {
 	}
 	c.writing = false
 	c.flushed.Broadcast()
-	if c.werr != nil {
-		c.out = c.out[:0]
+	if c.out != nil && (c.werr != nil || len(c.out) == 0) {
+		releaseOut(c.outBox, c.out)
+		c.out, c.outBox = nil, nil
 	}
 	if c.closeAfterFlush && c.werr == nil {
 		c.werr = net.ErrClosed

@@ -327,6 +327,7 @@ func (c *conn) appendDataLocked(id uint32, end bool, p []byte) {
 		flags = http2.FlagDataEndStream
 	}
 	n := len(p)
+	c.takeOut()
 	c.out = append(c.out, byte(n>>16), byte(n>>8), byte(n), byte(http2.FrameData), byte(flags),
 		byte(id>>24)&0x7f, byte(id>>16), byte(id>>8), byte(id))
 	c.out = append(c.out, p...)
