@@ -3,9 +3,11 @@ package h2_test
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -156,4 +158,91 @@ func benchServe(b *testing.B, h http.Handler, cert tls.Certificate, lane bool) s
 		_ = srv.Shutdown(b.Context())
 	})
 	return l.Addr().String()
+}
+
+// BenchmarkIdleConn reports the heap an idle HTTP/2 connection keeps
+// after one request of the bench list's size: by the lane and by
+// net/http, client side included (a bare Framer over tls.Conn, the same
+// for both), as B/conn over 100 connections.
+func BenchmarkIdleConn(b *testing.B) {
+	pair := testcert.New(b, testcert.Options{Hosts: []string{"127.0.0.1"}})
+	body := bytes.Repeat([]byte("x"), 61499)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(body) })
+	const conns = 100
+	for _, lane := range []bool{false, true} {
+		name := "net-http"
+		if lane {
+			name = "lane"
+		}
+		b.Run(name, func(b *testing.B) {
+			addr := benchServe(b, h, pair.TLS, lane)
+			var perConn float64
+			for b.Loop() {
+				before := heapInUse()
+				open := make([]*tls.Conn, 0, conns)
+				for range conns {
+					open = append(open, idleAfterOne(b, addr, pair.Pool(), len(body)))
+				}
+				perConn = float64(heapInUse()-before) / conns
+				for _, c := range open {
+					_ = c.Close()
+				}
+			}
+			b.ReportMetric(perConn, "B/conn")
+		})
+	}
+}
+
+// heapInUse returns the heap in use after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapInuse)
+}
+
+// idleAfterOne opens an HTTP/2 connection to addr, reads one response of
+// size bytes on it and returns it open and idle.
+func idleAfterOne(b *testing.B, addr string, roots *x509.CertPool, size int) *tls.Conn {
+	b.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		b.Fatal(err)
+	}
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<30 - 1}); err != nil {
+		b.Fatal(err)
+	}
+	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		b.Fatal(err)
+	}
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	for _, f := range []hpack.HeaderField{
+		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+		{Name: ":path", Value: "/api4/public/topics/list/v1"}, {Name: ":authority", Value: "bench"},
+	} {
+		_ = enc.WriteField(f)
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		b.Fatal(err)
+	}
+	for got := 0; got < size; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			b.Fatal(err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			got += len(f.Data())
+		}
+	}
+	return conn
 }
