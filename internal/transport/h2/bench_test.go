@@ -40,64 +40,18 @@ func BenchmarkServe(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				addr := benchServe(b, h, pair.TLS, lane)
-				conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pair.Pool(), NextProtos: []string{"h2"}})
-				if err != nil {
-					b.Fatal(err)
-				}
+				conn, fr := benchDial(b, addr, pair.Pool())
 				defer conn.Close()
-				fr := http2.NewFramer(conn, conn)
 				fr.SetReuseFrames()
-				if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-					b.Fatal(err)
-				}
-				// Large windows, as h2load sets them, so flow control never waits.
-				if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<30 - 1}); err != nil {
-					b.Fatal(err)
-				}
-				if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
-					b.Fatal(err)
-				}
 				var hbuf bytes.Buffer
 				enc := hpack.NewEncoder(&hbuf)
-				fields := []hpack.HeaderField{
-					{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
-					{Name: ":path", Value: "/api4/public/topics/list/v1"}, {Name: ":authority", Value: "bench"},
-					{Name: "authorization", Value: "Bearer bench-key"},
-				}
+				fields := append(benchFields[:len(benchFields):len(benchFields)],
+					hpack.HeaderField{Name: "authorization", Value: "Bearer bench-key"})
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				id := uint32(1)
 				for b.Loop() {
-					hbuf.Reset()
-					for _, f := range fields {
-						_ = enc.WriteField(f)
-					}
-					if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-						b.Fatal(err)
-					}
-					got := 0
-					for done := false; !done; {
-						f, err := fr.ReadFrame()
-						if err != nil {
-							b.Fatal(err)
-						}
-						switch f := f.(type) {
-						case *http2.SettingsFrame:
-							if !f.IsAck() {
-								_ = fr.WriteSettingsAck()
-							}
-						case *http2.DataFrame:
-							if f.StreamID == id {
-								got += len(f.Data())
-								done = f.StreamEnded()
-							}
-						case *http2.WindowUpdateFrame, *http2.PingFrame:
-						case *http2.HeadersFrame:
-							done = f.StreamID == id && f.StreamEnded()
-						default:
-							b.Fatalf("unexpected %v", f.Header())
-						}
-					}
+					got := benchGet(b, fr, enc, &hbuf, fields, id)
 					if got != size {
 						b.Fatalf("got %d bytes; want %d", got, size)
 					}
@@ -204,9 +158,16 @@ func heapInUse() int64 {
 	return int64(m.HeapInuse)
 }
 
-// idleAfterOne opens an HTTP/2 connection to addr, reads one response of
-// size bytes on it and returns it open and idle.
-func idleAfterOne(b *testing.B, addr string, roots *x509.CertPool, size int) *tls.Conn {
+// benchFields are the pseudo-header fields of the benchmarks' requests.
+var benchFields = []hpack.HeaderField{
+	{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
+	{Name: ":path", Value: "/api4/public/topics/list/v1"}, {Name: ":authority", Value: "bench"},
+}
+
+// benchDial opens an HTTP/2 connection over TLS to addr and sends the
+// preface and large windows (as h2load does, so flow control never
+// waits).
+func benchDial(b *testing.B, addr string, roots *x509.CertPool) (*tls.Conn, *http2.Framer) {
 	b.Helper()
 	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}})
 	if err != nil {
@@ -222,18 +183,34 @@ func idleAfterOne(b *testing.B, addr string, roots *x509.CertPool, size int) *tl
 	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
 		b.Fatal(err)
 	}
+	return conn, fr
+}
+
+// idleAfterOne opens an HTTP/2 connection to addr, reads one response of
+// size bytes on it and returns it open and idle.
+func idleAfterOne(b *testing.B, addr string, roots *x509.CertPool, size int) *tls.Conn {
+	b.Helper()
+	conn, fr := benchDial(b, addr, roots)
 	var hbuf bytes.Buffer
-	enc := hpack.NewEncoder(&hbuf)
-	for _, f := range []hpack.HeaderField{
-		{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "https"},
-		{Name: ":path", Value: "/api4/public/topics/list/v1"}, {Name: ":authority", Value: "bench"},
-	} {
+	if got := benchGet(b, fr, hpack.NewEncoder(&hbuf), &hbuf, benchFields, 1); got != size {
+		b.Fatalf("got %d bytes; want %d", got, size)
+	}
+	return conn
+}
+
+// benchGet sends a request of fields on stream id, coded with enc into
+// hbuf, and reads frames until its response ended; it returns the
+// response body's length.
+func benchGet(b *testing.B, fr *http2.Framer, enc *hpack.Encoder, hbuf *bytes.Buffer, fields []hpack.HeaderField, id uint32) int {
+	hbuf.Reset()
+	for _, f := range fields {
 		_ = enc.WriteField(f)
 	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		b.Fatal(err)
 	}
-	for got := 0; got < size; {
+	got := 0
+	for done := false; !done; {
 		f, err := fr.ReadFrame()
 		if err != nil {
 			b.Fatal(err)
@@ -244,8 +221,16 @@ func idleAfterOne(b *testing.B, addr string, roots *x509.CertPool, size int) *tl
 				_ = fr.WriteSettingsAck()
 			}
 		case *http2.DataFrame:
-			got += len(f.Data())
+			if f.StreamID == id {
+				got += len(f.Data())
+				done = f.StreamEnded()
+			}
+		case *http2.WindowUpdateFrame, *http2.PingFrame:
+		case *http2.HeadersFrame:
+			done = f.StreamID == id && f.StreamEnded()
+		default:
+			b.Fatalf("unexpected %v", f.Header())
 		}
 	}
-	return conn
+	return got
 }
