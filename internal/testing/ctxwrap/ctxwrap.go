@@ -27,6 +27,7 @@ type Recorder struct {
 	Canceled chan error
 }
 
+// New returns a Recorder that has wrapped no context yet.
 func New() *Recorder {
 	return &Recorder{Waiting: make(chan struct{}), Canceled: make(chan error, 1)}
 }

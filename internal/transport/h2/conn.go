@@ -490,7 +490,8 @@ func (c *conn) flush() error {
 	}
 	c.writing = false
 	c.flushed.Broadcast()
-	if c.out != nil && (c.werr != nil || len(c.out) == 0) {
+	if c.werr != nil && c.out != nil {
+		// Frames queued for a broken connection are dropped.
 		releaseOut(c.outBox, c.out)
 		c.out, c.outBox = nil, nil
 	}

@@ -44,9 +44,10 @@
 // the request's Header map (and the values in it) belongs to its pooled
 // stream and is cleared and refilled for a later request, so a handler
 // must not use r.Header after it returns (the request itself, its URL
-// and its context stay its own). The gateway's TestTLSHTTP2LaneMatchesNetHTTP sends the
-// same requests through this lane and through Go's server and requires
-// the same statuses, fields and bytes.
+// and its context stay its own). The gateway's
+// TestTLSHTTP2LaneMatchesNetHTTP sends the same requests through this
+// lane and through Go's server and requires the same statuses, fields
+// and bytes.
 package h2
 
 import (
