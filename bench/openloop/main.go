@@ -97,7 +97,7 @@ func parseOptions() (options, error) {
 	flag.StringVar(&o.binB, "bin-b", "", "a second trendgate binary, measured as the server \"trendgate-b\" (name it in -servers) beside the first: an A/B of two builds in one run")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
-	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), trendgate, trendgate-b")
+	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), trendgate, trendgate-b")
 	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
 	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (a day of bitcoin's hourly series, 15 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
 	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
@@ -119,8 +119,8 @@ func parseOptions() (options, error) {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
 	for _, s := range strings.Split(servers, ",") {
-		if s != "nginx" && s != "minimal" && s != "trendgate" && s != "trendgate-b" {
-			return o, fmt.Errorf("-servers: unknown server %q (nginx, minimal, trendgate, trendgate-b)", s)
+		if s != "nginx" && s != "minimal" && s != "minimal-full" && s != "trendgate" && s != "trendgate-b" {
+			return o, fmt.Errorf("-servers: unknown server %q (nginx, minimal, minimal-full, trendgate, trendgate-b)", s)
 		}
 		if s == "trendgate-b" && o.binB == "" {
 			return o, errors.New("-servers: trendgate-b needs -bin-b")
@@ -248,10 +248,10 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 		switch name {
 		case "nginx":
 			s, err = startNginx(ctx, e, nginxBin, o.nginxWorkers)
-		case "minimal":
+		case "minimal", "minimal-full":
 			var self string
 			if self, err = os.Executable(); err == nil {
-				s, err = startMinimal(ctx, e, self)
+				s, err = startMinimal(ctx, e, self, name)
 			}
 		case "trendgate-b":
 			s, err = startTrendgate(ctx, e, name, o.binB)

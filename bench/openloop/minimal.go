@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,10 +51,11 @@ func runMinimal(args []string) error {
 	fs.StringVar(&cert, "cert", "", "certificate file")
 	fs.StringVar(&key, "key", "", "private key file")
 	fs.StringVar(&paths, "paths", "", "comma-separated request targets to answer")
+	fullHead := fs.Bool("full-head", false, "answer with the header fields trendgate sends on a cached hit, not only the three the client needs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	answers, err := fetchAnswers(upstream, upstreamKey, strings.Split(paths, ","))
+	answers, err := fetchAnswers(upstream, upstreamKey, strings.Split(paths, ","), *fullHead)
 	if err != nil {
 		return err
 	}
@@ -82,8 +84,9 @@ func runMinimal(args []string) error {
 }
 
 // fetchAnswers asks the upstream for each target once and builds the whole
-// response (status line, headers, body) the server writes for it.
-func fetchAnswers(upstream, key string, targets []string) (map[string][]byte, error) {
+// response (status line, headers, body) the server writes for it; with
+// fullHead, the head has trendgate's fields (see fullHeadFields).
+func fetchAnswers(upstream, key string, targets []string, fullHead bool) (map[string][]byte, error) {
 	c := &http.Client{Timeout: 10 * time.Second}
 	out := make(map[string][]byte, len(targets))
 	for _, t := range targets {
@@ -105,12 +108,32 @@ func fetchAnswers(upstream, key string, targets []string) (map[string][]byte, er
 			return nil, fmt.Errorf("upstream %s: %s", t, resp.Status)
 		}
 		var b bytes.Buffer
-		fmt.Fprintf(&b, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Status: trendgate; hit\r\n\r\n",
+		fmt.Fprintf(&b, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nCache-Status: trendgate; hit\r\n",
 			resp.Header.Get("Content-Type"), len(body))
+		if fullHead {
+			b.WriteString(fullHeadFields(time.Now()))
+		}
+		b.WriteString("\r\n")
 		b.Write(body)
 		out[t] = b.Bytes()
 	}
 	return out, nil
+}
+
+// fullHeadFields returns the header fields trendgate adds to the three
+// above on a cached hit of a plan without limits (no RateLimit fields), as
+// it wrote them on 2026-11-27: a request id of 12 hex digits and a base-36
+// counter, the age, the client cache policy, nosniff, a 16-character
+// entity tag, Vary and the date. The values are fixed; their lengths are
+// trendgate's.
+func fullHeadFields(now time.Time) string {
+	return "Age: 0\r\n" +
+		"X-Request-Id: 8c19d5ad4220-1k3f\r\n" +
+		"Cache-Control: private, max-age=599\r\n" +
+		"X-Content-Type-Options: nosniff\r\n" +
+		"Etag: \"r9HNnbHdeBh5OF4q\"\r\n" +
+		"Vary: Accept-Encoding\r\n" +
+		"Date: " + now.UTC().Format(http.TimeFormat) + "\r\n"
 }
 
 type minimal struct {
@@ -188,7 +211,7 @@ func readRequest(r *bufio.Reader) (target, bearer string, err error) {
 
 // startMinimal starts the minimal server as a child process of this binary,
 // answering the bench's endpoints.
-func startMinimal(ctx context.Context, e *env, self string) (*server, error) {
+func startMinimal(ctx context.Context, e *env, self, name string) (*server, error) {
 	addrs, err := freeAddrs(3)
 	if err != nil {
 		return nil, err
@@ -197,15 +220,16 @@ func startMinimal(ctx context.Context, e *env, self string) (*server, error) {
 	for _, t := range endpoints {
 		targets = append(targets, t)
 	}
-	p, err := start(e.dir, "minimal", self, minimalCommand,
+	p, err := start(e.dir, name, self, minimalCommand,
 		"-listen", addrs[0], "-tls-listen", addrs[1], "-admin", addrs[2],
 		"-upstream", e.upstreamURL, "-upstream-key", e.upstreamKey, "-key-digest", auth.Digest(e.clientKey),
-		"-cert", e.certFile, "-key", e.keyFile, "-paths", strings.Join(targets, ","))
+		"-cert", e.certFile, "-key", e.keyFile, "-paths", strings.Join(targets, ","),
+		"-full-head="+strconv.FormatBool(name == "minimal-full"))
 	if err != nil {
 		return nil, err
 	}
 	admin := "http://" + addrs[2]
-	s := &server{name: "minimal", plainURL: "http://" + addrs[0], tlsURL: "https://" + addrs[1],
+	s := &server{name: name, plainURL: "http://" + addrs[0], tlsURL: "https://" + addrs[1],
 		procs: []*process{p}, plainAdmin: admin, tlsAdmin: admin, pprof: true}
 	if err := p.waitReady(ctx, e.probe, admin+runtimePath); err != nil {
 		s.stop()

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
 )
 
 // Output as wrk 4.1 and h2load 1.52 print it (trimmed).
@@ -114,6 +120,46 @@ func TestMedianAndMean(t *testing.T) {
 		}
 		if got := meanOf(in); got != tc.mean {
 			t.Errorf("meanOf(%v) = %v; want %v", tc.in, got, tc.mean)
+		}
+	}
+}
+
+// TestFullHeadMatchesTrendgate: the minimal-full server's head has the
+// fields trendgate sends on a cached hit for a key on the bench's plan (no
+// limits, so no RateLimit fields), and each value has the same length but
+// for the id's counter and Age, which grow. A field trendgate adds or
+// drops fails it.
+func TestFullHeadMatchesTrendgate(t *testing.T) {
+	h := gatewaytest.New(t, func(c *config.Config) {
+		c.Plans["bench"] = config.Plan{Endpoints: []string{"list", "series"}, DataMode: "full"}
+		c.Keys[0].Plan = "bench"
+	})
+	target := endpoints["small"]
+	h.Get(target, h.Full) // fills the cache
+	resp, body := h.Get(target, h.Full)
+	if resp.StatusCode != http.StatusOK || !cacheHit(resp.Header) {
+		t.Fatalf("second request: %d, Cache-Status %q; want a 200 hit", resp.StatusCode, resp.Header.Get("Cache-Status"))
+	}
+
+	head := "HTTP/1.1 200 OK\r\nContent-Type: " + resp.Header.Get("Content-Type") +
+		"\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\nCache-Status: trendgate; hit\r\n" +
+		fullHeadFields(gatewaytest.Now) + "\r\n"
+	mr, err := http.ReadResponse(bufio.NewReader(strings.NewReader(head)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range resp.Header {
+		want, ok := mr.Header[name]
+		switch {
+		case !ok:
+			t.Errorf("trendgate sends %s: %q; the minimal-full head has no such field", name, got)
+		case name != "X-Request-Id" && name != "Age" && len(want[0]) != len(got[0]):
+			t.Errorf("%s: minimal-full sends %q, trendgate %q (lengths differ)", name, want[0], got[0])
+		}
+	}
+	for name, v := range mr.Header {
+		if _, ok := resp.Header[name]; !ok {
+			t.Errorf("the minimal-full head has %s: %q; trendgate sends no such field", name, v)
 		}
 	}
 }

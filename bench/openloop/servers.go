@@ -236,7 +236,7 @@ func (s *server) baseURL(pr protocol) string {
 }
 
 // serves reports whether s speaks pr: the minimal server has no HTTP/2.
-func (s *server) serves(pr protocol) bool { return s.name != "minimal" || pr != h2 }
+func (s *server) serves(pr protocol) bool { return !strings.HasPrefix(s.name, "minimal") || pr != h2 }
 
 // admin is the admin listener of the process serving pr ("" for nginx).
 func (s *server) admin(pr protocol) string {
