@@ -209,6 +209,7 @@ func TestStoreCompacts(t *testing.T) {
 		if err := k.s.flush(writeTick); err != nil {
 			t.Fatal(err)
 		}
+		k.s.awaitCompaction()
 	}
 	snap, info, err := LoadInfo(k.path)
 	if err != nil {

@@ -34,44 +34,83 @@ func Write(path string, b []byte, perm os.FileMode) error {
 // before the rename, leaves the previous file as it was and no temporary
 // file behind; write's error is returned as it is. A failed directory sync
 // returns an error wrapping ErrNotDurable with the new file in place.
-func WriteFunc(path string, perm os.FileMode, write func(io.Writer) error) (err error) {
+func WriteFunc(path string, perm os.FileMode, write func(io.Writer) error) error {
+	p, err := Create(path, perm)
+	if err != nil {
+		return err
+	}
+	if err := write(p.f); err != nil {
+		p.Abort()
+		return err
+	}
+	return p.Commit()
+}
+
+// Pending is a replacement of a file, written under a temporary name in
+// the same directory until Commit puts it in place (as WriteFunc does) or
+// Abort drops it. It lets a caller write most of the new content without
+// holding a lock and add, under the lock, what changed meanwhile before
+// the swap. It is not safe for concurrent use.
+type Pending struct {
+	f         *os.File
+	path, dir string
+}
+
+// Create starts a replacement of path with mode perm.
+func Create(path string, perm os.FileMode) (*Pending, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(perm); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return nil, err
+	}
+	return &Pending{f: f, path: path, dir: dir}, nil
+}
+
+// Write appends b to the new content.
+func (p *Pending) Write(b []byte) (int, error) { return p.f.Write(b) }
+
+// Sync flushes what was written so far to the disk, so that Commit has
+// only the rest to sync.
+func (p *Pending) Sync() error { return p.f.Sync() }
+
+// Commit syncs the new file, renames it over the path and syncs the
+// directory. Any failure before the rename leaves the previous file as it
+// was and removes the temporary one; a failed directory sync returns an
+// error wrapping ErrNotDurable with the new file in place.
+func (p *Pending) Commit() error {
+	tmp := p.f.Name()
+	err := p.f.Sync()
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, p.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = write(f); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, derr := os.Open(dir)
-	if derr == nil {
-		derr = d.Sync()
+	d, err := os.Open(p.dir)
+	if err == nil {
+		err = d.Sync()
 		_ = d.Close()
 	}
-	if derr != nil {
-		return fmt.Errorf("%w: %w", ErrNotDurable, derr)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotDurable, err)
 	}
 	return nil
+}
+
+// Abort drops the new file; the previous one stays as it was.
+func (p *Pending) Abort() {
+	_ = p.f.Close()
+	_ = os.Remove(p.f.Name())
 }

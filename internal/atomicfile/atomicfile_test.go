@@ -71,6 +71,65 @@ func TestWriteFuncFailureKeepsOldFile(t *testing.T) {
 	}
 }
 
+// TestPending: until Commit the path holds the old content, whatever was
+// written to the replacement in parts; Commit puts all the parts in place
+// and Abort leaves the old file and no temporary one.
+func TestPending(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := Write(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+
+	dropped, err := Create(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dropped.Write([]byte("never")); err != nil {
+		t.Fatal(err)
+	}
+	dropped.Abort()
+	if got := read(); got != "old" {
+		t.Errorf("after Abort the file holds %q; want %q", got, "old")
+	}
+	if got := dirNames(t, dir); len(got) != 1 {
+		t.Errorf("after Abort the directory holds %q; want only f", got)
+	}
+
+	p, err := Create(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []string{"snapshot", "+record"} {
+		if _, err := p.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(); got != "old" {
+			t.Errorf("before Commit the file holds %q; want %q", got, "old")
+		}
+	}
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != "snapshot+record" {
+		t.Errorf("after Commit the file holds %q; want both parts", got)
+	}
+	if got := dirNames(t, dir); len(got) != 1 || got[0] != "f" {
+		t.Errorf("after Commit the directory holds %q; want only f", got)
+	}
+}
+
 func TestWriteMissingDirectory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing", "f")
 	if err := Write(path, []byte("x"), 0o600); !errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,238 @@
+package state
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"trendgate/activity"
+	"trendgate/api"
+	"trendgate/internal/clock"
+	"trendgate/limits"
+)
+
+// startCompaction grows k's journal by one counted key per interval
+// write until a write starts a compaction, whose swap then waits in
+// beforeSwap until release is closed (later ones do not). It returns once the compaction has
+// written its new file.
+func startCompaction(t *testing.T, k *keyedStore, release <-chan struct{}) {
+	t.Helper()
+	written := make(chan struct{})
+	var once sync.Once
+	k.s.beforeSwap = func() { // later compactions (release closed) pass
+		once.Do(func() { close(written) })
+		<-release
+	}
+	k.s.compactAt = 1
+	for i := 0; ; i++ {
+		if i == 100 {
+			t.Fatal("100 interval writes started no compaction")
+		}
+		k.keys["key-00000"].Record(k.clk.Now(), api.EndpointSeries, 200, 1)
+		if err := k.s.flush(writeTick); err != nil {
+			t.Fatal(err)
+		}
+		k.s.flushMu.Lock()
+		started := k.s.compacting != nil
+		k.s.flushMu.Unlock()
+		if started {
+			break
+		}
+	}
+	<-written
+}
+
+// within fails t unless done is closed within a minute: what it waits
+// for must not wait for the compaction held in beforeSwap.
+func within(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s waited for the compaction to end", what)
+	}
+}
+
+// TestSyncDuringCompaction: while a compaction's new file waits to be
+// swapped in, a request that needs a higher ceiling is admitted (its Sync
+// appends a record to the old file) and the interval's write appends one
+// too; once swapped in, the new file holds the snapshot and both records,
+// and every account's stored count covers what it used.
+func TestSyncDuringCompaction(t *testing.T) {
+	k := newKeyedStore(t, 10)
+	ctx := context.Background()
+	for _, id := range []string{"key-00001", "key-00002"} { // counted in the snapshot
+		if _, err := k.lim.Admit(ctx, limits.Subject{Key: id}, limits.Policy{Daily: 1000}, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	startCompaction(t, k, release)
+
+	admitted := make(chan struct{})
+	var d limits.Decision
+	var err error
+	go func() {
+		defer close(admitted)
+		// A first request of its account: its ceiling is 0, so it waits
+		// for a write.
+		d, err = k.lim.Admit(ctx, limits.Subject{Key: "key-00003"}, limits.Policy{Daily: 1000}, 5)
+	}()
+	within(t, admitted, "a request waiting for its ceiling")
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit during the compaction: %+v %v", d, err)
+	}
+	k.keys["key-00004"].Record(k.clk.Now(), api.EndpointWhatsup, 200, 7)
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		if err := k.s.flush(writeTick); err != nil {
+			t.Error(err)
+		}
+	}()
+	within(t, ticked, "the interval's write")
+
+	close(release)
+	k.s.awaitCompaction()
+	snap, info, err := LoadInfo(k.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Records != 3 {
+		t.Errorf("%d records after the compaction; want its snapshot and the two records appended meanwhile", info.Records)
+	}
+	if w := snap.Usage["key-00004"]; len(w.Cells) != 1 || w.Cells[0].Units != 7 {
+		t.Errorf("usage of key-00004 counted during the compaction: %+v; want 7 units", w)
+	}
+	stored := map[string]int64{}
+	for _, c := range snap.Counters {
+		stored[c.Subject] = c.DayUsed
+	}
+	for _, c := range k.lim.Checkpoint(k.clk.Now(), false) { // the exact counts
+		if stored[c.Subject] < c.DayUsed {
+			t.Errorf("account %s: the file stores %d; it used %d (a crash now would lose units)", c.Subject, stored[c.Subject], c.DayUsed)
+		}
+	}
+	if stored["key-00003"] < 5 {
+		t.Errorf("key-00003 stored at %d; want its 5 units reserved", stored["key-00003"])
+	}
+
+	// The journal goes on from the new file.
+	k.keys["key-00005"].Record(k.clk.Now(), api.EndpointSeries, 200, 2)
+	if err := k.s.flush(writeTick); err != nil {
+		t.Fatal(err)
+	}
+	k.s.awaitCompaction()
+	if snap, err := Load(k.path); err != nil || len(snap.Usage["key-00005"].Cells) != 1 {
+		t.Errorf("after one more write: %v, key-00005 %+v; want it counted", err, snap.Usage["key-00005"])
+	}
+}
+
+// TestCompactionFailureKeepsJournal: a compaction that cannot put its new
+// file in place leaves the old journal, records appended meanwhile
+// included, and makes the next write a whole one, which stores the usage
+// the failed snapshot took.
+func TestCompactionFailureKeepsJournal(t *testing.T) {
+	k := newKeyedStore(t, 10)
+	release := make(chan struct{})
+	startCompaction(t, k, release)
+	k.keys["key-00006"].Record(k.clk.Now(), api.EndpointSeries, 200, 4)
+	if err := k.s.flush(writeTick); err != nil { // appended to the old file while the compaction waits
+		t.Fatal(err)
+	}
+	// The rename fails: a directory with something in it stands where the
+	// new file would go. The old file is moved aside meanwhile and back
+	// after, as it was.
+	aside := k.path + ".aside"
+	if err := os.Rename(k.path, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(k.path+"/x", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	k.s.awaitCompaction()
+	if err := os.RemoveAll(k.path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, k.path); err != nil {
+		t.Fatal(err)
+	}
+	old, err := Load(k.path)
+	if err != nil || old.Usage["key-00006"].Cells[0].Units != 4 {
+		t.Fatalf("old journal after the failed compaction: %v %+v; want key-00006's 4 units", err, old.Usage)
+	}
+	k.s.flushMu.Lock()
+	whole := k.s.whole
+	k.s.flushMu.Unlock()
+	if !whole {
+		t.Fatal("after a failed compaction the next write is not a whole one")
+	}
+	if err := k.s.flush(writeTick); err != nil {
+		t.Fatal(err)
+	}
+	snap, info, err := LoadInfo(k.path)
+	if err != nil || info.Records != 1 {
+		t.Fatalf("after the next write: %+v %v; want one whole snapshot", info, err)
+	}
+	if u := snap.Usage["key-00000"]; len(u.Cells) != 1 || u.Cells[0].Requests == 0 {
+		t.Errorf("key-00000's usage, taken by the failed compaction: %+v; want it stored", u)
+	}
+}
+
+// BenchmarkSyncDuringCompaction is a request waiting for its ceiling (the
+// first of an account: one Sync) made just after a compaction started,
+// with 100,000 keys and accounts each used once, as BenchmarkStoreWrite:
+// held-ms is how long starting the compaction held the journal (its
+// checkpoint; a Sync then waits for it), sync-ms how long the request
+// waited after that, compaction-ms how long the compaction took from its
+// start to the swap (what the request waited when compactions held the
+// journal throughout).
+func BenchmarkSyncDuringCompaction(b *testing.B) {
+	clk := clock.NewFake(t0)
+	lim, err := limits.NewLocal(limits.DefaultConfig(), clk, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var usage activity.Keys
+	keys := usage.Retain(keyIDs("key-%06d", 100_000))
+	for id, k := range keys {
+		k.Record(clk.Now(), api.EndpointSeries, 200, 1)
+		if _, err := lim.Admit(context.Background(), limits.Subject{Key: id}, limits.Policy{Daily: 1000}, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Counters: lim, Clock: clk, Interval: time.Hour, Usage: &usage})
+	lim.SetKeeper(s)
+	s.Start()
+	defer s.Close()
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	var held, waited, compacting time.Duration
+	i := 0
+	for b.Loop() {
+		start := time.Now()
+		s.flushMu.Lock()
+		s.startCompaction(clk.Now())
+		s.flushMu.Unlock()
+		started := time.Now()
+		i++
+		d, err := lim.Admit(context.Background(), limits.Subject{Key: fmt.Sprintf("new-%d", i)}, limits.Policy{Daily: 1000}, 1)
+		if err != nil || !d.Allowed {
+			b.Fatalf("Admit: %+v %v", d, err)
+		}
+		waited += time.Since(started)
+		s.awaitCompaction()
+		compacting += time.Since(start)
+		held += started.Sub(start)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(i) }
+	b.ReportMetric(ms(held), "held-ms")
+	b.ReportMetric(ms(waited), "sync-ms")
+	b.ReportMetric(ms(compacting), "compaction-ms")
+}
