@@ -161,11 +161,42 @@ func (l *Local) CheckpointAll(now time.Time) []Counter {
 	return out
 }
 
-// checkpoint returns q's counters of the windows w: exact, or with
-// reserve raised by the reservation ahead (never below the stored
-// ceiling), clearing what the account reserved and needs since the
-// previous checkpoint. Local.mu must be held.
+// PeekAll returns what CheckpointAll would, every account's counters
+// raised by its reservation ahead, but clears nothing: what the accounts
+// reserved, need and changed stays for the next Checkpoint. It is for a
+// keeper that writes a snapshot beside its records (a compaction that does
+// not hold them up): it commits the snapshot's counters only for the
+// accounts no record written after it stored, and a request waiting for
+// its ceiling when the snapshot was taken is served by the next record.
+// Accounts at zero are left out.
+func (l *Local) PeekAll(now time.Time) []Counter {
+	w := windowAt(now)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Counter, 0, len(l.quotas))
+	for account, q := range l.quotas {
+		if c := q.counter(account, w, true); c.DayUsed != 0 || c.MonthUsed != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// checkpoint returns q's counter (see counter), clearing with reserve what
+// the account reserved and needs since the previous checkpoint. Local.mu
+// must be held.
 func (q *quotaCounts) checkpoint(account string, w window, reserve bool) Counter {
+	c := q.counter(account, w, reserve)
+	if reserve {
+		q.recent, q.need = 0, 0
+	}
+	return c
+}
+
+// counter returns q's counters of the windows w: exact, or with reserve
+// raised by the reservation ahead (never below the stored ceiling).
+// Local.mu must be held.
+func (q *quotaCounts) counter(account string, w window, reserve bool) Counter {
 	c := Counter{Subject: account, Day: w.day, Month: w.month}
 	if q.day == w.day {
 		c.DayUsed = q.dayUsed
@@ -178,9 +209,6 @@ func (q *quotaCounts) checkpoint(account string, w window, reserve bool) Counter
 		if reserve {
 			c.MonthUsed = max(ceiling(q.monthUsed, q.monthly, q.recent, q.need), q.monthCeil)
 		}
-	}
-	if reserve {
-		q.recent, q.need = 0, 0
 	}
 	return c
 }

@@ -297,6 +297,43 @@ func TestKeeperCheckpointHoldsChangesOnly(t *testing.T) {
 	}
 }
 
+// TestPeekAllClearsNothing: PeekAll returns every account's counters,
+// reserved ahead, and leaves what they reserved, need and changed for the
+// next checkpoint, which holds the changed account with the reservation
+// PeekAll saw.
+func TestPeekAllClearsNothing(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, k := newKeptLocal(t, clk)
+	p := Policy{Daily: 20000, Monthly: 400000}
+	for _, acct := range []string{"a", "b"} {
+		admitN(t, l, acct, p, 1, 3)
+	}
+	if err := k.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// b reserved 50 units since and a request of 7 waits: its next
+	// checkpoint reserves 100 ahead of its 3 used, plus the 7.
+	l.mu.Lock()
+	q := l.quotas["b"]
+	q.recent, q.need = 50, 7
+	l.changedLocked("b", q)
+	l.mu.Unlock()
+
+	for range 2 { // a second peek sees the same
+		peeked := map[string]Counter{}
+		for _, c := range l.PeekAll(clk.Now()) {
+			peeked[c.Subject] = c
+		}
+		if len(peeked) != 2 || peeked["a"].DayUsed < 3 || peeked["b"].DayUsed != 110 {
+			t.Fatalf("PeekAll: %+v; want a at least 3 and b at 110", peeked)
+		}
+	}
+	cs := l.Checkpoint(clk.Now(), true)
+	if len(cs) != 1 || cs[0].Subject != "b" || cs[0].DayUsed != 110 {
+		t.Errorf("checkpoint after PeekAll: %+v; want b alone at 110, as peeked", cs)
+	}
+}
+
 // TestKeeperStoresPresumedSpent: an account that enters a window presumed
 // spent (a damaged state file, on_damage: spent) is in the next
 // checkpoint, refused requests and all: with only changes stored, a crash

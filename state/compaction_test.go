@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,17 +16,34 @@ import (
 	"trendgate/limits"
 )
 
+// gate holds compactions in beforeSwap until it is opened. The test's
+// cleanup opens it before the store's Close (which waits for the
+// compaction), so that a failing test ends.
+type gate struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+// newGate returns a closed gate; call it after newKeyedStore.
+func newGate(t *testing.T) *gate {
+	g := &gate{ch: make(chan struct{})}
+	t.Cleanup(g.open)
+	return g
+}
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
 // startCompaction grows k's journal by one counted key per interval
 // write until a write starts a compaction, whose swap then waits in
-// beforeSwap until release is closed (later ones do not). It returns once the compaction has
-// written its new file.
-func startCompaction(t *testing.T, k *keyedStore, release <-chan struct{}) {
+// beforeSwap until g opens (later ones do not wait). It returns once the
+// compaction has written its new file.
+func startCompaction(t *testing.T, k *keyedStore, g *gate) {
 	t.Helper()
 	written := make(chan struct{})
 	var once sync.Once
-	k.s.beforeSwap = func() { // later compactions (release closed) pass
+	k.s.beforeSwap = func() {
 		once.Do(func() { close(written) })
-		<-release
+		<-g.ch
 	}
 	k.s.compactAt = 1
 	for i := 0; ; i++ {
@@ -70,8 +88,8 @@ func TestSyncDuringCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	release := make(chan struct{})
-	startCompaction(t, k, release)
+	g := newGate(t)
+	startCompaction(t, k, g)
 
 	admitted := make(chan struct{})
 	var d limits.Decision
@@ -96,7 +114,7 @@ func TestSyncDuringCompaction(t *testing.T) {
 	}()
 	within(t, ticked, "the interval's write")
 
-	close(release)
+	g.open()
 	k.s.awaitCompaction()
 	snap, info, err := LoadInfo(k.path)
 	if err != nil {
@@ -132,14 +150,79 @@ func TestSyncDuringCompaction(t *testing.T) {
 	}
 }
 
+// compactingKeeper is the store as a limiter's keeper whose first Sync
+// starts a compaction before asking for the write, so that the
+// compaction's checkpoint falls between a request's need and the record
+// that serves it. It counts the Syncs.
+type compactingKeeper struct {
+	s     *Store
+	now   func() time.Time
+	once  sync.Once
+	syncs atomic.Int32
+}
+
+func (k *compactingKeeper) Sync(ctx context.Context) error {
+	k.once.Do(func() {
+		k.s.flushMu.Lock()
+		k.s.startCompaction(k.now())
+		k.s.flushMu.Unlock()
+	})
+	k.syncs.Add(1)
+	return k.s.Sync(ctx)
+}
+
+// TestRequestWaitingAtCompactionStart: a request that waits for its
+// ceiling while a compaction takes its checkpoint is served by the next
+// record, with one Sync, while the compaction is still running: the
+// checkpoint does not take its need (with CheckpointAll the record had
+// nothing of it, and the request asked for a second write).
+func TestRequestWaitingAtCompactionStart(t *testing.T) {
+	k := newKeyedStore(t, 10)
+	g, written := newGate(t), make(chan struct{})
+	k.s.beforeSwap = func() {
+		close(written)
+		<-g.ch
+	}
+	kp := &compactingKeeper{s: k.s, now: k.clk.Now}
+	k.lim.SetKeeper(kp)
+
+	admitted := make(chan struct{})
+	var d limits.Decision
+	var err error
+	go func() {
+		defer close(admitted)
+		d, err = k.lim.Admit(context.Background(), limits.Subject{Key: "key-00007"}, limits.Policy{Daily: 1000}, 5)
+	}()
+	within(t, admitted, "a request waiting for its ceiling when the compaction started")
+	if err != nil || !d.Allowed {
+		t.Fatalf("Admit: %+v %v", d, err)
+	}
+	if n := kp.syncs.Load(); n != 1 {
+		t.Errorf("the request asked for %d writes; want 1", n)
+	}
+	<-written
+	g.open()
+	k.s.awaitCompaction()
+	snap, err := Load(k.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range snap.Counters {
+		if c.Subject == "key-00007" && c.DayUsed >= 5 {
+			return
+		}
+	}
+	t.Errorf("stored counters %+v; want key-00007 at 5 or more", snap.Counters)
+}
+
 // TestCompactionFailureKeepsJournal: a compaction that cannot put its new
 // file in place leaves the old journal, records appended meanwhile
 // included, and makes the next write a whole one, which stores the usage
 // the failed snapshot took.
 func TestCompactionFailureKeepsJournal(t *testing.T) {
 	k := newKeyedStore(t, 10)
-	release := make(chan struct{})
-	startCompaction(t, k, release)
+	g := newGate(t)
+	startCompaction(t, k, g)
 	k.keys["key-00006"].Record(k.clk.Now(), api.EndpointSeries, 200, 4)
 	if err := k.s.flush(writeTick); err != nil { // appended to the old file while the compaction waits
 		t.Fatal(err)
@@ -154,7 +237,7 @@ func TestCompactionFailureKeepsJournal(t *testing.T) {
 	if err := os.MkdirAll(k.path+"/x", 0o700); err != nil {
 		t.Fatal(err)
 	}
-	close(release)
+	g.open()
 	k.s.awaitCompaction()
 	if err := os.RemoveAll(k.path); err != nil {
 		t.Fatal(err)

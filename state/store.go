@@ -25,6 +25,7 @@ var ErrClosed = errors.New("state: store closed")
 type Counters interface {
 	Checkpoint(now time.Time, reserve bool) []limits.Counter
 	CheckpointAll(now time.Time) []limits.Counter
+	PeekAll(now time.Time) []limits.Counter
 	Commit(cs []limits.Counter)
 }
 
@@ -278,6 +279,11 @@ func export(keys map[string]*activity.Key, now time.Time) map[string]activity.Ke
 // startCompaction takes a compaction's checkpoint (every account's
 // counters, reserved ahead, and every key with its changes taken) and
 // writes its snapshot in a goroutine of its own. flushMu must be held.
+//
+// The counters are peeked (limits.Local.PeekAll), not checkpointed: a
+// checkpoint would clear a waiting request's need and its account's
+// change, so the record appended for its Sync would not hold the account,
+// and the request would have to ask for a second write.
 func (s *Store) startCompaction(now time.Time) {
 	file, err := atomicfile.Create(s.o.Path, 0o600)
 	if err != nil {
@@ -286,7 +292,7 @@ func (s *Store) startCompaction(now time.Time) {
 	}
 	c := &compaction{file: file, snap: Snapshot{Written: now}, now: now, accounts: make(map[string]bool)}
 	if s.o.Counters != nil {
-		c.snap.Counters = s.o.Counters.CheckpointAll(now)
+		c.snap.Counters = s.o.Counters.PeekAll(now)
 	}
 	var keys map[string]*activity.Key
 	if s.o.Usage != nil {
