@@ -319,3 +319,39 @@ func BenchmarkSyncDuringCompaction(b *testing.B) {
 	b.ReportMetric(ms(waited), "sync-ms")
 	b.ReportMetric(ms(compacting), "compaction-ms")
 }
+
+// TestResetDuringCompactionWithFailedRecord: a quota reset whose record
+// fails to be appended while a compaction runs stays in memory (the reset
+// says it is not stored), the compaction does not bring back the count its
+// snapshot took from before the reset, and the next write, a whole one,
+// stores the reset.
+func TestResetDuringCompactionWithFailedRecord(t *testing.T) {
+	k := newKeyedStore(t, 10)
+	ctx := context.Background()
+	if _, err := k.lim.Admit(ctx, limits.Subject{Key: "key-00008"}, limits.Policy{Daily: 1000}, 3); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate(t)
+	startCompaction(t, k, g) // its snapshot holds key-00008 at 3 or more
+
+	k.s.flushMu.Lock()
+	_ = k.s.f.Close() // the next append fails
+	k.s.flushMu.Unlock()
+	if _, err := k.lim.ResetQuota(ctx, "key-00008", limits.QuotaDay); err == nil {
+		t.Fatal("ResetQuota with the append failing: no error; want 'not stored'")
+	}
+	g.open()
+	k.s.awaitCompaction()
+	if err := k.s.flush(writeTick); err != nil { // a whole write: an append failed
+		t.Fatal(err)
+	}
+	snap, info, err := LoadInfo(k.path)
+	if err != nil || info.Records != 1 {
+		t.Fatalf("after the next write: %+v %v; want one whole snapshot", info, err)
+	}
+	for _, c := range snap.Counters {
+		if c.Subject == "key-00008" && c.DayUsed != 0 {
+			t.Errorf("key-00008 stored at %d after its day was reset; want 0", c.DayUsed)
+		}
+	}
+}

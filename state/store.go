@@ -96,7 +96,7 @@ type compaction struct {
 	snap     Snapshot
 	now      time.Time
 	tail     []byte          // the records appended to the old file since the snapshot, in order
-	accounts map[string]bool // the accounts those records store
+	accounts map[string]bool // the accounts checkpointed since the snapshot, stored or not
 }
 
 // compactAfter is the least a journal grows past its latest whole write
@@ -311,8 +311,10 @@ func (s *Store) startCompaction(now time.Time) {
 
 // compact writes and syncs c's snapshot, then, under flushMu, appends the
 // records appended to the old file meanwhile and puts the new file in its
-// place. Its counters are committed but for the accounts those records
-// stored after it: theirs, committed already, are the file's. A failure
+// place. Its counters are committed but for the accounts checkpointed
+// after it: the records stored theirs, committed already, which are the
+// file's; a record that failed left theirs as they were, at most what the
+// file holds, and its accounts' resets are not undone. A failure
 // leaves the old file, which holds every record, and makes the next
 // write a whole one (the snapshot took every key's usage change).
 //
@@ -428,6 +430,14 @@ func (s *Store) appendChanges(now time.Time, usage bool) (int, error) {
 	if len(rec.Counters) == 0 && len(rec.Usage) == 0 {
 		return 0, nil
 	}
+	if c := s.compacting; c != nil {
+		// The compaction commits none of these accounts' snapshot
+		// counters: this checkpoint is later, whether or not its record
+		// is stored (a failed one has cleared their window resets).
+		for _, ct := range rec.Counters {
+			c.accounts[ct.Subject] = true
+		}
+	}
 	b := appendRecord(nil, kindChanges, rec)
 	if _, err := s.f.Write(b); err != nil {
 		s.whole = true
@@ -440,9 +450,6 @@ func (s *Store) appendChanges(now time.Time, usage bool) (int, error) {
 	s.size += int64(len(b))
 	if c := s.compacting; c != nil { // the new file gets it too
 		c.tail = append(c.tail, b...)
-		for _, ct := range rec.Counters {
-			c.accounts[ct.Subject] = true
-		}
 	}
 	if s.o.Counters != nil {
 		s.o.Counters.Commit(rec.Counters)
