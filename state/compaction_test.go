@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"trendgate/activity"
 	"trendgate/api"
-	"trendgate/internal/clock"
 	"trendgate/limits"
 )
 
@@ -276,26 +273,7 @@ func TestCompactionFailureKeepsJournal(t *testing.T) {
 // start to the swap (what the request waited when compactions held the
 // journal throughout).
 func BenchmarkSyncDuringCompaction(b *testing.B) {
-	clk := clock.NewFake(t0)
-	lim, err := limits.NewLocal(limits.DefaultConfig(), clk, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var usage activity.Keys
-	keys := usage.Retain(keyIDs("key-%06d", 100_000))
-	for id, k := range keys {
-		k.Record(clk.Now(), api.EndpointSeries, 200, 1)
-		if _, err := lim.Admit(context.Background(), limits.Subject{Key: id}, limits.Policy{Daily: 1000}, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-	s := New(Options{Path: filepath.Join(b.TempDir(), "state"), Counters: lim, Clock: clk, Interval: time.Hour, Usage: &usage})
-	lim.SetKeeper(s)
-	s.Start()
-	defer s.Close()
-	if err := s.Flush(); err != nil {
-		b.Fatal(err)
-	}
+	s, lim, _, clk := newLargeStore(b)
 	var held, waited, compacting time.Duration
 	i := 0
 	for b.Loop() {

@@ -246,10 +246,11 @@ func TestStoreReplacesTornTail(t *testing.T) {
 	}
 }
 
-// BenchmarkStoreWrite is one interval's write with 100,000 keys, each
-// used once before: idle (nothing changed), one key and one account
-// changed, and a compaction of the whole state.
-func BenchmarkStoreWrite(b *testing.B) {
+// newLargeStore is a started Store, written whole once, keeping a
+// limiter's counters and 100,000 keys' usage, each key used once and its
+// own account charged one unit of a daily quota. It is closed when b ends.
+func newLargeStore(b *testing.B) (*Store, *limits.Local, map[string]*activity.Key, *clock.Fake) {
+	b.Helper()
 	clk := clock.NewFake(t0)
 	lim, err := limits.NewLocal(limits.DefaultConfig(), clk, nil)
 	if err != nil {
@@ -268,10 +269,18 @@ func BenchmarkStoreWrite(b *testing.B) {
 	}
 	lim.SetKeeper(s)
 	s.Start()
-	defer s.Close()
+	b.Cleanup(func() { _ = s.Close() })
 	if err := s.Flush(); err != nil {
 		b.Fatal(err)
 	}
+	return s, lim, keys, clk
+}
+
+// BenchmarkStoreWrite is one interval's write with 100,000 keys, each
+// used once before: idle (nothing changed), one key and one account
+// changed, and a compaction of the whole state.
+func BenchmarkStoreWrite(b *testing.B) {
+	s, lim, keys, clk := newLargeStore(b)
 	one := keys["key-000042"]
 	for _, bc := range []struct {
 		name   string
