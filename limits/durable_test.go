@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ type memKeeper struct {
 }
 
 // newKeptLocal returns a Local on clk whose counters a memKeeper keeps.
-func newKeptLocal(t *testing.T, clk clock.Clock) (*Local, *memKeeper) {
+func newKeptLocal(t testing.TB, clk clock.Clock) (*Local, *memKeeper) {
 	t.Helper()
 	l := newLocal(t, clk, nil)
 	k := &memKeeper{l: l, clk: clk}
@@ -348,5 +349,94 @@ func TestKeeperStoresPresumedSpent(t *testing.T) {
 	cs := l.Checkpoint(clk.Now(), true)
 	if len(cs) != 1 || cs[0].DayUsed != 30 || cs[0].MonthUsed != 1000 {
 		t.Errorf("checkpoint after a refusal in a window presumed spent: %+v; want acme at 30/1000", cs)
+	}
+}
+
+// TestPeekAllBesideAdmissions: PeekAll reads the accounts a part at a
+// time while other accounts are admitted and added (go test -race): every
+// account counted before it began is in what it returns.
+func TestPeekAllBesideAdmissions(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l, _ := newKeptLocal(t, clk)
+	ctx := context.Background()
+	const before = 3*peekChunk + 7
+	for i := range before {
+		if _, err := l.Admit(ctx, Subject{Key: fmt.Sprintf("old-%05d", i)}, Policy{Daily: 1000}, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			if _, err := l.Admit(ctx, Subject{Key: fmt.Sprintf("new-%05d", i)}, Policy{Daily: 1000}, 1); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	got := map[string]Counter{}
+	for _, c := range l.PeekAll(clk.Now()) {
+		got[c.Subject] = c
+	}
+	<-done
+	for i := range before {
+		if c := got[fmt.Sprintf("old-%05d", i)]; c.DayUsed < 2 {
+			t.Fatalf("old-%05d: %+v; want it at 2 or more", i, c)
+		}
+	}
+}
+
+// BenchmarkAdmitDuringPeekAll is admissions of a key with a rate limit
+// (they take the lock and nothing else) made back to back while the
+// counters of 100,000 accounts are read whole, as a compaction's snapshot
+// reads them (PeekAll) and as a whole write's checkpoint does
+// (CheckpointAll): admit-max-ms is the longest an admission waited, what
+// any request of a limited key waits when it arrives then.
+func BenchmarkAdmitDuringPeekAll(b *testing.B) {
+	clk := clock.NewFake(t0)
+	l, _ := newKeptLocal(b, clk)
+	ctx := context.Background()
+	for i := range 100_000 {
+		if _, err := l.Admit(ctx, Subject{Key: fmt.Sprintf("key-%06d", i)}, Policy{Daily: 1000}, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := Policy{PerSecond: 1e9, Burst: 1 << 30}
+	for _, bc := range []struct {
+		name string
+		read func(time.Time) []Counter
+	}{
+		{"PeekAll", l.PeekAll},
+		{"CheckpointAll", l.CheckpointAll},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var longest time.Duration
+			for b.Loop() {
+				stop, probed := make(chan struct{}), make(chan time.Duration)
+				go func() {
+					var most time.Duration
+					for {
+						select {
+						case <-stop:
+							probed <- most
+							return
+						default:
+						}
+						start := time.Now()
+						if _, err := l.Admit(ctx, Subject{Key: "probe"}, p, 1); err != nil {
+							b.Error(err)
+						}
+						most = max(most, time.Since(start))
+					}
+				}()
+				if n := len(bc.read(clk.Now())); n != 100_000 {
+					b.Fatalf("%d counters; want 100,000", n)
+				}
+				close(stop)
+				longest = max(longest, <-probed)
+			}
+			b.ReportMetric(float64(longest.Microseconds())/1000, "admit-max-ms")
+		})
 	}
 }
