@@ -284,6 +284,11 @@ func export(keys map[string]*activity.Key, now time.Time) map[string]activity.Ke
 // checkpoint would clear a waiting request's need and its account's
 // change, so the record appended for its Sync would not hold the account,
 // and the request would have to ask for a second write.
+//
+// The keys' usage is exported by the goroutine, after the checkpoint: a
+// key counted meanwhile may be stored with counts newer than a record
+// appended after the snapshot holds, but that count marked the key
+// changed again, so a later record stores it anew.
 func (s *Store) startCompaction(now time.Time) {
 	file, err := atomicfile.Create(s.o.Path, 0o600)
 	if err != nil {
@@ -317,11 +322,6 @@ func (s *Store) startCompaction(now time.Time) {
 // file holds, and its accounts' resets are not undone. A failure
 // leaves the old file, which holds every record, and makes the next
 // write a whole one (the snapshot took every key's usage change).
-//
-// The keys' usage is exported here, after the checkpoint: a key counted
-// meanwhile may be stored with counts newer than its record appended
-// after the snapshot, which then holds older ones; that count made the
-// key changed again, so the next interval's record stores it anew.
 func (s *Store) compact(c *compaction) {
 	b := encode(c.snap)
 	_, err := c.file.Write(b)
