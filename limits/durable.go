@@ -172,7 +172,7 @@ func (l *Local) CheckpointAll(now time.Time) []Counter {
 //
 // It holds the lock for a list of the accounts, then for peekChunk of
 // them at a time, so that admissions wait for a part of the accounts, not
-// all of them. An account dropped meanwhile (sweepLocked) may be returned
+// all of them. An account dropped meanwhile (Sweep) may be returned
 // with what it last held, at most its reservation; Commit skips it. One
 // added meanwhile is left out: it has changed, so the next checkpoint
 // holds it.

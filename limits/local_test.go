@@ -394,3 +394,71 @@ func BenchmarkLocalAdmitParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestSweepBesideAdmissions: sweeps judging the keys a part at a time
+// while other keys are admitted (go test -race) drop the idle buckets and
+// the counters of ended windows, and keep the keys admitted meanwhile.
+func TestSweepBesideAdmissions(t *testing.T) {
+	clk := clock.NewFake(t0)
+	l := newLocal(t, clk, func(c *Config) { c.IdleAfter = time.Minute })
+	idle := 2*sweepChunk + 5
+	for i := range idle {
+		admitN(t, l, "idle-"+strconv.Itoa(i), Policy{PerSecond: 1, Daily: 10}, 1, 1)
+	}
+	clk.Advance(24 * time.Hour) // the idle ones' day has ended too
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 500 {
+			admitN(t, l, "busy-"+strconv.Itoa(i), Policy{PerSecond: 1, Daily: 10}, 1, 1)
+		}
+	}()
+	l.Sweep(clk.Now()) // the first busy admission may run one too: either drops the idle
+	<-done
+	quotas, buckets := l.counts()
+	if buckets != 500 || quotas != 500 {
+		t.Errorf("%d buckets and %d counter sets left; want the 500 busy keys'", buckets, quotas)
+	}
+}
+
+// BenchmarkAdmitDuringSweep is admissions of one key made back to back
+// while Sweep judges 100,000 keys and accounts, none idle (it looks at
+// each and drops none): admit-max-ms is the longest an admission waited.
+func BenchmarkAdmitDuringSweep(b *testing.B) {
+	clk := clock.NewFake(t0)
+	l := newLocal(b, clk, nil)
+	ctx := context.Background()
+	p := Policy{PerSecond: 10, Daily: 1000}
+	for i := range 100_000 {
+		if _, err := l.Admit(ctx, Subject{Key: "key-" + strconv.Itoa(i)}, p, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	probe := Policy{PerSecond: 1e9, Burst: 1 << 30}
+	var longest time.Duration
+	for b.Loop() {
+		stop, probed := make(chan struct{}), make(chan time.Duration)
+		go func() {
+			var most time.Duration
+			for {
+				select {
+				case <-stop:
+					probed <- most
+					return
+				default:
+				}
+				start := time.Now()
+				if _, err := l.Admit(ctx, Subject{Key: "probe"}, probe, 1); err != nil {
+					b.Error(err)
+				}
+				most = max(most, time.Since(start))
+			}
+		}()
+		if n := l.Sweep(clk.Now()); n != 0 {
+			b.Fatalf("Sweep dropped %d; want 0", n)
+		}
+		close(stop)
+		longest = max(longest, <-probed)
+	}
+	b.ReportMetric(float64(longest.Microseconds())/1000, "admit-max-ms")
+}
