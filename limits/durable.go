@@ -170,7 +170,7 @@ func (l *Local) CheckpointAll(now time.Time) []Counter {
 // its ceiling when the snapshot was taken is served by the next record.
 // Accounts at zero are left out.
 //
-// It holds the lock for a list of the accounts, then for peekChunk of
+// It holds the lock for a list of the accounts, then for lockPart of
 // them at a time, so that admissions wait for a part of the accounts, not
 // all of them. An account dropped meanwhile (Sweep) may be returned
 // with what it last held, at most its reservation; Commit skips it. One
@@ -189,22 +189,13 @@ func (l *Local) PeekAll(now time.Time) []Counter {
 	}
 	l.mu.Unlock()
 	out := make([]Counter, 0, len(all))
-	for len(all) > 0 {
-		part := all[:min(peekChunk, len(all))]
-		all = all[len(part):]
-		l.mu.Lock()
-		for _, e := range part {
-			if c := e.q.counter(e.account, w, true); c.DayUsed != 0 || c.MonthUsed != 0 {
-				out = append(out, c)
-			}
+	l.inParts(len(all), func(i int) {
+		if c := all[i].q.counter(all[i].account, w, true); c.DayUsed != 0 || c.MonthUsed != 0 {
+			out = append(out, c)
 		}
-		l.mu.Unlock()
-	}
+	})
 	return out
 }
-
-// peekChunk is how many accounts PeekAll reads under one hold of the lock.
-const peekChunk = 2048
 
 // checkpoint returns q's counter (see counter), clearing with reserve what
 // the account reserved and needs since the previous checkpoint. Local.mu

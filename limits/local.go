@@ -316,7 +316,7 @@ func (l *Local) Refund(ctx context.Context, s Subject, d Decision) error {
 // IdleAfter, after its decision.
 //
 // It holds the lock for a list of the keys and accounts, then for
-// sweepChunk of them at a time, so that admissions wait for a part, not
+// lockPart of them at a time (inParts), so that admissions wait for a part, not
 // for all of them (about 20 ms at 100,000 keys and accounts under one
 // hold; BenchmarkAdmitDuringSweep).
 // What changed meanwhile is judged as it is then: a key or account
@@ -345,52 +345,54 @@ func (l *Local) Sweep(now time.Time) int {
 	l.mu.Unlock()
 
 	n := 0
-	for len(keys) > 0 {
-		part := keys[:min(sweepChunk, len(keys))]
-		keys = keys[len(part):]
-		l.mu.Lock()
-		for _, e := range part {
-			st := e.st
-			if l.keys[e.key] != st {
-				continue
-			}
-			if st.bucket != nil && now.Sub(st.lastUsed) >= l.cfg.IdleAfter {
-				l.dropBucketLocked(st)
-				n++
-			}
-			if st.bucket == nil { // idle, or evicted for MaxKeys earlier
-				delete(l.keys, e.key)
-			}
+	l.inParts(len(keys), func(i int) {
+		e := keys[i]
+		st := e.st
+		if l.keys[e.key] != st {
+			return
 		}
-		l.mu.Unlock()
-	}
-	for len(quotas) > 0 {
-		part := quotas[:min(sweepChunk, len(quotas))]
-		quotas = quotas[len(part):]
-		l.mu.Lock()
-		for _, e := range part {
-			q := e.q
-			if l.quotas[e.account] != q || q.day > w.day || q.month > w.month {
-				continue
-			}
-			// Windows ended, or nothing reserved in them. A counter at
-			// zero in a window presumed spent (a reset one) stays: without
-			// it the window would be presumed spent again.
-			kept := (q.day == w.day && w.day == l.spentDay) || (q.month == w.month && w.month == l.spentMonth)
-			if q.usedIn(w) == 0 && !kept {
-				delete(l.quotas, e.account)
-				delete(l.changed, e.account)
-				n++
-			}
+		if st.bucket != nil && now.Sub(st.lastUsed) >= l.cfg.IdleAfter {
+			l.dropBucketLocked(st)
+			n++
 		}
-		l.mu.Unlock()
-	}
+		if st.bucket == nil { // idle, or evicted for MaxKeys earlier
+			delete(l.keys, e.key)
+		}
+	})
+	l.inParts(len(quotas), func(i int) {
+		e := quotas[i]
+		q := e.q
+		if l.quotas[e.account] != q || q.day > w.day || q.month > w.month {
+			return
+		}
+		// Windows ended, or nothing reserved in them. A counter at zero in
+		// a window presumed spent (a reset one) stays: without it the
+		// window would be presumed spent again.
+		kept := (q.day == w.day && w.day == l.spentDay) || (q.month == w.month && w.month == l.spentMonth)
+		if q.usedIn(w) == 0 && !kept {
+			delete(l.quotas, e.account)
+			delete(l.changed, e.account)
+			n++
+		}
+	})
 	return n
 }
 
-// sweepChunk is how many keys or accounts Sweep judges under one hold of
-// the lock.
-const sweepChunk = 2048
+// lockPart is how many keys or accounts a walk over all of them (Sweep,
+// PeekAll) handles under one hold of the lock.
+const lockPart = 2048
+
+// inParts calls fn for 0 <= i < n, holding l.mu for lockPart calls at a
+// time, so that admissions wait for a part of a walk, not all of it.
+func (l *Local) inParts(n int, fn func(i int)) {
+	for lo := 0; lo < n; lo += lockPart {
+		l.mu.Lock()
+		for i := lo; i < min(lo+lockPart, n); i++ {
+			fn(i)
+		}
+		l.mu.Unlock()
+	}
+}
 
 // maybeSweepLocked marks a sweep due once IdleAfter has passed since the
 // last: Admit runs it after its decision. l.mu must be held.
