@@ -182,6 +182,7 @@ type result struct {
 	switches          int64         // the server's threads' context switches
 	elapsed           time.Duration
 	runtime           runtimeStep // the Go runtime's work over the step (Go servers)
+	trace             traceStep   // what its execution trace says (-trace, Go servers)
 }
 
 // cpuPerRequest is the server's CPU time per answered request.

@@ -371,6 +371,7 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		}
 	}
 	var profiled func() error
+	var traceFile string
 	if dir, kind := o.pprofDir, "profile"; (dir != "" || o.traceDir != "") && s.pprof {
 		if dir == "" {
 			dir, kind = o.traceDir, "trace"
@@ -384,6 +385,9 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		}
 		file := filepath.Join(dir, name+"."+kind)
 		profiled = profileStep(s.admin(pr), kind, o.duration, file)
+		if kind == "trace" {
+			traceFile = file
+		}
 	}
 	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
 	r.server, r.proto, r.endpoint = s.name, pr, ep
@@ -396,6 +400,11 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 	if profiled != nil {
 		if perr := profiled(); perr != nil && err == nil {
 			err = fmt.Errorf("profile: %w", perr)
+		}
+	}
+	if traceFile != "" && err == nil {
+		if r.trace, err = readTraceFile(traceFile); err != nil {
+			err = fmt.Errorf("trace %s: %w", traceFile, err)
 		}
 	}
 	return r, err

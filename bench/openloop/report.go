@@ -71,6 +71,9 @@ func printResult(r result) {
 			rt.allocs/float64(r.requests), rt.live/1e6, rt.goal/1e6)
 	}
 	fmt.Println()
+	if r.trace.known {
+		fmt.Printf("#   trace: %s\n", r.trace)
+	}
 	if r.firstError != "" {
 		fmt.Printf("#   first error: %.200s\n", r.firstError)
 	}
