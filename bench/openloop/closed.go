@@ -57,10 +57,11 @@ func closedRun(ctx context.Context, o options, e *env, s *server, pr protocol, e
 	if err != nil {
 		return fmt.Errorf("%s: %w\n%s", cmd.Args[0], err, out)
 	}
-	serverCPU, _, _, _, err := cpu.stop()
+	used, err := cpu.stop()
 	if err != nil {
 		return err
 	}
+	serverCPU := used.server
 	rate, errs, err := parseClosed(pr, string(out))
 	if err != nil {
 		return err

@@ -83,18 +83,22 @@ func statCPU(pid int) (cpu time.Duration, ppid int, err error) {
 	return time.Duration(utime+stime) * clockTick, ppid, nil
 }
 
-// switches returns the context switches (voluntary and not) of every
-// thread of pid so far, from /proc/PID/task/*/status: each time a thread
-// sleeps (in epoll_wait, a futex) and is woken counts one, so per request
-// they show the wake-ups and hand-offs between threads a server pays.
-func switches(pid int) (int64, error) {
+// threads returns, summed over every thread of pid so far, the context
+// switches (voluntary and not, from /proc/PID/task/*/status) and the time
+// spent runnable waiting for a CPU (the kernel's run queue, from
+// /proc/PID/task/*/schedstat). Each time a thread sleeps (in epoll_wait,
+// a futex) and is woken counts one switch, so per request they show the
+// wake-ups and hand-offs between threads a server pays; the run-queue
+// wait shows how long the host kept the server's threads off its CPUs
+// when they had work. A thread that ends takes its counts with it.
+func threads(pid int) (switches int64, runDelay time.Duration, err error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var n int64
 	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		dir := fmt.Sprintf("/proc/%d/task/%s/", pid, t.Name())
+		b, err := os.ReadFile(dir + "status")
 		if err != nil {
 			continue // the thread ended
 		}
@@ -103,13 +107,27 @@ func switches(pid int) (int64, error) {
 			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
 				c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 				if err != nil {
-					return 0, err
+					return 0, 0, err
 				}
-				n += c
+				switches += c
 			}
 		}
+		// schedstat: time on a CPU, time waiting for one, timeslices (ns).
+		b, err = os.ReadFile(dir + "schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			return 0, 0, fmt.Errorf("%sschedstat: %q", dir, b)
+		}
+		d, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		runDelay += time.Duration(d)
 	}
-	return n, nil
+	return switches, runDelay, nil
 }
 
 // hostBusy returns the CPU time all processors spent neither idle nor in
@@ -138,12 +156,14 @@ func hostBusy() (time.Duration, error) {
 }
 
 // cpuMeter measures the CPU time of a server's processes, of this process
-// (the load generator) and of the whole host over one step.
+// (the load generator) and of the whole host over one step, and the
+// server's threads' switches and run-queue wait.
 type cpuMeter struct {
 	pids               []int
 	children           bool
 	server, self, host time.Duration
 	switches           int64
+	runDelay           time.Duration
 }
 
 func startCPU(pids []int, children bool) (*cpuMeter, error) {
@@ -151,33 +171,33 @@ func startCPU(pids []int, children bool) (*cpuMeter, error) {
 	var err error
 	m.server, m.self, m.host, err = m.read()
 	if err == nil {
-		m.switches, err = m.countSwitches()
+		m.switches, m.runDelay, err = m.countThreads()
 	}
 	return m, err
 }
 
-// countSwitches sums switches over the server's processes (with nginx's
+// countThreads sums threads over the server's processes (with nginx's
 // workers when children is set).
-func (m *cpuMeter) countSwitches() (int64, error) {
-	var n int64
+func (m *cpuMeter) countThreads() (switches int64, runDelay time.Duration, err error) {
 	for _, pid := range m.pids {
 		pids := []int{pid}
 		if m.children {
 			kids, err := childrenOf(pid)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			pids = append(pids, kids...)
 		}
 		for _, p := range pids {
-			c, err := switches(p)
+			n, d, err := threads(p)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
-			n += c
+			switches += n
+			runDelay += d
 		}
 	}
-	return n, nil
+	return switches, runDelay, nil
 }
 
 func (m *cpuMeter) read() (server, self, host time.Duration, err error) {
@@ -195,13 +215,20 @@ func (m *cpuMeter) read() (server, self, host time.Duration, err error) {
 	return server, self, host, err
 }
 
-// stop returns the CPU used and the server's context switches since
-// startCPU.
-func (m *cpuMeter) stop() (server, self, host time.Duration, switches int64, err error) {
+// stopped is what a cpuMeter measured over its step.
+type stopped struct {
+	server, self, host time.Duration // CPU time
+	switches           int64         // the server's threads' context switches
+	runDelay           time.Duration // their wait for a CPU (0 when a thread that ended took more than the others added)
+}
+
+// stop returns what was used since startCPU.
+func (m *cpuMeter) stop() (stopped, error) {
 	s, g, h, err := m.read()
 	if err != nil {
-		return 0, 0, 0, 0, err
+		return stopped{}, err
 	}
-	n, err := m.countSwitches()
-	return s - m.server, g - m.self, h - m.host, n - m.switches, err
+	n, d, err := m.countThreads()
+	return stopped{server: s - m.server, self: g - m.self, host: h - m.host,
+		switches: n - m.switches, runDelay: max(0, d-m.runDelay)}, err
 }

@@ -180,6 +180,7 @@ type result struct {
 	genCPU            time.Duration // this process (the load generator)
 	hostCPU           time.Duration // the whole host, all processors
 	switches          int64         // the server's threads' context switches
+	runDelay          time.Duration // the server's threads' wait for a CPU
 	elapsed           time.Duration
 	runtime           runtimeStep // the Go runtime's work over the step (Go servers)
 	trace             traceStep   // what its execution trace says (-trace, Go servers)
@@ -229,10 +230,11 @@ func step(ctx context.Context, c *http.Client, url, key string, rate int, d time
 	m.Close()
 	res.elapsed = time.Since(began)
 	if cpu != nil {
-		var err error
-		if res.serverCPU, res.genCPU, res.hostCPU, res.switches, err = cpu.stop(); err != nil {
+		used, err := cpu.stop()
+		if err != nil {
 			return res, fmt.Errorf("cpu time: %w", err)
 		}
+		res.serverCPU, res.genCPU, res.hostCPU, res.switches, res.runDelay = used.server, used.self, used.host, used.switches, used.runDelay
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err

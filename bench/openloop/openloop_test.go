@@ -71,8 +71,8 @@ func TestStatCPU(t *testing.T) {
 	if err != nil || after <= before {
 		t.Errorf("CPU time %v then %v (%v); want it to grow", before, after, err)
 	}
-	if n, err := switches(os.Getpid()); err != nil || n <= 0 {
-		t.Errorf("switches = %d, %v; want some", n, err)
+	if n, d, err := threads(os.Getpid()); err != nil || n <= 0 || d < 0 {
+		t.Errorf("switches = %d, run-queue wait %v, %v; want some switches", n, d, err)
 	}
 }
 

@@ -22,12 +22,13 @@ func printHeader(o options) {
 	fmt.Printf("# open loop (vegeta): %d keep-alive connections per server, %s per step, knee: p99 < %s and no errors\n",
 		o.conns, o.duration, o.knee)
 	fmt.Println("# cpu/req: the server's processes' CPU time per request; cs/req: their threads' context switches per request;")
+	fmt.Println("# rq/req: how long the server's threads waited for a CPU (the kernel's run queue) per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
 	fmt.Println("# Go servers (runtime/metrics over the step): gc: collections; gc/req: the collector's CPU per request (assists in it);")
 	fmt.Println("# pause: the longest stop-the-world pause; sched99, schedmax: how long runnable goroutines waited for a thread;")
 	fmt.Println("# B/req: bytes allocated per request; live/goal: the live heap and the collector's goal at the step's end, MB")
-	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %5s %4s %8s %8s %7s %8s %8s %6s %11s\n",
-		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "gen/req", "host",
+	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %8s %5s %4s %8s %8s %7s %8s %8s %6s %11s\n",
+		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "rq/req", "gen/req", "host",
 		"gc", "gc/req", "assist", "pause", "sched99", "schedmax", "B/req", "live/goal")
 }
 
@@ -58,13 +59,14 @@ func printResult(r result) {
 	if r.elapsed > 0 {
 		host = float64(r.hostCPU) / float64(r.elapsed)
 	}
-	cs := 0.0
+	cs, rq := 0.0, time.Duration(0)
 	if r.requests > 0 {
 		cs = float64(r.switches) / float64(r.requests)
+		rq = r.runDelay / time.Duration(r.requests)
 	}
-	fmt.Printf("%-9s %-6s %6d %-11s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %5.2f",
+	fmt.Printf("%-9s %-6s %6d %-11s %7d %7s %7s %7s %8s %6d %8s %6.2f %8s %8s %5.2f",
 		r.proto, r.endpoint, r.rate, r.server, r.requests, ms(r.p50), ms(r.p90), ms(r.p99), ms(r.mx),
-		r.errors, us(r.cpuPerRequest()), cs, us(gen), host)
+		r.errors, us(r.cpuPerRequest()), cs, us(rq), us(gen), host)
 	if rt := r.runtime; rt.known && r.requests > 0 {
 		n := time.Duration(r.requests)
 		fmt.Printf(" %4.0f %8s %8s %7s %8s %8s %6.0f %5.1f/%5.1f", rt.gcCycles, us(rt.gcCPU/n), us(rt.assist/n), ms(rt.pauseMax), ms(rt.schedP99), ms(rt.schedM),
