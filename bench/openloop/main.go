@@ -107,7 +107,7 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.conns, "conns", 64, "keep-alive connections per server (HTTP/2: requests go round-robin over them, as several streams when they queue)")
 	flag.DurationVar(&o.knee, "knee", 10*time.Millisecond, "p99 at or above which a server is past its knee and stepped no further")
 	flag.StringVar(&o.pprofDir, "pprof", "", "write a CPU profile of each Go server (trendgate, minimal) over each of its steps into this directory")
-	flag.StringVar(&o.traceDir, "trace", "", "write an execution trace of each Go server (trendgate, minimal) over each of its steps into this directory (go tool trace)")
+	flag.StringVar(&o.traceDir, "trace", "", "write an execution trace of each Go server (trendgate, minimal) over each of its steps into this directory (go tool trace), and sum each up under its step: user and system-call time per request, runnable waits, stalls")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs) and print its path")
 	flag.BoolVar(&o.closed, "closed", false, "closed loop instead: wrk (HTTP/1.1) and h2load (HTTP/2), -conns connections, req/s per server")
