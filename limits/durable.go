@@ -177,16 +177,9 @@ func (l *Local) CheckpointAll(now time.Time) []Counter {
 // added meanwhile is left out: it has changed, so the next checkpoint
 // holds it.
 func (l *Local) PeekAll(now time.Time) []Counter {
-	type entry struct {
-		account string
-		q       *quotaCounts
-	}
 	w := windowAt(now)
 	l.mu.Lock()
-	all := make([]entry, 0, len(l.quotas))
-	for account, q := range l.quotas {
-		all = append(all, entry{account, q})
-	}
+	all := l.accountsLocked()
 	l.mu.Unlock()
 	out := make([]Counter, 0, len(all))
 	l.inParts(len(all), func(i int) {

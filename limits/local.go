@@ -327,10 +327,6 @@ func (l *Local) Sweep(now time.Time) int {
 		key string
 		st  *keyState
 	}
-	type quotaEntry struct {
-		account string
-		q       *quotaCounts
-	}
 	w := windowAt(now)
 	l.mu.Lock()
 	l.lastSweep = now
@@ -338,10 +334,7 @@ func (l *Local) Sweep(now time.Time) int {
 	for k, st := range l.keys {
 		keys = append(keys, keyEntry{k, st})
 	}
-	quotas := make([]quotaEntry, 0, len(l.quotas))
-	for a, q := range l.quotas {
-		quotas = append(quotas, quotaEntry{a, q})
-	}
+	quotas := l.accountsLocked()
 	l.mu.Unlock()
 
 	n := 0
@@ -376,6 +369,23 @@ func (l *Local) Sweep(now time.Time) int {
 		}
 	})
 	return n
+}
+
+// accountQuotas is one account's quota counters, as a walk in parts
+// lists them.
+type accountQuotas struct {
+	account string
+	q       *quotaCounts
+}
+
+// accountsLocked lists every account's quota counters, for a walk over
+// them in parts (inParts). l.mu must be held.
+func (l *Local) accountsLocked() []accountQuotas {
+	all := make([]accountQuotas, 0, len(l.quotas))
+	for account, q := range l.quotas {
+		all = append(all, accountQuotas{account, q})
+	}
+	return all
 }
 
 // lockPart is how many keys or accounts a walk over all of them (Sweep,
