@@ -282,8 +282,12 @@ func TestHerdCoalescesToOneFetch(t *testing.T) {
 	if hits+misses != callers || misses < 1 {
 		t.Errorf("hits+misses = %v+%v; want %d with at least one miss", hits, misses, callers)
 	}
-	if coalesced > misses-1 {
-		t.Errorf("coalesced waiters = %v; want at most misses-1 = %v", coalesced, misses-1)
+	// Every miss but the fetching fill's leader waited on that fill. A
+	// caller that looked just as the fill ended may start a second fill,
+	// which finds the stored entry: it and its waiters count as hits, its
+	// waiters as coalesced too. The leaders never count as coalesced.
+	if coalesced < misses-1 || coalesced > callers-1 {
+		t.Errorf("coalesced waiters = %v; want from misses-1 = %v to callers-1 = %d", coalesced, misses-1, callers-1)
 	}
 }
 
