@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/gateway/gatewaytest"
 	"trendgate/internal/testing/redistest"
@@ -22,11 +23,18 @@ import (
 // to a gateway whose lean lane terminates TLS (server.fast_http1, the
 // default) and to one where net/http serves everything, and requires the
 // same status, header fields and bytes from both: cache hits and misses,
-// HEAD, gzip, a refused key, a body-carrying method the lane hands to
-// net/http mid-connection. Both keep HSTS, and h2 clients still get HTTP/2.
+// HEAD, gzip, a limited plan, a TSV download, If-None-Match, a refused key, a body-carrying method the lane hands to net/http
+// mid-connection. (On the lane a 200 writes its caching fields serialized,
+// not through the header map: these steps hold the two ways to the same
+// fields.) Both keep HSTS, and h2 clients still get HTTP/2.
 func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
+	limitedKey := gatewaytest.NewKey(t)
 	fast := func(on bool) func(*config.Config) {
-		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP1 = &on }
+		return func(c *config.Config) {
+			c.TLS.HSTSMaxAge = 24 * time.Hour
+			c.Server.FastHTTP1 = &on
+			c.Keys = append(c.Keys, config.Key{ID: "team-limited", SHA256: auth.Digest(limitedKey), Plan: "limited"})
+		}
 	}
 	gws, pool := gatewaytest.HttpsGateways(t, fast(true), fast(false))
 	lane, std := gws[0], gws[1]
@@ -35,6 +43,7 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 		method, path, key string
 		header            []string
 	}
+	const tsv = "/topic/bitcoin/time-series/sentiment.tsv"
 	steps := func(key string) []step {
 		return []step{
 			{"GET", gatewaytest.ListPath, key, nil},
@@ -42,6 +51,13 @@ func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 			{"HEAD", gatewaytest.ListPath, key, nil},
 			{"GET", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, []string{"Accept-Encoding", "gzip"}},
 			{"GET", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, []string{"Accept-Encoding", "gzip"}},
+			{"HEAD", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, []string{"Accept-Encoding", "gzip"}},
+			{"GET", "/api4/public/topic/bitcoin/time-series/v1?bucket=day", key, nil}, // the same hit, not encoded
+			{"GET", gatewaytest.ListPath, key, []string{"If-None-Match", "*"}},
+			{"GET", gatewaytest.ListPath, limitedKey, nil},
+			{"GET", gatewaytest.ListPath, limitedKey, []string{"Accept-Encoding", "gzip"}},
+			{"GET", tsv, key, nil},
+			{"GET", tsv, key, nil},
 			{"GET", gatewaytest.ListPath, "tg_wrong", nil},
 			{"POST", gatewaytest.ListPath, key, []string{"Content-Type", "application/json"}},
 			{"GET", "/api4/public/topic/Not%2FA%2FTopic/whatsup/v1", key, nil},

@@ -142,6 +142,28 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// fieldsWriter is a ResponseWriter that takes part of a response's head
+// serialized (the HTTP/1.1 lane's; see h1's WriteHeaderFields): a hit
+// written that way skips most of the header map.
+type fieldsWriter interface {
+	WriteHeaderFields(code int, fields []byte, contentLength int64)
+}
+
+// writeHeaderFields writes the head with fields serialized as
+// fieldsWriter does, and reports false, writing nothing, when the writer
+// below cannot.
+func (w *statusWriter) writeHeaderFields(code int, fields []byte, contentLength int64) bool {
+	fw, ok := w.ResponseWriter.(fieldsWriter)
+	if !ok {
+		return false
+	}
+	if w.status == 0 {
+		w.status = code
+	}
+	fw.WriteHeaderFields(code, fields, contentLength)
+	return true
+}
+
 // Unwrap lets http.ResponseController reach the real writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 

@@ -78,21 +78,26 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if e.Derived && (res.Outcome == cache.Hit || res.Outcome == cache.Miss) && now.Before(e.FreshUntil) {
 		in.cache = "range" // cut from a wider answer: served without the upstream
 	}
-	h := w.Header()
-	h["Cache-Status"] = cacheStatus(res, now)
+	status := cacheStatus(res, now)
 	if bypass {
-		h["Cache-Status"] = statusBypass
+		status = statusBypass
 	}
 	if res.Outcome == cache.Miss && !res.Coalesced && !e.Derived && in.upstreamReason.Load() == &reasonWiden {
 		// Cut from the week fetched for it: forwarded, and says how.
-		h["Cache-Status"] = statusWidened
+		status = statusWidened
+	}
+	// An error answer carries the Cache-Status too; write sets it (or
+	// serializes it) with the others.
+	fail := func(err error) {
+		w.Header()["Cache-Status"] = status
+		c.fail(w, r, err)
 	}
 	if e.Status == http.StatusNotFound {
-		c.fail(w, r, api.ErrUnknownTopic)
+		fail(api.ErrUnknownTopic)
 		return
 	}
 	if e.Status == http.StatusBadRequest {
-		c.fail(w, r, api.ErrUpstreamRejected)
+		fail(api.ErrUpstreamRejected)
 		return
 	}
 	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
@@ -104,13 +109,13 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 		grant, err := c.inflight.Acquire(wait, need)
 		cancel()
 		if err != nil {
-			c.fail(w, r, err)
+			fail(err)
 			return
 		}
 		if v == nil {
 			if v, err = variantOf(e, in.plan, req); err != nil {
 				grant.Release()
-				c.fail(w, r, projectionError(err))
+				fail(projectionError(err))
 				return
 			}
 		}
@@ -127,7 +132,7 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 			defer grant.Release() // not kept, or counted nowhere: alive until written
 		}
 	}
-	c.write(w, r, e, v, now, gz)
+	c.write(w, r, e, v, now, gz, status)
 	if res.Outcome != cache.Miss && !c.servedFromCache.Load() {
 		c.servedFromCache.Store(true)
 	}
@@ -422,6 +427,9 @@ type timedHeaders struct {
 	maxAge, age  int64
 	cacheControl []string
 	ageValue     []string
+	// heads are the serialized fields of a 200 in this second, as last
+	// made without and with gzip (see headBlock).
+	heads [2]atomic.Pointer[servedHead]
 }
 
 // timedHeaders returns the header values for maxAge and age seconds.
@@ -454,8 +462,8 @@ const gzipMinBytes = 1024
 
 // variantOverhead approximates what a variant holds besides its bodies: the
 // struct, its ETag and length strings, the memo's map node and the timed
-// headers.
-const variantOverhead = 384
+// headers with their two serialized heads.
+const variantOverhead = 1024
 
 // deriveSlots bounds how many variants are derived (projected and hashed,
 // or compressed) at once. The work is CPU-bound, so running more of it than
@@ -603,48 +611,124 @@ var (
 )
 
 // write sends the variant with the caching headers, honouring
-// If-None-Match (304), Accept-Encoding (gzip) and HEAD.
-// gz says the request accepts gzip.
-func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool) {
+// If-None-Match (304), Accept-Encoding (gzip) and HEAD. gz says the
+// request accepts gzip; status is the Cache-Status value.
+//
+// On a lane that takes fields serialized (fieldsWriter: HTTP/1.1), a 200
+// writes its caching and content fields as one block made once per second
+// for the variant (see headBlock), not through the header map: the same
+// fields, the most a hit sends, for a fraction of the work per request.
+func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool, status []string) {
 	in := infoFrom(r.Context())
 	h := w.Header()
+	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
+	passThrough := in.req.Route != nil && in.req.Route.PassThrough()
+	limited := in.plan.proj != nil
+	inm := r.Header.Get("If-None-Match")
+	notModified := inm != "" && etagMatch(inm, v.etag[0])
+	body, length := v.body, v.length
+	encoded := false
+	if gz && !notModified {
+		if zb, zLength := v.gzipped(e, in.plan); zb != nil {
+			body, length, encoded = zb, zLength, true
+		}
+	}
+	tsv := in.req.Endpoint.Spec().TSV
+	if sw, ok := w.(*statusWriter); ok && !notModified && !passThrough && len(h["Vary"]) == 0 {
+		fields := t.headBlock(v, status, headShape{encoded: encoded, limited: limited, tsv: tsv})
+		if sw.writeHeaderFields(http.StatusOK, fields, int64(len(body))) {
+			if r.Method != http.MethodHead {
+				_, _ = w.Write(body)
+			}
+			return
+		}
+	}
+	h["Cache-Status"] = status
 	h["Etag"] = v.etag
 	if len(h["Vary"]) == 0 {
 		h["Vary"] = varyEnc
 	} else {
 		h.Add("Vary", "Accept-Encoding") // after CORS's Vary: Origin
 	}
-	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
 	h["Cache-Control"] = t.cacheControl
-	if in.req.Route != nil && in.req.Route.PassThrough() {
+	if passThrough {
 		h["Cache-Control"] = noStore
 	}
 	h["Age"] = t.ageValue
-	if in.plan.proj != nil {
+	if limited {
 		h["X-Data-Mode"] = modeLimited
 	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, v.etag[0]) {
+	if notModified {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	h["X-Content-Type-Options"] = nosniff
-	if in.req.Endpoint.Spec().TSV {
+	if tsv {
 		h["Content-Type"] = ctTSV
 	} else {
 		h["Content-Type"] = ctJSON
 	}
-	body, length := v.body, v.length
-	if gz {
-		if zb, zLength := v.gzipped(e, in.plan); zb != nil {
-			body, length = zb, zLength
-			h["Content-Encoding"] = encGzip
-		}
+	if encoded {
+		h["Content-Encoding"] = encGzip
 	}
 	h["Content-Length"] = length
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(body)
 	}
+}
+
+// headShape is what a 200's serialized fields depend on besides the
+// variant, the second and the Cache-Status.
+type headShape struct {
+	encoded bool // the gzip copy is sent
+	limited bool // the key's plan is limited: X-Data-Mode
+	tsv     bool // a TSV body, else JSON
+}
+
+// servedHead is a 200's fields serialized for one variant, second, Cache-Status
+// and shape (see Chain.write).
+type servedHead struct {
+	status *string // the Cache-Status value's identity: the values are shared
+	shape  headShape
+	fields []byte
+}
+
+// headBlock returns the fields a 200 of v carries in t's second, apart from
+// the header map's and Content-Length, serialized: the fields the map path
+// of Chain.write sets, in its order. The last block made for each encoding
+// is kept, so the hits of a second share it.
+func (t *timedHeaders) headBlock(v *variant, status []string, shape headShape) []byte {
+	slot := &t.heads[0]
+	if shape.encoded {
+		slot = &t.heads[1]
+	}
+	if hd := slot.Load(); hd != nil && hd.status == &status[0] && hd.shape == shape {
+		return hd.fields
+	}
+	b := make([]byte, 0, 256)
+	field := func(name, value string) {
+		b = append(append(append(append(b, name...), ": "...), value...), "\r\n"...)
+	}
+	field("Cache-Status", status[0])
+	field("Etag", v.etag[0])
+	field("Vary", varyEnc[0])
+	field("Cache-Control", t.cacheControl[0])
+	field("Age", t.ageValue[0])
+	if shape.limited {
+		field("X-Data-Mode", modeLimited[0])
+	}
+	field("X-Content-Type-Options", nosniff[0])
+	if shape.tsv {
+		field("Content-Type", ctTSV[0])
+	} else {
+		field("Content-Type", ctJSON[0])
+	}
+	if shape.encoded {
+		field("Content-Encoding", encGzip[0])
+	}
+	slot.Store(&servedHead{status: &status[0], shape: shape, fields: b})
+	return b
 }
 
 // seconds rounds d down to whole seconds, never below zero.

@@ -73,6 +73,35 @@ func (w *response) WriteHeader(code int) {
 	if w.wroteHeader || code < 200 {
 		return
 	}
+	w.writeHead(code, nil)
+}
+
+// WriteHeaderFields is WriteHeader for a response whose head is partly
+// serialized already, which spares the header map most of its fields. fields
+// holds complete header lines ("Name: value\r\n"), each a valid field name
+// and a value without CR or LF, none of them Connection, Transfer-Encoding,
+// Content-Length or Date, nor a field the header map has; the lane writes
+// them after the map's fields, unchecked. The body is contentLength bytes
+// long and has its Content-Type in fields or the map: the lane writes
+// Content-Length and sniffs nothing. code must allow a body (2xx other
+// than 204, or 3xx other than 304); any other code panics, as does a
+// negative length. A response whose header was written ignores the call.
+func (w *response) WriteHeaderFields(code int, fields []byte, contentLength int64) {
+	if code < 200 || code > 999 || !bodyAllowed(code) || contentLength < 0 {
+		panic("h1: WriteHeaderFields with code " + strconv.Itoa(code) + " and length " + strconv.FormatInt(contentLength, 10))
+	}
+	if w.wroteHeader {
+		return
+	}
+	delete(w.header, "Content-Length")
+	w.writeHead(code, fields)
+	w.clen, w.setLength, w.sniff = contentLength, true, false
+}
+
+// writeHead records code and writes the start of the head: the status
+// line, the header map's fields as they are now, then fields (serialized
+// by the caller, see WriteHeaderFields), then Date.
+func (w *response) writeHead(code int, fields []byte) {
 	w.wroteHeader, w.status = true, code
 	h := w.header
 	if v := h["Content-Length"]; len(v) > 0 {
@@ -110,6 +139,7 @@ func (w *response) WriteHeader(code int) {
 			b = append(b, "\r\n"...)
 		}
 	}
+	b = append(b, fields...)
 	if _, ok := h["Date"]; !ok {
 		b = w.c.s.appendDate(b, w.now)
 	}

@@ -53,6 +53,37 @@ func TestResponseWriter(t *testing.T) {
 				_, _ = io.WriteString(w, "hello")
 			},
 			status: 200, body: "hello", header: map[string][]string{"Content-Length": {"5"}}},
+		{name: "serialized fields with a small body",
+			handler: func(w http.ResponseWriter, r *http.Request, errs chan<- error) {
+				w.Header().Set("X-Map", "m")
+				w.Header().Set("Content-Length", "99") // the length given wins
+				w.(fieldsWriter).WriteHeaderFields(http.StatusOK, []byte("Etag: \"e\"\r\nContent-Type: text/x-fields\r\n"), 5)
+				w.Header().Set("X-Late", "after the head") // not sent, as after WriteHeader
+				_, err := io.WriteString(w, "hello")
+				errs <- err
+			},
+			status: 200, body: "hello", writeErrs: []error{nil},
+			header: map[string][]string{"Content-Length": {"5"}, "Content-Type": {"text/x-fields"}, "Etag": {`"e"`},
+				"X-Map": {"m"}, "X-Late": nil}},
+		{name: "serialized fields with a large body",
+			handler: func(w http.ResponseWriter, r *http.Request, errs chan<- error) {
+				w.(fieldsWriter).WriteHeaderFields(http.StatusOK, []byte("Content-Type: text/plain\r\n"), int64(len(big)))
+				_, err := io.WriteString(w, big)
+				errs <- err
+			},
+			status: 200, body: big, writeErrs: []error{nil},
+			header: map[string][]string{"Content-Length": {"70000"}, "Content-Type": {"text/plain"}}},
+		{name: "serialized fields for HEAD", method: "HEAD",
+			handler: func(w http.ResponseWriter, r *http.Request, errs chan<- error) {
+				w.(fieldsWriter).WriteHeaderFields(http.StatusOK, []byte("Content-Type: text/plain\r\n"), 12)
+			},
+			status: 200, header: map[string][]string{"Content-Length": {"12"}, "Content-Type": {"text/plain"}}},
+		{name: "serialized fields after WriteHeader are ignored",
+			handler: func(w http.ResponseWriter, r *http.Request, errs chan<- error) {
+				w.WriteHeader(http.StatusAccepted)
+				w.(fieldsWriter).WriteHeaderFields(http.StatusOK, []byte("X-Ignored: yes\r\n"), 0)
+			},
+			status: 202, header: map[string][]string{"Content-Length": {"0"}, "X-Ignored": nil}},
 		{name: "nothing written",
 			handler: func(w http.ResponseWriter, r *http.Request, errs chan<- error) {},
 			status:  200, header: map[string][]string{"Content-Length": {"0"}, "Content-Type": nil}},
@@ -476,6 +507,35 @@ func TestWriteHeaderInvalidCode(t *testing.T) {
 				}
 				_, _ = io.ReadAll(c.br)
 			}
+		})
+	}
+}
+
+// fieldsWriter is the lane writer's WriteHeaderFields, as a handler finds it.
+type fieldsWriter interface {
+	WriteHeaderFields(code int, fields []byte, contentLength int64)
+}
+
+// TestWriteHeaderFieldsRefusesWhatItCannotFrame: a status without a body,
+// or a negative length, panics, since the fields are written unchecked and
+// the length is sent as given.
+func TestWriteHeaderFieldsRefusesWhatItCannotFrame(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		n    int64
+	}{{http.StatusNotModified, 0}, {http.StatusNoContent, 0}, {http.StatusOK, -1}, {99, 0}} {
+		t.Run(fmt.Sprintf("%d %d", tc.code, tc.n), func(t *testing.T) {
+			panicked := make(chan bool, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer func() { panicked <- recover() != nil }()
+				w.(fieldsWriter).WriteHeaderFields(tc.code, nil, tc.n)
+			})
+			c := dial(t, startLane(t, h, nil).addr)
+			c.send("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+			if !<-panicked {
+				t.Errorf("WriteHeaderFields(%d, nil, %d) did not panic; want a panic", tc.code, tc.n)
+			}
+			_, _ = io.ReadAll(c.br)
 		})
 	}
 }
