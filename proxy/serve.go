@@ -100,7 +100,7 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 		fail(api.ErrUpstreamRejected)
 		return
 	}
-	gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
+	gz := acceptsGzip(firstValue(r.Header, "Accept-Encoding"))
 	v := memoized(e, in.plan)
 	if need := deriveBytes(e, v, in.plan, gz); need > 0 {
 		// Deriving allocates bytes the cache does not count yet: take them
@@ -119,7 +119,7 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if inm := r.Header.Get("If-None-Match"); gz && (inm == "" || !etagMatch(inm, v.etag[0])) {
+		if inm := firstValue(r.Header, "If-None-Match"); gz && (inm == "" || !etagMatch(inm, v.etag[0])) {
 			v.gzipped(e, in.plan) // made now, so that the grant covers it (a 304 sends none)
 		}
 		kept := memoized(e, in.plan) == v && (!gz || v.gz.Load() != nil || len(v.body) < gzipMinBytes)
@@ -624,7 +624,7 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
 	passThrough := in.req.Route != nil && in.req.Route.PassThrough()
 	limited := in.plan.proj != nil
-	inm := r.Header.Get("If-None-Match")
+	inm := firstValue(r.Header, "If-None-Match")
 	notModified := inm != "" && etagMatch(inm, v.etag[0])
 	body, length := v.body, v.length
 	encoded := false
@@ -729,6 +729,16 @@ func (t *timedHeaders) headBlock(v *variant, status []string, shape headShape) [
 	}
 	slot.Store(&servedHead{status: &status[0], shape: shape, fields: b})
 	return b
+}
+
+// firstValue is h.Get(key) for a key in canonical form, without
+// canonicalizing it again: every lane stores request fields under their
+// canonical names.
+func firstValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // seconds rounds d down to whole seconds, never below zero.

@@ -114,7 +114,8 @@ func (w *response) writeHead(code int, fields []byte) {
 		}
 	}
 	_, haveType := h["Content-Type"]
-	w.sniff = !haveType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
+	enc := h["Content-Encoding"] // h.Get without canonicalizing the key
+	w.sniff = !haveType && (len(enc) == 0 || enc[0] == "") && bodyAllowed(code)
 	w.connection = h["Connection"]
 	w.handlerClose = httpguts.HeaderValuesContainsToken(w.connection, "close")
 
