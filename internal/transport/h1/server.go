@@ -43,7 +43,9 @@
 //     (TestLaneMatchesNetHTTP, TestResponseWriterMatchesNetHTTP), with two
 //     deliberate differences: a body without a Content-Length is held
 //     whole and sent with its length, never chunked, and the writer is no
-//     http.Flusher;
+//     http.Flusher; one addition: the writer's WriteHeaderFields takes
+//     part of the head serialized by the handler, which then vouches for
+//     those fields (the chain writes a hit's caching fields that way);
 //   - one difference for the handler: the request's Header map (and the
 //     values in it) is the connection's, cleared and refilled for its
 //     next request, so a handler must not use r.Header after it
