@@ -25,11 +25,12 @@ func printHeader(o options) {
 	fmt.Println("# rq/req: how long the server's threads waited for a CPU (the kernel's run queue) per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
 	fmt.Println("# Go servers (runtime/metrics over the step): gc: collections; gc/req: the collector's CPU per request (assists in it);")
-	fmt.Println("# pause: the longest stop-the-world pause; sched99, schedmax: how long runnable goroutines waited for a thread;")
+	fmt.Println("# pause: the longest stop-the-world pause of the collector; stop: the longest time its threads took to stop for one (part of the pause);")
+	fmt.Println("# sched99, schedmax: how long runnable goroutines waited for a thread;")
 	fmt.Println("# B/req: bytes allocated per request; live/goal: the live heap and the collector's goal at the step's end, MB")
-	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %8s %5s %4s %8s %8s %7s %8s %8s %6s %11s\n",
+	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %8s %5s %4s %8s %8s %7s %7s %8s %8s %6s %11s\n",
 		"proto", "ep", "rate", "server", "sent", "p50ms", "p90ms", "p99ms", "maxms", "errors", "cpu/req", "cs/req", "rq/req", "gen/req", "host",
-		"gc", "gc/req", "assist", "pause", "sched99", "schedmax", "B/req", "live/goal")
+		"gc", "gc/req", "assist", "pause", "stop", "sched99", "schedmax", "B/req", "live/goal")
 }
 
 // cpuModel returns the processor's model name from /proc/cpuinfo.
@@ -69,7 +70,7 @@ func printResult(r result) {
 		r.errors, us(r.cpuPerRequest()), cs, us(rq), us(gen), host)
 	if rt := r.runtime; rt.known && r.requests > 0 {
 		n := time.Duration(r.requests)
-		fmt.Printf(" %4.0f %8s %8s %7s %8s %8s %6.0f %5.1f/%5.1f", rt.gcCycles, us(rt.gcCPU/n), us(rt.assist/n), ms(rt.pauseMax), ms(rt.schedP99), ms(rt.schedM),
+		fmt.Printf(" %4.0f %8s %8s %7s %7s %8s %8s %6.0f %5.1f/%5.1f", rt.gcCycles, us(rt.gcCPU/n), us(rt.assist/n), ms(rt.pauseMax), ms(rt.stopMax), ms(rt.schedP99), ms(rt.schedM),
 			rt.allocs/float64(r.requests), rt.live/1e6, rt.goal/1e6)
 	}
 	fmt.Println()

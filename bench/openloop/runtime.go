@@ -12,7 +12,8 @@ import (
 // A tail is traced to its cause by what the Go runtime did during the step:
 // how many collections ran, the CPU the collector took (and the part of it
 // that was assist work charged to request goroutines), the longest
-// stop-the-world pause, and how long runnable goroutines waited for a
+// stop-the-world pause and the longest wait for every thread to stop for
+// one (a thread the kernel keeps off its CPU makes that long), and how long runnable goroutines waited for a
 // thread (runtime/metrics /sched/latencies). Both Go contenders serve these
 // at /debug/pprof/runtime-metrics on their admin listener (package
 // rtmetrics); the bench reads them before and after each step.
@@ -27,6 +28,7 @@ type runtimeStep struct {
 	gcCycles         float64
 	gcCPU, assist    time.Duration
 	pauseMax         time.Duration // upper bound of the longest pause's bucket
+	stopMax          time.Duration // the same for the longest time to stop the world, which the pause includes
 	schedP99, schedM time.Duration // p99 and max wait for a thread (bucket upper bounds)
 	allocs           float64       // bytes allocated
 	live, goal       float64       // the live heap and the heap goal at the end, bytes
@@ -71,6 +73,7 @@ func (r runtimeReading) since(before runtimeReading) runtimeStep {
 		s.goal = *v
 	}
 	_, s.pauseMax = quantile(before["/sched/pauses/total/gc:seconds"], r["/sched/pauses/total/gc:seconds"], 0.99)
+	_, s.stopMax = quantile(before["/sched/pauses/stopping/gc:seconds"], r["/sched/pauses/stopping/gc:seconds"], 0.99)
 	s.schedP99, s.schedM = quantile(before["/sched/latencies:seconds"], r["/sched/latencies:seconds"], 0.99)
 	return s
 }

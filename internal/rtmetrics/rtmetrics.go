@@ -25,6 +25,7 @@ var Names = []string{
 	"/cpu/classes/gc/mark/assist:cpu-seconds",
 	"/sched/latencies:seconds",
 	"/sched/pauses/total/gc:seconds",
+	"/sched/pauses/stopping/gc:seconds",
 }
 
 // Sample is one metric's value: Value for a counter or gauge; for a
