@@ -23,10 +23,11 @@ import (
 // to a gateway whose lean lane terminates TLS (server.fast_http1, the
 // default) and to one where net/http serves everything, and requires the
 // same status, header fields and bytes from both: cache hits and misses,
-// HEAD, gzip, a limited plan, a TSV download, If-None-Match, a refused key, a body-carrying method the lane hands to net/http
-// mid-connection. (On the lane a 200 writes its caching fields serialized,
-// not through the header map: these steps hold the two ways to the same
-// fields.) Both keep HSTS, and h2 clients still get HTTP/2.
+// HEAD, gzip, a limited plan, a TSV download, If-None-Match, a refused
+// key, a body-carrying method the lane hands to net/http mid-connection.
+// (On the lane a 200 writes its caching fields serialized, not through
+// the header map: these steps hold the two ways to the same fields.) Both
+// keep HSTS, and h2 clients still get HTTP/2.
 func TestTLSHTTP1LaneMatchesNetHTTP(t *testing.T) {
 	limitedKey := gatewaytest.NewKey(t)
 	fast := func(on bool) func(*config.Config) {

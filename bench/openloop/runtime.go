@@ -13,8 +13,9 @@ import (
 // how many collections ran, the CPU the collector took (and the part of it
 // that was assist work charged to request goroutines), the longest
 // stop-the-world pause and the longest wait for every thread to stop for
-// one (a thread the kernel keeps off its CPU makes that long), and how long runnable goroutines waited for a
-// thread (runtime/metrics /sched/latencies). Both Go contenders serve these
+// one (a thread the kernel keeps off its CPU makes that long), and how
+// long runnable goroutines waited for a thread (runtime/metrics
+// /sched/latencies). Both Go contenders serve these
 // at /debug/pprof/runtime-metrics on their admin listener (package
 // rtmetrics); the bench reads them before and after each step.
 
