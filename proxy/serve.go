@@ -623,7 +623,6 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 	h := w.Header()
 	t := v.timedHeaders(seconds(e.FreshUntil.Sub(now)), seconds(e.Age(now)))
 	passThrough := in.req.Route != nil && in.req.Route.PassThrough()
-	limited := in.plan.proj != nil
 	inm := firstValue(r.Header, "If-None-Match")
 	notModified := inm != "" && etagMatch(inm, v.etag[0])
 	body, length := v.body, v.length
@@ -633,9 +632,9 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 			body, length, encoded = zb, zLength, true
 		}
 	}
-	tsv := in.req.Endpoint.Spec().TSV
+	shape := headShape{encoded: encoded, limited: in.plan.proj != nil, tsv: in.req.Endpoint.Spec().TSV}
 	if sw, ok := w.(*statusWriter); ok && !notModified && !passThrough && len(h["Vary"]) == 0 {
-		fields := t.headBlock(v, status, headShape{encoded: encoded, limited: limited, tsv: tsv})
+		fields := t.headBlock(v, status, shape)
 		if sw.writeHeaderFields(http.StatusOK, fields, int64(len(body))) {
 			if r.Method != http.MethodHead {
 				_, _ = w.Write(body)
@@ -643,33 +642,16 @@ func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v 
 			return
 		}
 	}
-	h["Cache-Status"] = status
-	h["Etag"] = v.etag
-	if len(h["Vary"]) == 0 {
-		h["Vary"] = varyEnc
-	} else {
-		h.Add("Vary", "Accept-Encoding") // after CORS's Vary: Origin
-	}
-	h["Cache-Control"] = t.cacheControl
-	if passThrough {
-		h["Cache-Control"] = noStore
-	}
-	h["Age"] = t.ageValue
-	if limited {
-		h["X-Data-Mode"] = modeLimited
-	}
+	t.eachField(v, status, shape, passThrough, !notModified, func(name string, value []string) {
+		if name == "Vary" && len(h["Vary"]) > 0 {
+			h.Add("Vary", value[0]) // after CORS's Vary: Origin
+			return
+		}
+		h[name] = value
+	})
 	if notModified {
 		w.WriteHeader(http.StatusNotModified)
 		return
-	}
-	h["X-Content-Type-Options"] = nosniff
-	if tsv {
-		h["Content-Type"] = ctTSV
-	} else {
-		h["Content-Type"] = ctJSON
-	}
-	if encoded {
-		h["Content-Encoding"] = encGzip
 	}
 	h["Content-Length"] = length
 	w.WriteHeader(http.StatusOK)
@@ -694,10 +676,42 @@ type servedHead struct {
 	fields []byte
 }
 
+// eachField calls set with each caching field, in order, of an answer of
+// v in t's second: Cache-Status, Etag, Vary, Cache-Control (no-store for
+// a pass-through route), Age and X-Data-Mode; and, when body, the fields
+// of a 200's body: X-Content-Type-Options, Content-Type and
+// Content-Encoding. Both ways Chain.write sends them (the header map and
+// headBlock) take them from here.
+func (t *timedHeaders) eachField(v *variant, status []string, shape headShape, passThrough, body bool, set func(name string, value []string)) {
+	set("Cache-Status", status)
+	set("Etag", v.etag)
+	set("Vary", varyEnc)
+	if passThrough {
+		set("Cache-Control", noStore)
+	} else {
+		set("Cache-Control", t.cacheControl)
+	}
+	set("Age", t.ageValue)
+	if shape.limited {
+		set("X-Data-Mode", modeLimited)
+	}
+	if !body {
+		return
+	}
+	set("X-Content-Type-Options", nosniff)
+	if shape.tsv {
+		set("Content-Type", ctTSV)
+	} else {
+		set("Content-Type", ctJSON)
+	}
+	if shape.encoded {
+		set("Content-Encoding", encGzip)
+	}
+}
+
 // headBlock returns the fields a 200 of v carries in t's second, apart from
-// the header map's and Content-Length, serialized: the fields the map path
-// of Chain.write sets, in its order. The last block made for each encoding
-// is kept, so the hits of a second share it.
+// the header map's and Content-Length, serialized (see eachField). The last
+// block made for each encoding is kept, so the hits of a second share it.
 func (t *timedHeaders) headBlock(v *variant, status []string, shape headShape) []byte {
 	slot := &t.heads[0]
 	if shape.encoded {
@@ -707,26 +721,9 @@ func (t *timedHeaders) headBlock(v *variant, status []string, shape headShape) [
 		return hd.fields
 	}
 	b := make([]byte, 0, 256)
-	field := func(name, value string) {
-		b = append(append(append(append(b, name...), ": "...), value...), "\r\n"...)
-	}
-	field("Cache-Status", status[0])
-	field("Etag", v.etag[0])
-	field("Vary", varyEnc[0])
-	field("Cache-Control", t.cacheControl[0])
-	field("Age", t.ageValue[0])
-	if shape.limited {
-		field("X-Data-Mode", modeLimited[0])
-	}
-	field("X-Content-Type-Options", nosniff[0])
-	if shape.tsv {
-		field("Content-Type", ctTSV[0])
-	} else {
-		field("Content-Type", ctJSON[0])
-	}
-	if shape.encoded {
-		field("Content-Encoding", encGzip[0])
-	}
+	t.eachField(v, status, shape, false, true, func(name string, value []string) {
+		b = append(append(append(append(b, name...), ": "...), value[0]...), "\r\n"...)
+	})
 	slot.Store(&servedHead{status: &status[0], shape: shape, fields: b})
 	return b
 }
