@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/gateway/gatewaytest"
 )
@@ -22,10 +23,16 @@ import (
 // connection, and requires the same status, header fields (but Date,
 // X-Request-Id and Age) and bytes: misses and hits, HEAD, gzip, a 304, a
 // body of known and of unknown length, another method, a bad topic, no
-// key, a wrong key and an unknown route.
+// key, a wrong key and an unknown route; a hit's fields written as one
+// block (a limited plan's plain and gzip hits, a TSV hit, If-None-Match: *).
 func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
+	limitedKey := gatewaytest.NewKey(t)
 	fast := func(on bool) func(*config.Config) {
-		return func(c *config.Config) { c.TLS.HSTSMaxAge = 24 * time.Hour; c.Server.FastHTTP2 = &on }
+		return func(c *config.Config) {
+			c.TLS.HSTSMaxAge = 24 * time.Hour
+			c.Server.FastHTTP2 = &on
+			c.Keys = append(c.Keys, config.Key{ID: "team-limited", SHA256: auth.Digest(limitedKey), Plan: "limited"})
+		}
 	}
 	gws, pool := gatewaytest.HttpsGateways(t, fast(true), fast(false))
 	lane, std := gws[0], gws[1]
@@ -46,7 +53,9 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 		key          bool   // send the gateway's key
 		body         string // a request body; "-" for one of unknown length
 		header       []string
+		limited      bool // send the limited plan's key instead
 	}
+	const tsv = "/topic/bitcoin/time-series/sentiment.tsv"
 	steps := []step{
 		{method: "GET", path: gatewaytest.ListPath, key: true},
 		{method: "GET", path: gatewaytest.ListPath, key: true}, // a hit now
@@ -57,6 +66,12 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 		{method: "GET", path: series, key: true},
 		{method: "GET", path: "/api4/public/topic/bitcoin/whatsup/v1", key: true},
 		{method: "GET", path: "/topic/bitcoin/time-series/interactions.tsv", key: true},
+		{method: "GET", path: gatewaytest.ListPath, key: true, header: []string{"If-None-Match", "*"}},
+		{method: "GET", path: gatewaytest.ListPath, key: true, limited: true},
+		{method: "GET", path: gatewaytest.ListPath, key: true, limited: true}, // a hit now
+		{method: "GET", path: gatewaytest.ListPath, key: true, limited: true, header: []string{"Accept-Encoding", "gzip"}},
+		{method: "GET", path: tsv, key: true},
+		{method: "GET", path: tsv, key: true}, // a hit now
 		{method: "GET", path: gatewaytest.ListPath, key: true, body: `{"a":1}`},
 		{method: "GET", path: gatewaytest.ListPath, key: true, body: "-"},
 		{method: "POST", path: gatewaytest.ListPath, key: true, body: `{}`, header: []string{"Content-Type", "application/json"}},
@@ -82,7 +97,10 @@ func TestTLSHTTP2LaneMatchesNetHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.key {
+		switch {
+		case st.limited:
+			req.Header.Set("Authorization", "Bearer "+limitedKey)
+		case st.key:
 			req.Header.Set("Authorization", "Bearer "+s.Key)
 		}
 		for i := 0; i+1 < len(st.header); i += 2 {

@@ -143,8 +143,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 // fieldsWriter is a ResponseWriter that takes part of a response's head
-// serialized (the HTTP/1.1 lane's; see h1's WriteHeaderFields): a hit
-// written that way skips most of the header map.
+// serialized (the HTTP/1.1 and HTTP/2 lanes'; see h1's and h2's
+// WriteHeaderFields): a hit written that way skips most of the header map.
 type fieldsWriter interface {
 	WriteHeaderFields(code int, fields []byte, contentLength int64)
 }

@@ -614,10 +614,11 @@ var (
 // If-None-Match (304), Accept-Encoding (gzip) and HEAD. gz says the
 // request accepts gzip; status is the Cache-Status value.
 //
-// On a lane that takes fields serialized (fieldsWriter: HTTP/1.1), a 200
-// writes its caching and content fields as one block made once per second
-// for the variant (see headBlock), not through the header map: the same
-// fields, the most a hit sends, for a fraction of the work per request.
+// On a lane that takes fields serialized (fieldsWriter: the HTTP/1.1 and
+// HTTP/2 lanes), a 200 writes its caching and content fields as one block
+// made once per second for the variant (see headBlock), not through the
+// header map: the same fields, the most a hit sends, for a fraction of the
+// work per request.
 func (c *Chain) write(w http.ResponseWriter, r *http.Request, e *cache.Entry, v *variant, now time.Time, gz bool, status []string) {
 	in := infoFrom(r.Context())
 	h := w.Header()

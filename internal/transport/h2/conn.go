@@ -122,6 +122,9 @@ type conn struct {
 	henc              *hpack.Encoder
 	hbuf              bytes.Buffer // hpack output for one header block
 	lower             nameMemo     // header key -> lower-case field name
+	litSrc, litOut    []byte       // the last fields WriteHeaderFields sent, and their HPACK coding
+	lenOf             int64        // the last content-length the lane computed ...
+	lenValue          string       // ... formatted: a connection's hits of one answer share it
 	writing           bool         // a goroutine is writing out to the connection
 	werr              error        // the first write error; the connection is over
 	writeFailed       bool         // werr came from a write to the connection

@@ -1,8 +1,10 @@
 package h2
 
 import (
+	"bytes"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/net/http/httpguts"
@@ -26,11 +28,12 @@ type response struct {
 	status      int
 	wroteHeader bool
 	headSent    bool
-	ended       bool  // END_STREAM queued
-	isHead      bool  // HEAD: body writes are counted, not sent
-	clen        int64 // the handler's Content-Length; -1 when none
-	setLength   bool  // clen was computed here and goes into the head
-	sniff       bool  // no Content-Type and no Content-Encoding: sniff one
+	ended       bool   // END_STREAM queued
+	isHead      bool   // HEAD: body writes are counted, not sent
+	clen        int64  // the handler's Content-Length; -1 when none
+	setLength   bool   // clen was computed here and goes into the head
+	sniff       bool   // no Content-Type and no Content-Encoding: sniff one
+	fields      []byte // header lines serialized by the handler (WriteHeaderFields)
 	written     int64
 	held        []byte
 	err         error
@@ -79,6 +82,33 @@ func (w *response) WriteHeader(code int) {
 	}
 	_, haveType := h["Content-Type"]
 	w.sniff = !haveType && h.Get("Content-Encoding") == "" && bodyAllowed(code)
+}
+
+// WriteHeaderFields is WriteHeader for a response whose head is partly
+// serialized already, with the contract of the HTTP/1.1 lane's
+// (internal/transport/h1): fields holds complete HTTP/1.1 header lines
+// ("Name: value\r\n"), each a valid field name and a value without CR or
+// LF, none of them Connection, Transfer-Encoding, Content-Length or Date,
+// nor a field the header map has; the body is contentLength bytes long and
+// has its Content-Type in fields or the map. code must allow a body; any
+// other code panics, as does a negative length. A response whose header
+// was written ignores the call.
+//
+// The lane sends fields, after the map's, as HPACK literals that never
+// enter the dynamic table: a block that means the same on any connection,
+// whatever its table holds. It keeps the last block it encoded per
+// connection and reuses it while the handler passes the same slice again,
+// so the caller must not modify a slice it passed.
+func (w *response) WriteHeaderFields(code int, fields []byte, contentLength int64) {
+	if code < 200 || code > 999 || !bodyAllowed(code) || contentLength < 0 {
+		panic("h2: WriteHeaderFields with code " + strconv.Itoa(code) + " and length " + strconv.FormatInt(contentLength, 10))
+	}
+	if w.wroteHeader {
+		return
+	}
+	delete(w.header, "Content-Length")
+	w.WriteHeader(code)
+	w.clen, w.setLength, w.sniff, w.fields = contentLength, true, false, fields
 }
 
 // Write sends (or holds) body bytes.
@@ -257,8 +287,12 @@ func (c *conn) writeHeadersLocked(w *response, a, b []byte, endStream bool) {
 			_ = enc.WriteField(hpack.HeaderField{Name: lk, Value: v})
 		}
 	}
+	c.hbuf.Write(c.literals(w.fields))
 	if w.setLength {
-		_ = enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.FormatInt(w.clen, 10)})
+		if c.lenValue == "" || c.lenOf != w.clen {
+			c.lenOf, c.lenValue = w.clen, strconv.FormatInt(w.clen, 10)
+		}
+		_ = enc.WriteField(hpack.HeaderField{Name: "content-length", Value: c.lenValue})
 	}
 	if w.sniff && len(a)+len(b) > 0 {
 		data := a
@@ -281,6 +315,62 @@ func (c *conn) writeHeadersLocked(w *response, a, b []byte, endStream bool) {
 		_ = c.wfr.WriteContinuation(w.st.id, n == len(block), block[:n])
 		block = block[n:]
 	}
+}
+
+// literals returns fields (header lines, see WriteHeaderFields) as HPACK
+// literal fields without indexing, each name lower-cased and each string
+// Huffman-coded where that is shorter: they touch no dynamic table, so the
+// block is right on any connection at any time. The last block's coding
+// is kept and returned again while fields is the same slice. c.mu must be
+// held.
+func (c *conn) literals(fields []byte) []byte {
+	if len(fields) == 0 {
+		return nil
+	}
+	if len(c.litSrc) == len(fields) && &c.litSrc[0] == &fields[0] {
+		return c.litOut
+	}
+	b := c.litOut[:0]
+	for rest := fields; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, crlf)
+		name, value, _ := bytes.Cut(line, colonSpace)
+		b = append(b, 0) // literal header field without indexing, new name (RFC 7541 §6.2.2)
+		b = appendHPACKString(b, strings.ToLower(string(name)))
+		b = appendHPACKString(b, string(value))
+	}
+	c.litSrc, c.litOut = fields, b
+	return b
+}
+
+var (
+	crlf       = []byte("\r\n")
+	colonSpace = []byte(": ")
+)
+
+// appendHPACKString appends s as an HPACK string literal (RFC 7541 §5.2),
+// Huffman-coded when that is shorter.
+func appendHPACKString(b []byte, s string) []byte {
+	if n := hpack.HuffmanEncodeLength(s); n < uint64(len(s)) {
+		b = appendHPACKInt(b, 0x80, n)
+		return hpack.AppendHuffmanString(b, s)
+	}
+	b = appendHPACKInt(b, 0, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendHPACKInt appends n with a 7-bit prefix (RFC 7541 §5.1) in a first
+// byte whose high bit is flag.
+func appendHPACKInt(b []byte, flag byte, n uint64) []byte {
+	const max = 1<<7 - 1
+	if n < max {
+		return append(b, flag|byte(n))
+	}
+	b = append(b, flag|max)
+	for n -= max; n >= 0x80; n >>= 7 {
+		b = append(b, byte(n)|0x80)
+	}
+	return append(b, byte(n))
 }
 
 // writeDataLocked queues p as DATA on st as far as flow control allows

@@ -40,7 +40,9 @@
 // handler returns; the response with net/http's rules for status codes,
 // content-length (computed for a body held whole), a sniffed
 // Content-Type, Date and HEAD (the head and its length, no DATA), and
-// http.Flusher. One difference for the handler, as on the HTTP/1.1 lane:
+// http.Flusher; one addition, as on the HTTP/1.1 lane: the writer's
+// WriteHeaderFields takes part of the head serialized by the handler. One
+// difference for the handler, as on the HTTP/1.1 lane:
 // the request's Header map (and the values in it) belongs to its pooled
 // stream and is cleared and refilled for a later request, so a handler
 // must not use r.Header after it returns (the request itself, its URL
