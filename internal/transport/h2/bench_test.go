@@ -40,29 +40,33 @@ func BenchmarkServe(b *testing.B) {
 				name = "lane/" + strconv.Itoa(size)
 			}
 			b.Run(name, func(b *testing.B) {
-				addr := benchServe(b, h, pair.TLS, lane)
-				conn, fr := benchDial(b, addr, pair.Pool())
-				defer conn.Close()
-				fr.SetReuseFrames()
-				var hbuf bytes.Buffer
-				enc := hpack.NewEncoder(&hbuf)
 				fields := append(benchFields[:len(benchFields):len(benchFields)],
 					hpack.HeaderField{Name: "authorization", Value: "Bearer bench-key"})
 				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				id := uint32(1)
-				for b.Loop() {
-					got := benchGet(b, fr, enc, &hbuf, fields, id)
-					if got != size {
-						b.Fatalf("got %d bytes; want %d", got, size)
-					}
-					id += 2
-					// Keep the connection window open for the next responses.
-					if err := fr.WriteWindowUpdate(0, uint32(got)); err != nil {
-						b.Fatal(err)
-					}
-				}
+				benchRequests(b, benchServe(b, h, pair.TLS, lane), pair.Pool(), fields, size)
 			})
+		}
+	}
+}
+
+// benchRequests sends requests of fields one after another on one
+// connection to addr until the benchmark ends, each answered with size
+// bytes of body, keeping the connection's window open.
+func benchRequests(b *testing.B, addr string, roots *x509.CertPool, fields []hpack.HeaderField, size int) {
+	conn, fr := benchDial(b, addr, roots)
+	defer conn.Close()
+	fr.SetReuseFrames()
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	b.ReportAllocs()
+	id := uint32(1)
+	for b.Loop() {
+		if got := benchGet(b, fr, enc, &hbuf, fields, id); got != size {
+			b.Fatalf("got %d bytes; want %d", got, size)
+		}
+		id += 2
+		if err := fr.WriteWindowUpdate(0, uint32(size)); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -274,23 +278,7 @@ func BenchmarkHitHead(b *testing.B) {
 			name = "block"
 		}
 		b.Run(name, func(b *testing.B) {
-			addr := benchServe(b, h, pair.TLS, true)
-			conn, fr := benchDial(b, addr, pair.Pool())
-			defer conn.Close()
-			fr.SetReuseFrames()
-			var hbuf bytes.Buffer
-			enc := hpack.NewEncoder(&hbuf)
-			b.ReportAllocs()
-			id := uint32(1)
-			for b.Loop() {
-				if got := benchGet(b, fr, enc, &hbuf, benchFields, id); got != len(body) {
-					b.Fatalf("got %d bytes; want %d", got, len(body))
-				}
-				id += 2
-				if err := fr.WriteWindowUpdate(0, uint32(len(body))); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchRequests(b, benchServe(b, h, pair.TLS, true), pair.Pool(), benchFields, len(body))
 		})
 	}
 }
