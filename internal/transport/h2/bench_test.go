@@ -262,9 +262,7 @@ func BenchmarkHitHead(b *testing.B) {
 			h := w.Header()
 			h["X-Request-Id"] = requestID
 			if serialized {
-				w.(interface {
-					WriteHeaderFields(int, []byte, int64)
-				}).WriteHeaderFields(http.StatusOK, block, int64(len(body)))
+				w.(fieldsWriter).WriteHeaderFields(http.StatusOK, block, int64(len(body)))
 			} else {
 				for k, v := range fields {
 					h[k] = v
