@@ -1,8 +1,9 @@
 // Command openloop measures trendgate against nginx and a minimal Go server
 // (minimal.go: the ceiling Go itself sets on this host) the way real clients
 // load a server: requests arrive at a fixed rate whether or not earlier ones
-// were answered (an open loop, vegeta's library), and what counts is the
-// latency at that rate and the CPU each server spends per request.
+// were answered (an open loop: lean.go's generator, or vegeta's library with
+// -gen vegeta), and what counts is the latency at that rate and the CPU
+// each server spends per request.
 //
 // It starts everything itself on 127.0.0.1 (the demo upstream, two
 // `trendgate serve` processes, plain and HTTPS, from generated configs,
@@ -86,6 +87,8 @@ type options struct {
 	closedDuration time.Duration
 	rounds         int
 	streams        int
+	gen            string // "lean" or "vegeta"
+	genProcs       int
 }
 
 func parseOptions() (options, error) {
@@ -113,7 +116,9 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.closed, "closed", false, "closed loop instead: wrk (HTTP/1.1) and h2load (HTTP/2), -conns connections, req/s per server")
 	flag.DurationVar(&o.closedDuration, "closed-duration", 8*time.Second, "length of one closed-loop run")
 	flag.IntVar(&o.rounds, "rounds", 0, "rounds of the whole run, interleaved (default 3 closed loop, 1 open loop); the summary averages them")
+	flag.IntVar(&o.genProcs, "gen-procs", 1, "GOMAXPROCS of this process, the generator (not of the servers it starts): 1, as wrk -t1 in the closed loop, spares the servers the hand-offs between its threads; 0 leaves the runtime's default")
 	flag.IntVar(&o.streams, "streams", 10, "closed loop: h2load streams per connection (-m)")
+	flag.StringVar(&o.gen, "gen", "lean", "open-loop generator: lean (lean.go: prepared requests on raw connections, a few µs of CPU a request) or vegeta (vegeta's library over Go's HTTP client, as before 2026-11-28)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
@@ -147,6 +152,9 @@ func parseOptions() (options, error) {
 		}
 		o.rates = append(o.rates, n)
 	}
+	if o.gen != "lean" && o.gen != "vegeta" {
+		return o, fmt.Errorf("-gen: unknown generator %q (lean, vegeta)", o.gen)
+	}
 	if o.pprofDir != "" && o.traceDir != "" {
 		return o, errors.New("-pprof and -trace: one at a time (a trace with a profile running measures the profiler)")
 	}
@@ -166,6 +174,9 @@ func run() error {
 	o, err := parseOptions()
 	if err != nil {
 		return err
+	}
+	if o.genProcs > 0 {
+		runtime.GOMAXPROCS(o.genProcs)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -306,6 +317,7 @@ func runOpen(ctx context.Context, o options, e *env, servers []*server) ([]resul
 func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clients []*http.Client,
 	pr protocol, ep string, round int) ([]result, error) {
 	sizes := map[int]bool{}
+	loads := make([]loader, len(servers))
 	for i, s := range servers {
 		url := s.baseURL(pr) + endpoints[ep]
 		size, err := warm(ctx, clients[i], pr, o.conns, url, e.clientKey)
@@ -313,8 +325,14 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 			return nil, fmt.Errorf("warm %s %s: %w", s.name, pr, err)
 		}
 		sizes[size] = true
+		load, closeLoad, err := newLoader(o, e, clients[i], pr, url)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", s.name, pr, err)
+		}
+		defer closeLoad()
+		loads[i] = load
 		if o.warmup > 0 {
-			if _, err := step(ctx, clients[i], url, e.clientKey, o.rates[0], o.warmup, nil); err != nil {
+			if _, err := load(ctx, o.rates[0], o.warmup, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -340,7 +358,7 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 			if done[k] {
 				continue
 			}
-			r, err := measure(ctx, o, e, servers[k], clients[k], pr, ep, rate, round)
+			r, err := measure(ctx, o, e, servers[k], loads[k], pr, ep, rate, round)
 			if err != nil {
 				return results, err
 			}
@@ -358,8 +376,7 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 
 // measure runs one step against s, with a CPU profile when -pprof is set
 // (or a trace with -trace), one file per step and round.
-func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, pr protocol, ep string, rate, round int) (result, error) {
-	url := s.baseURL(pr) + endpoints[ep]
+func measure(ctx context.Context, o options, e *env, s *server, load loader, pr protocol, ep string, rate, round int) (result, error) {
 	cpu, err := startCPU(s.pids(pr), s.name == "nginx")
 	if err != nil {
 		return result{}, err
@@ -389,7 +406,7 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 			traceFile = file
 		}
 	}
-	r, err := step(ctx, c, url, e.clientKey, rate, o.duration, cpu)
+	r, err := load(ctx, rate, o.duration, cpu)
 	r.server, r.proto, r.endpoint = s.name, pr, ep
 	if err == nil && s.admin(pr) != "" {
 		var after runtimeReading
@@ -408,6 +425,27 @@ func measure(ctx context.Context, o options, e *env, s *server, c *http.Client, 
 		}
 	}
 	return r, err
+}
+
+// loader runs one step of load at rate for d; cpu, when not nil, is
+// stopped when the last request is answered.
+type loader func(ctx context.Context, rate int, d time.Duration, cpu *cpuMeter) (result, error)
+
+// newLoader returns o.gen's loader for requests to url over pr, and what
+// closes its connections.
+func newLoader(o options, e *env, c *http.Client, pr protocol, url string) (loader, func(), error) {
+	if o.gen == "vegeta" {
+		return func(ctx context.Context, rate int, d time.Duration, cpu *cpuMeter) (result, error) {
+			return step(ctx, c, url, e.clientKey, rate, d, cpu)
+		}, func() {}, nil
+	}
+	lc, err := newLeanClient(pr, url, e.clientKey, o.conns, &tls.Config{RootCAs: e.pool})
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, rate int, d time.Duration, cpu *cpuMeter) (result, error) {
+		return leanStep(ctx, lc, rate, d, cpu)
+	}, lc.close, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -19,8 +19,8 @@ func printHeader(o options) {
 		fmt.Printf("# closed loop: %d connections, %s per run, %d rounds, h2load -m %d\n", o.conns, o.closedDuration, o.rounds, o.streams)
 		return
 	}
-	fmt.Printf("# open loop (vegeta): %d keep-alive connections per server, %s per step, knee: p99 < %s and no errors\n",
-		o.conns, o.duration, o.knee)
+	fmt.Printf("# open loop (%s generator): %d keep-alive connections per server, %s per step, knee: p99 < %s and no errors\n",
+		o.gen, o.conns, o.duration, o.knee)
 	fmt.Println("# cpu/req: the server's processes' CPU time per request; cs/req: their threads' context switches per request;")
 	fmt.Println("# rq/req: how long the server's threads waited for a CPU (the kernel's run queue) per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
