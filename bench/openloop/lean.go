@@ -135,12 +135,8 @@ func leanStep(ctx context.Context, c *leanClient, rate int, d time.Duration, cpu
 	stopConns()
 	close(samples)
 	res.elapsed = time.Since(began)
-	if cpu != nil {
-		used, err := cpu.stop()
-		if err != nil {
-			return res, fmt.Errorf("cpu time: %w", err)
-		}
-		res.serverCPU, res.genCPU, res.hostCPU, res.switches, res.runDelay = used.server, used.self, used.host, used.switches, used.runDelay
+	if err := res.stopCPU(cpu); err != nil {
+		return res, err
 	}
 	lat := make([]time.Duration, 0, n)
 	for s := range samples {

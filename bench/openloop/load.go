@@ -194,6 +194,20 @@ func (r result) cpuPerRequest() time.Duration {
 	return r.serverCPU / time.Duration(r.requests)
 }
 
+// stopCPU stops cpu (nil: no meter) and keeps what it measured over the
+// step.
+func (r *result) stopCPU(cpu *cpuMeter) error {
+	if cpu == nil {
+		return nil
+	}
+	used, err := cpu.stop()
+	if err != nil {
+		return fmt.Errorf("cpu time: %w", err)
+	}
+	r.serverCPU, r.genCPU, r.hostCPU, r.switches, r.runDelay = used.server, used.self, used.host, used.switches, used.runDelay
+	return nil
+}
+
 // overKnee reports whether the step is past the knee: p99 at or above knee,
 // or any error.
 func (r result) overKnee(knee time.Duration) bool {
@@ -229,12 +243,8 @@ func step(ctx context.Context, c *http.Client, url, key string, rate int, d time
 	}
 	m.Close()
 	res.elapsed = time.Since(began)
-	if cpu != nil {
-		used, err := cpu.stop()
-		if err != nil {
-			return res, fmt.Errorf("cpu time: %w", err)
-		}
-		res.serverCPU, res.genCPU, res.hostCPU, res.switches, res.runDelay = used.server, used.self, used.host, used.switches, used.runDelay
+	if err := res.stopCPU(cpu); err != nil {
+		return res, err
 	}
 	if err := ctx.Err(); err != nil {
 		return res, err
