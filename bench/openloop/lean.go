@@ -254,7 +254,8 @@ func (hc *h1Conn) serve(ctx context.Context, c *leanClient, due <-chan time.Time
 		}
 		err := hc.roundTrip(c.h1rq)
 		samples <- sample{time.Since(at), err}
-		if err != nil {
+		var status statusError
+		if err != nil && !errors.As(err, &status) { // a whole answer of another status leaves the connection good
 			hc.conn.Close()
 			good = false
 		}
@@ -301,10 +302,15 @@ func (hc *h1Conn) roundTrip(req []byte) error {
 		return err
 	}
 	if status {
-		return errors.New("status: " + statusLine)
+		return statusError(statusLine)
 	}
 	return nil
 }
+
+// statusError is a whole answer whose status is not 200.
+type statusError string
+
+func (e statusError) Error() string { return "status: " + string(e) }
 
 // The HTTP/2 part.
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,6 +78,12 @@ func TestLeanStep(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv := &leanServer{want: tc.pr, hangUp: tc.hangUp}
 			ts := httptest.NewUnstartedServer(srv)
+			var dialled atomic.Int64
+			ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					dialled.Add(1)
+				}
+			}
 			var conf *tls.Config
 			if tc.pr == h1 {
 				ts.Start()
@@ -114,6 +121,11 @@ func TestLeanStep(t *testing.T) {
 				if res.p50 <= 0 || res.p50 > res.p99 || res.p99 > res.mx {
 					t.Errorf("round %d: p50 %v, p99 %v, max %v", round, res.p50, res.p99, res.mx)
 				}
+			}
+			// The second step reused the first one's connections; only
+			// connections the server hung up on were dialled again.
+			if n := dialled.Load(); !tc.hangUp && n != conns || tc.hangUp && n <= conns {
+				t.Errorf("%d connections dialled over two steps (hang-ups: %v); want %d, more with hang-ups", n, tc.hangUp, conns)
 			}
 		})
 	}
