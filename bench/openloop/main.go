@@ -118,7 +118,7 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.rounds, "rounds", 0, "rounds of the whole run, interleaved (default 3 closed loop, 1 open loop); the summary averages them")
 	flag.IntVar(&o.genProcs, "gen-procs", 1, "GOMAXPROCS of this process, the generator (not of the servers it starts): 1, as wrk -t1 in the closed loop, spares the servers the hand-offs between its threads; 0 leaves the runtime's default")
 	flag.IntVar(&o.streams, "streams", 10, "closed loop: h2load streams per connection (-m)")
-	flag.StringVar(&o.gen, "gen", "lean", "open-loop generator: lean (lean.go: prepared requests on raw connections, about half the CPU a request) or vegeta (vegeta's library over Go's HTTP client, as before 2026-11-28)")
+	flag.StringVar(&o.gen, "gen", "lean", "open-loop generator: lean (lean.go: prepared requests on raw connections, less CPU a request) or vegeta (vegeta's library over Go's HTTP client, as before 2026-11-28)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
