@@ -3,9 +3,9 @@ package main
 // The lean generator: an open-loop load generator that spends less CPU per
 // request than vegeta's library does over Go's HTTP client (which builds a
 // request and a response object per request): 25-245 µs against 80-380 on
-// the development host, most of it the kernel's and the runtime's wake-ups. On a 2-CPU host the generator shares the servers' CPUs, so what
-// it spends shows up as the servers' run-queue waits and in the tail they
-// are measured by.
+// the development host, the most at the lowest rates. On a 2-CPU host the
+// generator shares the servers' CPUs, so what it spends shows up as the
+// servers' run-queue waits and in the tail they are measured by.
 //
 // It keeps conns connections per server open between steps. HTTP/1.1
 // connections take the next due request when idle (a request that finds
