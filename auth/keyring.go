@@ -317,11 +317,32 @@ func (k *Keyring) Len() int {
 // A refused known key (disabled, expired) still comes with its Principal,
 // for the operator's log; it must never be treated as authenticated.
 func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
+	p, _, err := k.AuthenticateSpan(token, now)
+	return p, err
+}
+
+// Span is the time in which the keyring accepts a key: from NotBefore
+// (zero: from the start) until Expires (zero: for ever).
+type Span struct {
+	NotBefore, Expires time.Time
+}
+
+// Contains reports whether the key is accepted at t.
+func (s Span) Contains(t time.Time) bool {
+	return (s.Expires.IsZero() || t.Before(s.Expires)) && !t.Before(s.NotBefore)
+}
+
+// AuthenticateSpan is Authenticate, and for an accepted key also the span
+// in which this keyring goes on accepting it: a caller that kept the
+// Principal may use it again for the same token at any time the span
+// contains, without hashing the token again, as long as the keyring is
+// the same.
+func (k *Keyring) AuthenticateSpan(token string, now time.Time) (Principal, Span, error) {
 	if err := CheckFormat(token); err != nil {
-		return Principal{}, err
+		return Principal{}, Span{}, err
 	}
 	if k == nil {
-		return Principal{}, errUnknown
+		return Principal{}, Span{}, errUnknown
 	}
 	// CheckFormat guarantees len(token) == tokenLen, so the copy is whole;
 	// hashing a stack array keeps the lookup free of allocations.
@@ -334,17 +355,17 @@ func (k *Keyring) Authenticate(token string, now time.Time) (Principal, error) {
 	} else if i := k.base.find(&sum, k.gone); i >= 0 {
 		e = &k.base.entries[i]
 	} else {
-		return Principal{}, errUnknown
+		return Principal{}, Span{}, errUnknown
 	}
 	p := Principal{KeyID: e.id, Account: e.account, Plan: e.plan}
 	if e.disabled {
-		return p, errDisabled
+		return p, Span{}, errDisabled
 	}
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		return p, errExpired
+		return p, Span{}, errExpired
 	}
 	if now.Before(e.notBefore) {
-		return p, errNotYet
+		return p, Span{}, errNotYet
 	}
-	return p, nil
+	return p, Span{NotBefore: e.notBefore, Expires: e.expires}, nil
 }

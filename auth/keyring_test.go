@@ -161,6 +161,46 @@ func TestAuthenticateExpiryWithClock(t *testing.T) {
 	}
 }
 
+// TestAuthenticateSpanAgrees: the span AuthenticateSpan gives an accepted
+// key contains exactly the instants at which Authenticate accepts it, for
+// keys with and without bounds; a refused key gets no span.
+func TestAuthenticateSpanAgrees(t *testing.T) {
+	specs := []KeySpec{
+		{ID: "open", Digest: Digest(fixedKey(30)), Plan: "full"},
+		{ID: "trial", Digest: Digest(fixedKey(31)), Plan: "full", Expires: t0.Add(time.Hour)},
+		{ID: "later", Digest: Digest(fixedKey(32)), Plan: "full", NotBefore: t0.Add(-time.Hour)},
+		{ID: "window", Digest: Digest(fixedKey(33)), Plan: "full", NotBefore: t0.Add(-time.Hour), Expires: t0.Add(time.Hour)},
+		{ID: "off", Digest: Digest(fixedKey(34)), Plan: "full", Disabled: true},
+	}
+	k, err := NewKeyring(specs)
+	if err != nil {
+		t.Fatalf("NewKeyring: %v", err)
+	}
+	at := []time.Time{t0.Add(-2 * time.Hour), t0.Add(-time.Hour - time.Nanosecond), t0.Add(-time.Hour), t0,
+		t0.Add(time.Hour - time.Nanosecond), t0.Add(time.Hour), t0.Add(2 * time.Hour)}
+	for i, spec := range specs {
+		key := fixedKey(byte(30 + i))
+		for _, now := range at {
+			p, span, err := k.AuthenticateSpan(key, now)
+			if err != nil {
+				if span != (Span{}) {
+					t.Errorf("%s at %v: refused (%v) with span %+v; want none", spec.ID, now, err, span)
+				}
+				continue
+			}
+			if p.KeyID != spec.ID {
+				t.Errorf("%s at %v: got principal %+v", spec.ID, now, p)
+			}
+			for _, later := range at {
+				_, aerr := k.Authenticate(key, later)
+				if span.Contains(later) != (aerr == nil) {
+					t.Errorf("%s: span %+v contains %v: %v; Authenticate there: %v", spec.ID, span, later, span.Contains(later), aerr)
+				}
+			}
+		}
+	}
+}
+
 func TestEmptyKeyringsRefuse(t *testing.T) {
 	key := fixedKey(21)
 	empty, err := NewKeyring(nil)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"trendgate/api"
@@ -248,8 +249,23 @@ type window struct {
 	monthStart, monthEnd time.Time
 }
 
+// lastWindow is the window windowAt returned last: the requests of a
+// whole day ask for the same one, and working out dates is a good part of
+// what admitting a request costs.
+var lastWindow atomic.Pointer[window]
+
 // windowAt returns the UTC day and month windows containing now.
 func windowAt(now time.Time) window {
+	if w := lastWindow.Load(); w != nil && !now.Before(w.dayStart) && now.Before(w.dayEnd) {
+		return *w
+	}
+	w := makeWindow(now)
+	lastWindow.Store(&w)
+	return w
+}
+
+// makeWindow is windowAt worked out.
+func makeWindow(now time.Time) window {
 	u := now.UTC()
 	y, m, d := u.Date()
 	dayStart := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)

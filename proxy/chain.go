@@ -175,7 +175,9 @@ func (c *Chain) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.Se
 // on and returns the one it replaces. Each key keeps its 24 h counters
 // across the swap.
 func (c *Chain) Swap(set *Settings) (old *Settings) {
-	return c.settings.Swap(c.withUsage(set))
+	set = c.withUsage(set)
+	set.gen = snapshotGens.Add(1)
+	return c.settings.Swap(set)
 }
 
 // Settings returns the configuration snapshot in force.

@@ -35,6 +35,13 @@ func (c *Chain) cors(next http.Handler) http.Handler {
 func (c *Chain) route(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
+		if m := in.memo; m != nil {
+			if req, key, ok := m.route(r, in.set.gen); ok {
+				in.req, in.key, in.routed = req, key, true
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
 		// now only decides which starts without end are near the
 		// upstream's own now (kept to the second): its clock, as last seen.
 		req, err := in.set.routes.Parse(r, in.start.Add(time.Duration(c.upstreamSkew.Load())*time.Second))
@@ -47,7 +54,7 @@ func (c *Chain) route(next http.Handler) http.Handler {
 				w.Header().Set("Connection", "close")
 			}
 			if errors.Is(err, api.ErrNotFound) && isAPIPath(r.URL.EscapedPath()) {
-				if _, aerr := c.principal(r); aerr != nil {
+				if _, _, aerr := c.principal(r); aerr != nil {
 					err = aerr
 				}
 			}
@@ -59,6 +66,9 @@ func (c *Chain) route(next http.Handler) http.Handler {
 			return
 		}
 		in.req, in.routed = req, true
+		if in.memo != nil {
+			in.key = in.memo.keepRoute(r, in.set.gen, req)
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -97,7 +107,16 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		_, sp := c.startSpan(r.Context(), in, "auth")
-		p, err := c.principal(r)
+		if m := in.memo; m != nil && m.authenticated(r, in.set.gen, in.start) {
+			if in.traced {
+				traceAuth(sp, m.p, nil)
+			}
+			sp.End()
+			in.keyID, in.account, in.plan, in.policy, in.usage = m.p.KeyID, m.p.Account, m.plan, m.policy, m.usage
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, span, err := c.principal(r)
 		if in.traced {
 			traceAuth(sp, p, err)
 		}
@@ -110,6 +129,9 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 		// together: a key it accepts has both.
 		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies.get(p.KeyID)
 		in.usage = in.set.usage[p.KeyID]
+		if in.memo != nil {
+			in.memo.keepKey(r, in.set.gen, in, span)
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -119,30 +141,32 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 // and a valid key is not a guess. Only a presented key that is not valid
 // counts as a failure, and only such requests are refused while their
 // address is blocked; a missing key is a plain 401. Its errors are
-// client-facing.
-func (c *Chain) principal(r *http.Request) (auth.Principal, error) {
+// client-facing. An accepted key comes with the span the keyring accepts
+// it in.
+func (c *Chain) principal(r *http.Request) (auth.Principal, auth.Span, error) {
 	in := infoFrom(r.Context())
 	set := in.set
 	token, err := auth.ParseAuthorization(r.Header)
 	var known auth.Principal // a refused key the keyring knows (disabled, expired)
 	if err == nil {
-		if known, err = set.keyring.Authenticate(token, in.start); err == nil {
-			return known, nil
+		var span auth.Span
+		if known, span, err = set.keyring.AuthenticateSpan(token, in.start); err == nil {
+			return known, span, nil
 		}
 	}
 	switch {
 	case errors.Is(err, auth.ErrDuplicateHeader):
-		return auth.Principal{}, api.ErrDuplicateAuth
+		return auth.Principal{}, auth.Span{}, api.ErrDuplicateAuth
 	case errors.Is(err, auth.ErrMissingKey):
 		c.metrics.authFailures.WithLabelValues("missing").Inc()
-		return auth.Principal{}, api.ErrMissingKey
+		return auth.Principal{}, auth.Span{}, api.ErrMissingKey
 	}
 	ip := clientIP(r, set.trusted)
 	if blocked, retry := c.authFail.Blocked(ip); blocked {
 		c.metrics.authFailures.WithLabelValues("blocked").Inc()
 		e := *api.ErrAuthBlocked
 		e.RetryAfter = retry
-		return auth.Principal{}, &e
+		return auth.Principal{}, auth.Span{}, &e
 	}
 	c.authFail.Record(ip)
 	reason := string(auth.ReasonOf(err))
@@ -156,9 +180,9 @@ func (c *Chain) principal(r *http.Request) (auth.Principal, error) {
 		ce.Write(zap.String("request_id", in.id), zap.String("reason", reason), zap.String("ip", ip))
 	}
 	if errors.Is(err, auth.ErrNotBearer) {
-		return auth.Principal{}, api.ErrInvalidKeyNoBearer
+		return auth.Principal{}, auth.Span{}, api.ErrInvalidKeyNoBearer
 	}
-	return auth.Principal{}, api.ErrInvalidKey
+	return auth.Principal{}, auth.Span{}, api.ErrInvalidKey
 }
 
 // clientIP is the peer address, or the right-most untrusted address of

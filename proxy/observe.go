@@ -51,6 +51,11 @@ type info struct {
 	cost    int
 	cache   string // Cache-Status summary for the log: hit, miss, stale, ...
 	code    string // the error code the client received; "" for none
+	// memo is the connection's memo of its last request (connmemo.go);
+	// nil on a lane without one.
+	memo *connMemo
+	// key is req's cache key when route made it; "" to make in serveAPI.
+	key string
 	// clientID is the client's X-Request-ID, sanitized, when it was not
 	// adopted as id.
 	clientID string
@@ -95,7 +100,9 @@ func infoFrom(ctx context.Context) *info {
 // observe then fills in place instead of copying the request to attach
 // one.
 func (c *Chain) RequestContext(ctx context.Context) context.Context {
-	return &info{Context: ctx}
+	in := &info{Context: ctx}
+	in.memo, _ = ctx.Value(memoKey{}).(*connMemo)
+	return in
 }
 
 // infoOf returns the info observe fills for r: the one RequestContext put

@@ -39,13 +39,17 @@ func (c *Chain) serveAPI(w http.ResponseWriter, r *http.Request) {
 	var res cache.Result
 	var err error
 	bypass := req.Route != nil && req.Route.PassThrough()
+	key := in.key
+	if key == "" && !bypass {
+		key = req.Key()
+	}
 	switch {
 	case bypass:
 		res, err = c.passThrough(cctx, in)
 	case req.Route != nil:
-		res, err = c.cache.GetWithin(cctx, req.Key(), req.Route.Stale, c.fetcher(in))
+		res, err = c.cache.GetWithin(cctx, key, req.Route.Stale, c.fetcher(in))
 	default:
-		res, err = c.cache.Get(cctx, req.Key(), c.fetcher(in))
+		res, err = c.cache.Get(cctx, key, c.fetcher(in))
 	}
 	if err == nil && !answers(req, res.Entry) {
 		res, err = c.ownFill(cctx, in)

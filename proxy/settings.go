@@ -30,6 +30,9 @@ type Settings struct {
 	trusted  []netip.Prefix
 	cors     *cors.Policy             // nil: CORS off
 	usage    map[string]*activity.Key // key id → its 24 h counters (record.go)
+	// gen numbers the snapshot once the chain serves it (Chain.Swap), for
+	// the connection memos (connmemo.go); a copy gets its own when served.
+	gen uint64
 }
 
 // plan is a compiled plan: allowed endpoints and projection.

@@ -94,6 +94,9 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(rwc, c.limit)
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
+	if s.ConnContext != nil {
+		c.base = s.ConnContext(c.base, rwc)
+	}
 	c.res.c = c
 	c.res.header = make(http.Header, 16)
 	c.hdr = make(http.Header, 8)

@@ -3,8 +3,11 @@ package h1_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"trendgate/internal/testing/ctxwrap"
@@ -39,6 +42,45 @@ func TestRequestContext(t *testing.T) {
 	_ = w.c.Close()
 	if err := <-rc.Canceled; err != context.Canceled {
 		t.Errorf("after the client left: context error %v; want context.Canceled", err)
+	}
+}
+
+// TestConnContext: every request on one lane connection starts from the
+// context ConnContext made for that connection, once; another connection
+// has its own; a connection handed to Fallback does not pass through it.
+func TestConnContext(t *testing.T) {
+	type connKey struct{}
+	type counter struct{ id, requests int }
+	var made atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, ok := r.Context().Value(connKey{}).(*counter)
+		if !ok {
+			_, _ = fmt.Fprint(w, "none")
+			return
+		}
+		n.requests++
+		_, _ = fmt.Fprintf(w, "%d/%d", n.id, n.requests)
+	})
+	ls := startLaneWith(t, listen(t), h, nil, func(s *h1.Server) {
+		s.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, &counter{id: int(made.Add(1))})
+		}
+	})
+	a, b := dial(t, ls.addr), dial(t, ls.addr)
+	var got []string
+	for _, c := range []*client{a, a, b, a, b} {
+		c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		_, body := c.read("GET")
+		got = append(got, body)
+	}
+	// The connections are accepted in the order dialed, so a is 1 and b 2.
+	if want := []string{"1/1", "1/2", "2/1", "1/3", "2/2"}; !slices.Equal(got, want) {
+		t.Errorf("got %q; want %q", got, want)
+	}
+	old := dial(t, ls.addr)
+	old.send("GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+	if _, body := old.read("GET"); body != "none" {
+		t.Errorf("HTTP/1.0, served by Fallback: handler saw %q; want no connection value", body)
 	}
 }
 

@@ -107,6 +107,13 @@ type Server struct {
 	// r.WithContext (a copy of the whole request) can get it this way
 	// without the copy. Requests handed to Fallback do not pass through it.
 	RequestContext func(ctx context.Context) context.Context
+	// ConnContext, when not nil, wraps the context every request on one
+	// lane connection starts from, once when the connection is accepted
+	// (as net/http's Server.ConnContext): it must keep ctx's values. A
+	// handler can keep there what one request leaves for the next on the
+	// same connection, which the lane serves one request at a time.
+	// Connections handed to Fallback do not pass through it.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateLine]

@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"trendgate/auth"
+	"trendgate/config"
+	"trendgate/demo"
+	"trendgate/internal/clock"
+)
+
+// memoFixture is a chain on the demo upstream with keys of every kind a
+// memo must not carry past its validity, and two ways to send it a
+// request: on one connection with a memo, as the HTTP/1.1 lane does, and
+// as a request without one.
+type memoFixture struct {
+	t    *testing.T
+	clk  *clock.Fake
+	g    *testChain
+	conn context.Context // the memo connection's context
+	cfg  *config.Config
+	keys map[string]string // id → token
+}
+
+func newMemoFixture(t *testing.T) *memoFixture {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
+	up, err := demo.New(demo.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	f := &memoFixture{t: t, clk: clk, keys: map[string]string{}}
+	cfg := config.Default()
+	cfg.Upstream.BaseURL = upSrv.URL
+	expires, notBefore := clk.Now().Add(time.Hour), clk.Now().Add(30*time.Minute)
+	for _, k := range []config.Key{
+		{ID: "full", Plan: config.PlanFull},
+		{ID: "limited", Plan: config.PlanLimited},
+		{ID: "trial", Plan: config.PlanFull, Expires: &expires},
+		{ID: "later", Plan: config.PlanFull, NotBefore: &notBefore},
+	} {
+		token, err := auth.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.SHA256 = auth.Digest(token)
+		f.keys[k.ID] = token
+		cfg.Keys = append(cfg.Keys, k)
+	}
+	f.cfg = cfg
+	f.g = newTestChain(t, cfg, clk)
+	f.conn = f.g.ConnContext(context.Background(), nil)
+	return f
+}
+
+// memo is the memo connection's memo.
+func (f *memoFixture) memo() *connMemo { return f.conn.Value(memoKey{}).(*connMemo) }
+
+// send serves target with the Authorization values given (none: no
+// header), on the memo connection when onConn.
+func (f *memoFixture) send(onConn bool, target string, authz ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, target, nil)
+	for _, a := range authz {
+		r.Header.Add("Authorization", a)
+	}
+	if onConn {
+		r = r.WithContext(f.g.RequestContext(f.conn))
+	}
+	w := httptest.NewRecorder()
+	f.g.ServeHTTP(w, r)
+	return w
+}
+
+// answer is what a client can tell of a response apart from its body's
+// data: the status, the error code, the data mode and the rate-limit
+// policy.
+func answer(w *httptest.ResponseRecorder) string {
+	var e struct{ Code string }
+	_ = json.Unmarshal(w.Body.Bytes(), &e)
+	return fmt.Sprintf("%d %q mode=%q policy=%q", w.Code, e.Code, w.Header().Get("X-Data-Mode"), w.Header().Get("RateLimit-Policy"))
+}
+
+// reload serves cfg changed by change from now on.
+func (f *memoFixture) reload(change func(*config.Config)) {
+	f.t.Helper()
+	next := *f.cfg
+	next.Keys = append([]config.Key(nil), f.cfg.Keys...)
+	change(&next)
+	if err := next.Validate(); err != nil {
+		f.t.Fatal(err)
+	}
+	set, err := Recompile(f.g.Settings(), &next)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.g.Swap(set)
+	f.cfg = &next
+}
+
+// TestConnMemoAnswersAsWithout sends one sequence of requests on a
+// connection with a memo and, each, again without one: keys that change,
+// turn invalid, are disabled, expire or start to be valid, a duplicate
+// header, a window that depends on the time, and reloads in between. Every
+// answer must be the same both ways.
+func TestConnMemoAnswersAsWithout(t *testing.T) {
+	f := newMemoFixture(t)
+	bearer := func(id string) string { return "Bearer " + f.keys[id] }
+	list := "/api4/public/topics/list/v1"
+	startOnly := func() string {
+		return fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d", f.clk.Now().Add(-5*time.Minute).Unix())
+	}
+	disable := func(id string) func(*config.Config) {
+		return func(c *config.Config) {
+			for i := range c.Keys {
+				if c.Keys[i].ID == id {
+					c.Keys[i].Disabled = true
+				}
+			}
+		}
+	}
+	steps := []struct {
+		name   string
+		before func() // runs before the step's two requests
+		target func() string
+		authz  []string
+	}{
+		{name: "later, not valid yet", authz: []string{bearer("later")}},
+		{name: "full", authz: []string{bearer("full")}},
+		{name: "full again", authz: []string{bearer("full")}},
+		{name: "another key on the connection", authz: []string{bearer("limited")}},
+		{name: "back to full", authz: []string{bearer("full")}},
+		{name: "not a key", authz: []string{"Bearer tg_notakey"}},
+		{name: "no key"},
+		{name: "the key twice", authz: []string{bearer("full"), bearer("full")}},
+		{name: "full after refusals", authz: []string{bearer("full")}},
+		{name: "trial", authz: []string{bearer("trial")}},
+		{name: "trial at its last second", before: func() { f.clk.Advance(time.Hour - time.Second) }, authz: []string{bearer("trial")}},
+		{name: "trial expired", before: func() { f.clk.Advance(time.Second) }, authz: []string{bearer("trial")}},
+		{name: "later, now valid", authz: []string{bearer("later")}},
+		{name: "start without end", target: startOnly, authz: []string{bearer("full")}},
+		{name: "start without end, later", before: func() { f.clk.Advance(3 * time.Minute) }, target: startOnly, authz: []string{bearer("full")}},
+		{name: "full before it is disabled", authz: []string{bearer("full")}},
+		{name: "full disabled", before: func() { f.reload(disable("full")) }, authz: []string{bearer("full")}},
+		{name: "limited moved to full", before: func() {
+			f.reload(func(c *config.Config) {
+				for i := range c.Keys {
+					if c.Keys[i].ID == "limited" {
+						c.Keys[i].Plan = config.PlanFull
+					}
+				}
+			})
+		}, authz: []string{bearer("limited")}},
+		{name: "limited's rate changed", before: func() {
+			f.reload(func(c *config.Config) {
+				rate := 3.0
+				for i := range c.Keys {
+					if c.Keys[i].ID == "limited" {
+						c.Keys[i].PerSecond = &rate
+					}
+				}
+			})
+		}, authz: []string{bearer("limited")}},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		target := list
+		if s.target != nil {
+			target = s.target()
+		}
+		got, want := answer(f.send(true, target, s.authz...)), answer(f.send(false, target, s.authz...))
+		if got != want {
+			t.Errorf("%s: with the memo %s; without %s", s.name, got, want)
+		}
+	}
+}
+
+// TestConnMemoServesRepeats: a repeated request on a connection takes its
+// route and key from the memo. The memo is made to disagree with the
+// snapshot to show it: its plan is swapped for the limited one, and the
+// next request is served as the limited plan's; a reload ends that.
+func TestConnMemoServesRepeats(t *testing.T) {
+	f := newMemoFixture(t)
+	list := "/api4/public/topics/list/v1"
+	full := "Bearer " + f.keys["full"]
+	if w := f.send(true, list, full); w.Code != http.StatusOK || w.Header().Get("X-Data-Mode") != "" {
+		t.Fatalf("first request: %s", answer(w))
+	}
+	m := f.memo()
+	if m.authz != full || m.p.KeyID != "full" || m.key == "" || m.target != list {
+		t.Fatalf("memo after the first request: key %q authz kept %v route %q target %q", m.p.KeyID, m.authz == full, m.key, m.target)
+	}
+	m.plan = f.g.Settings().plans[config.PlanLimited]
+	if w := f.send(true, list, full); w.Header().Get("X-Data-Mode") != "limited" {
+		t.Errorf("repeat: %s; want the memo's (limited) plan, so the memo was not used", answer(w))
+	}
+	if w := f.send(false, list, full); w.Header().Get("X-Data-Mode") != "" {
+		t.Errorf("without the memo: %s; want the full plan", answer(w))
+	}
+	f.reload(func(*config.Config) {})
+	if w := f.send(true, list, full); w.Header().Get("X-Data-Mode") != "" {
+		t.Errorf("after a reload: %s; want the full plan again", answer(w))
+	}
+}
+
+// TestConnMemoKeepsNoWindowNearNow: a series window with a start and no
+// end is parsed against the time, so its route is not kept.
+func TestConnMemoKeepsNoWindowNearNow(t *testing.T) {
+	f := newMemoFixture(t)
+	target := fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d", f.clk.Now().Add(-5*time.Minute).Unix())
+	if w := f.send(true, target, "Bearer "+f.keys["full"]); w.Code != http.StatusOK {
+		t.Fatalf("status: %s", answer(w))
+	}
+	if m := f.memo(); m.target != "" || m.routeGen != 0 {
+		t.Errorf("the memo kept the route of %q (%q)", target, m.target)
+	}
+	if m := f.memo(); m.authz == "" {
+		t.Error("the memo did not keep the key")
+	}
+}
