@@ -20,7 +20,7 @@ import (
 // request: on one connection with a memo, as the HTTP/1.1 lane does, and
 // as a request without one.
 type memoFixture struct {
-	t    *testing.T
+	t    testing.TB
 	clk  *clock.Fake
 	g    *testChain
 	conn context.Context // the memo connection's context
@@ -28,7 +28,7 @@ type memoFixture struct {
 	keys map[string]string // id → token
 }
 
-func newMemoFixture(t *testing.T) *memoFixture {
+func newMemoFixture(t testing.TB) *memoFixture {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
 	up, err := demo.New(demo.Options{Clock: clk})
@@ -225,5 +225,59 @@ func TestConnMemoKeepsNoWindowNearNow(t *testing.T) {
 	}
 	if m := f.memo(); m.authz == "" {
 		t.Error("the memo did not keep the key")
+	}
+}
+
+// discard is a ResponseWriter that keeps only the status.
+type discard struct {
+	h      http.Header
+	status int
+}
+
+func (d *discard) Header() http.Header { return d.h }
+func (d *discard) WriteHeader(code int) {
+	if d.status == 0 {
+		d.status = code
+	}
+}
+func (d *discard) Write(b []byte) (int, error) {
+	d.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// BenchmarkHitOnConnection is one cached list hit through the chain, a
+// request built as the HTTP/1.1 lane builds it, on a connection whose
+// last request was the same (memo) and with no memo (none).
+func BenchmarkHitOnConnection(b *testing.B) {
+	f := newMemoFixture(b)
+	f.reload(func(c *config.Config) { // never the limit under test here
+		rate, burst, units := 1e9, 1_000_000_000, int64(1e15)
+		for i := range c.Keys {
+			c.Keys[i].PerSecond, c.Keys[i].Burst, c.Keys[i].Daily, c.Keys[i].Monthly = &rate, &burst, &units, &units
+		}
+	})
+	for _, onConn := range []bool{true, false} {
+		name := "none"
+		if onConn {
+			name = "memo"
+		}
+		b.Run(name, func(b *testing.B) {
+			base := httptest.NewRequest(http.MethodGet, "/api4/public/topics/list/v1", nil)
+			base.Header.Set("Authorization", "Bearer "+f.keys["full"])
+			w := &discard{h: http.Header{}}
+			ctx := context.Background()
+			if onConn {
+				ctx = f.conn
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				w.status = 0
+				f.g.ServeHTTP(w, base.WithContext(f.g.RequestContext(ctx)))
+				if w.status != http.StatusOK {
+					b.Fatalf("status %d", w.status)
+				}
+			}
+		})
 	}
 }

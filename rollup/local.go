@@ -94,11 +94,14 @@ func (l *Local) Record(e Event) {
 	e.Account = api.AccountOf(e.Key, e.Account)
 	today := DateOf(l.clk.Now())
 	day := landing(e.Day, today)
+	k := rowKey{day, e.Account, e.Key}
 	l.mu.Lock()
-	if k := (rowKey{day, e.Account, e.Key}); l.all.rows[k] == nil {
-		l.indexLocked(k, l.all.put(k))
+	r := l.all.rows[k]
+	if r == nil {
+		r = l.all.put(k)
+		l.indexLocked(k, r)
 	}
-	l.all.add(day, &e)
+	r.add(&e)
 	if l.path != "" {
 		l.pending.add(day, &e)
 	}
