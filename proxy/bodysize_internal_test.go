@@ -8,13 +8,10 @@ import (
 	"net/url"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"trendgate/auth"
 	"trendgate/cache"
 	"trendgate/config"
-	"trendgate/demo"
-	"trendgate/internal/clock"
 	"trendgate/upstream"
 )
 
@@ -36,13 +33,7 @@ func sizedToContent(b []byte) bool {
 // upstream's TestReadBodyHoldsWhatItReads, the Redis tier's decoded
 // entries in cache's TestDecodedBodiesSizedToContent.)
 func TestStoredBodiesSizedToContent(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	clk, up, upURL := startDemo(t)
 	full, err := auth.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +43,7 @@ func TestStoredBodiesSizedToContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL = upURL
 	cfg.Upstream.WindowReading = upstream.WindowReading{Start: "floor", End: "inclusive"} // the demo's, so cuts are made
 	cfg.Cache.PersistPath = filepath.Join(t.TempDir(), "cache.snap")
 	cfg.Keys = []config.Key{

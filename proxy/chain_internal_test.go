@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -10,6 +12,7 @@ import (
 	"trendgate/activity"
 	"trendgate/cache"
 	"trendgate/config"
+	"trendgate/demo"
 	"trendgate/internal/clock"
 	"trendgate/internal/inflight"
 	"trendgate/limits"
@@ -73,4 +76,19 @@ func newTestChain(t testing.TB, cfg *config.Config, clk clock.Clock) *testChain 
 		Ranges: rangecut.New(rangecut.Options{Clock: clk, Logger: log, Registry: reg, Cache: store, Stated: stated}),
 	})
 	return &testChain{Chain: c, reg: reg, store: store}
+}
+
+// startDemo serves the demo upstream on a fake clock set to a fixed
+// instant until the test ends, and returns the clock, the upstream and its
+// URL.
+func startDemo(t testing.TB) (*clock.Fake, *demo.Server, string) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
+	up, err := demo.New(demo.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	return clk, up, upSrv.URL
 }

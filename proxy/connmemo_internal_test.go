@@ -11,7 +11,6 @@ import (
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
 	"trendgate/internal/clock"
 )
 
@@ -30,16 +29,10 @@ type memoFixture struct {
 
 func newMemoFixture(t testing.TB) *memoFixture {
 	t.Helper()
-	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	clk, _, upURL := startDemo(t)
 	f := &memoFixture{t: t, clk: clk, keys: map[string]string{}}
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL = upURL
 	expires, notBefore := clk.Now().Add(time.Hour), clk.Now().Add(30*time.Minute)
 	for _, k := range []config.Key{
 		{ID: "full", Plan: config.PlanFull},

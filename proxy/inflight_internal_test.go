@@ -6,12 +6,9 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"testing"
-	"time"
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
-	"trendgate/internal/clock"
 )
 
 // until spins (yielding) until cond holds; it fails the test after a
@@ -31,13 +28,7 @@ func until(t *testing.T, what string, cond func() bool) {
 // client-gone answer and holds nothing afterwards; once bytes are free the
 // same request is served, and a hit on the made variant takes none.
 func TestDeriveWaitsForInflightBytes(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	clk, _, upURL := startDemo(t)
 	full, err := auth.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +38,7 @@ func TestDeriveWaitsForInflightBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	cfg.Upstream.BaseURL = upSrv.URL
+	cfg.Upstream.BaseURL = upURL
 	cfg.Keys = []config.Key{
 		{ID: "full", SHA256: auth.Digest(full), Plan: config.PlanFull},
 		{ID: "limited", SHA256: auth.Digest(limited), Plan: config.PlanLimited},

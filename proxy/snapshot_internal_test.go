@@ -4,12 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"trendgate/auth"
 	"trendgate/config"
-	"trendgate/demo"
-	"trendgate/internal/clock"
 	"trendgate/internal/testing/promtest"
 )
 
@@ -18,20 +15,14 @@ import (
 // and checks that the request finished on the snapshot it entered with:
 // the old plan's data shape and the old cost, never a mix.
 func TestOneSnapshotPerRequest(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 11, 19, 10, 30, 0, 0, time.UTC))
-	up, err := demo.New(demo.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	upSrv := httptest.NewServer(up)
-	t.Cleanup(func() { up.Close(); upSrv.Close() })
+	clk, _, upURL := startDemo(t)
 
 	key, err := auth.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := config.Default()
-	before.Upstream.BaseURL = upSrv.URL
+	before.Upstream.BaseURL = upURL
 	before.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: config.PlanFull}}
 	after := *before
 	after.Keys = []config.Key{{ID: "team", SHA256: auth.Digest(key), Plan: config.PlanLimited}}
