@@ -47,7 +47,8 @@ func TestRequestContext(t *testing.T) {
 
 // TestConnContext: every request on one lane connection starts from the
 // context ConnContext made for that connection, once; another connection
-// has its own; a connection handed to Fallback does not pass through it.
+// has its own; a request served by Fallback after a hand-off does not see
+// it.
 func TestConnContext(t *testing.T) {
 	type connKey struct{}
 	type counter struct{ id, requests int }

@@ -111,8 +111,9 @@ type Server struct {
 	// lane connection starts from, once when the connection is accepted
 	// (as net/http's Server.ConnContext): it must keep ctx's values. A
 	// handler can keep there what one request leaves for the next on the
-	// same connection, which the lane serves one request at a time.
-	// Connections handed to Fallback do not pass through it.
+	// same connection, which the lane serves one request at a time. It
+	// runs for every connection accepted, but requests served by Fallback
+	// or H2 after a hand-off never see the context it returns.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
 
 	inShutdown atomic.Bool
