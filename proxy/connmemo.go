@@ -87,10 +87,11 @@ func sameTarget(m *connMemo, r *http.Request) bool {
 }
 
 // keepRoute remembers that r parsed to req under snapshot gen, when the
-// parse did not depend on the time, and returns req's cache key.
+// parse did not depend on the time, and returns req's cache key. r parsed,
+// so it has a URL and no body.
 func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) string {
 	key := req.Key()
-	if req.Start != 0 && req.End == 0 || r.RequestURI == "" || r.URL == nil || r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+	if req.Start != 0 && req.End == 0 {
 		return key
 	}
 	// Copies, so that the memo does not hold the request's head.
@@ -100,21 +101,21 @@ func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) strin
 	return key
 }
 
-// authenticated returns the memo when r carries the Authorization value
-// that last authenticated on the connection under snapshot gen, and the
-// key is still accepted at now.
+// authenticated reports whether r carries the Authorization value that
+// last authenticated on the connection under snapshot gen, and the key is
+// still accepted at now.
 func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) bool {
 	v := r.Header["Authorization"]
 	return m.keyGen == gen && m.authz != "" && len(v) == 1 && v[0] == m.authz && m.span.Contains(now)
 }
 
-// keepKey remembers what r's key resolved to under snapshot gen.
-func (m *connMemo) keepKey(r *http.Request, gen uint64, in *info, span auth.Span) {
+// keepKey remembers that r's key authenticated as p, accepted in span,
+// under snapshot gen, with the plan, policy and counters in took from it.
+func (m *connMemo) keepKey(r *http.Request, gen uint64, p auth.Principal, span auth.Span, in *info) {
 	v := r.Header["Authorization"]
 	if len(v) != 1 {
 		return
 	}
-	m.keyGen, m.authz, m.span = gen, strings.Clone(v[0]), span
-	m.p = auth.Principal{KeyID: in.keyID, Account: in.account, Plan: in.plan.name}
+	m.keyGen, m.authz, m.span, m.p = gen, strings.Clone(v[0]), span, p
 	m.plan, m.policy, m.usage = in.plan, in.policy, in.usage
 }

@@ -130,7 +130,7 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 		in.keyID, in.account, in.plan, in.policy = p.KeyID, p.Account, in.set.plans[p.Plan], in.set.policies.get(p.KeyID)
 		in.usage = in.set.usage[p.KeyID]
 		if in.memo != nil {
-			in.memo.keepKey(r, in.set.gen, in, span)
+			in.memo.keepKey(r, in.set.gen, p, span, in)
 		}
 		next.ServeHTTP(w, r)
 	})
