@@ -189,14 +189,13 @@ func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front s
 		return public, public
 	}
 	// The lanes build each request with the chain's context, so that the
-	// chain fills its per-request state in place (proxy.Chain.RequestContext);
-	// the HTTP/1.1 lane, which serves a connection's requests one at a
-	// time, also gives each connection the chain's memo of its last
-	// request (proxy.Chain.ConnContext).
+	// chain fills its per-request state in place (proxy.Chain.RequestContext),
+	// and give each connection the chain's memo of its last request
+	// (proxy.Chain.ConnContext).
 	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1,
 		RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
 	if fast2 {
-		lane.H2 = &h2.Server{Handler: handler, Base: public, RequestContext: g.chain.RequestContext}
+		lane.H2 = &h2.Server{Handler: handler, Base: public, RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
 	}
 	return lane, public
 }

@@ -25,27 +25,36 @@ import (
 // Nothing else is skipped: the limiter, the cache's freshness, the
 // projection, metering and the access log run for every request.
 //
-// A memo belongs to one connection of a lane that serves its requests one
-// at a time (the HTTP/1.1 lane's ConnContext), so it needs no lock. It
+// A memo belongs to one connection. Its two halves are records that are
+// never changed once kept, each replaced whole, so the concurrent streams
+// of an HTTP/2 connection may share it: a request reads one record of
+// each, and a record is only ever all of one request's resolution. A memo
 // only ever holds what that connection itself sent: comparing a request's
 // Authorization value with it tells a client nothing about another's key.
 
 // connMemo is what the last request on one connection resolved (see
 // above). The zero value holds nothing.
 type connMemo struct {
-	// The request's route: a request with this method, raw target, path
-	// and query and no body parsed to req under snapshot routeGen. Only a
-	// parse that does not depend on the time is kept (a series window
-	// with a start and no end does).
-	routeGen                           uint64
+	lastRoute atomic.Pointer[routeMemo]
+	lastKey   atomic.Pointer[keyMemo]
+}
+
+// routeMemo is a request's route: a request with this method, raw target,
+// path and query and no body parsed to req under snapshot gen. Only a
+// parse that does not depend on the time is kept (a series window with a
+// start and no end does).
+type routeMemo struct {
+	gen                                uint64
 	method, target, path, rawPath, raw string
 	req                                api.Request
 	key                                string // req.Key()
+}
 
-	// The request's key: this Authorization value authenticated under
-	// snapshot keyGen as p, accepted in span, with its plan, policy and
-	// 24 h counters from that snapshot.
-	keyGen uint64
+// keyMemo is a request's key: this Authorization value authenticated
+// under snapshot gen as p, accepted in span, with its plan, policy and
+// 24 h counters from that snapshot.
+type keyMemo struct {
+	gen    uint64
 	authz  string
 	p      auth.Principal
 	span   auth.Span
@@ -57,10 +66,10 @@ type connMemo struct {
 // memoKey is the context key of a connection's *connMemo.
 type memoKey struct{}
 
-// ConnContext is the context a transport lane gives each connection whose
-// requests it serves one at a time (the HTTP/1.1 lane's ConnContext): ctx
-// with a memo that lets a request reuse what the connection's previous
-// request resolved (see connMemo).
+// ConnContext is the context a transport lane gives each connection (the
+// HTTP/1.1 and HTTP/2 lanes' ConnContext): ctx with a memo that lets a
+// request reuse what the connection's previous request resolved (see
+// connMemo).
 func (c *Chain) ConnContext(ctx context.Context, _ net.Conn) context.Context {
 	return context.WithValue(ctx, memoKey{}, &connMemo{})
 }
@@ -73,17 +82,18 @@ var snapshotGens atomic.Uint64
 // route returns the canonical request and its cache key that r parsed to
 // when the connection last asked the same, under snapshot gen.
 func (m *connMemo) route(r *http.Request, gen uint64) (api.Request, string, bool) {
-	if m.routeGen != gen || r.RequestURI != m.target || r.Method != m.method || !sameTarget(m, r) ||
+	rm := m.lastRoute.Load()
+	if rm == nil || rm.gen != gen || r.RequestURI != rm.target || r.Method != rm.method || !sameTarget(rm, r) ||
 		r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		return api.Request{}, "", false
 	}
-	return m.req, m.key, true
+	return rm.req, rm.key, true
 }
 
-// sameTarget reports whether r's URL is the one m's route was parsed from.
-func sameTarget(m *connMemo, r *http.Request) bool {
+// sameTarget reports whether r's URL is the one rm was parsed from.
+func sameTarget(rm *routeMemo, r *http.Request) bool {
 	u := r.URL
-	return u != nil && u.Path == m.path && u.RawPath == m.rawPath && u.RawQuery == m.raw
+	return u != nil && u.Path == rm.path && u.RawPath == rm.rawPath && u.RawQuery == rm.raw
 }
 
 // keepRoute remembers that r parsed to req under snapshot gen, when the
@@ -94,28 +104,49 @@ func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) strin
 	if req.Start != 0 && req.End == 0 {
 		return key
 	}
-	// Copies, so that the memo does not hold the request's head.
-	m.routeGen, m.method, m.target = gen, strings.Clone(r.Method), strings.Clone(r.RequestURI)
-	m.path, m.rawPath, m.raw = strings.Clone(r.URL.Path), strings.Clone(r.URL.RawPath), strings.Clone(r.URL.RawQuery)
-	m.req, m.key = req, key
+	// One copy of the five strings, so that the memo does not hold the
+	// request's head.
+	u := r.URL
+	var b strings.Builder
+	b.Grow(len(r.Method) + len(r.RequestURI) + len(u.Path) + len(u.RawPath) + len(u.RawQuery))
+	for _, s := range [...]string{r.Method, r.RequestURI, u.Path, u.RawPath, u.RawQuery} {
+		b.WriteString(s)
+	}
+	all := b.String()
+	cut := func(s string) string {
+		part := all[:len(s)]
+		all = all[len(s):]
+		return part
+	}
+	m.lastRoute.Store(&routeMemo{
+		gen: gen, method: cut(r.Method), target: cut(r.RequestURI),
+		path: cut(u.Path), rawPath: cut(u.RawPath), raw: cut(u.RawQuery),
+		req: req, key: key,
+	})
 	return key
 }
 
-// authenticated reports whether r carries the Authorization value that
-// last authenticated on the connection under snapshot gen, and the key is
-// still accepted at now.
-func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) bool {
+// authenticated returns what the connection's last key resolved to when r
+// carries the same Authorization value, authenticated under snapshot gen,
+// and the key is still accepted at now; else nil.
+func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) *keyMemo {
+	km := m.lastKey.Load()
 	v := r.Header["Authorization"]
-	return m.keyGen == gen && m.authz != "" && len(v) == 1 && v[0] == m.authz && m.span.Contains(now)
+	if km == nil || km.gen != gen || len(v) != 1 || v[0] != km.authz || !km.span.Contains(now) {
+		return nil
+	}
+	return km
 }
 
 // keepKey remembers that r's key authenticated as p, accepted in span,
 // under snapshot gen, with the plan, policy and counters in took from it.
 func (m *connMemo) keepKey(r *http.Request, gen uint64, p auth.Principal, span auth.Span, in *info) {
 	v := r.Header["Authorization"]
-	if len(v) != 1 {
+	if len(v) != 1 || v[0] == "" {
 		return
 	}
-	m.keyGen, m.authz, m.span, m.p = gen, strings.Clone(v[0]), span, p
-	m.plan, m.policy, m.usage = in.plan, in.policy, in.usage
+	m.lastKey.Store(&keyMemo{
+		gen: gen, authz: strings.Clone(v[0]), span: span, p: p,
+		plan: in.plan, policy: in.policy, usage: in.usage,
+	})
 }

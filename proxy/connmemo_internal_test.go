@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -189,10 +190,13 @@ func TestConnMemoServesRepeats(t *testing.T) {
 		t.Fatalf("first request: %s", answer(w))
 	}
 	m := f.memo()
-	if m.authz != full || m.p.KeyID != "full" || m.key == "" || m.target != list {
-		t.Fatalf("memo after the first request: key %q authz kept %v route %q target %q", m.p.KeyID, m.authz == full, m.key, m.target)
+	km, rm := m.lastKey.Load(), m.lastRoute.Load()
+	if km == nil || rm == nil || km.authz != full || km.p.KeyID != "full" || rm.key == "" || rm.target != list {
+		t.Fatalf("memo after the first request: key %+v route %+v", km, rm)
 	}
-	m.plan = f.g.Settings().plans[config.PlanLimited]
+	swapped := *km
+	swapped.plan = f.g.Settings().plans[config.PlanLimited]
+	m.lastKey.Store(&swapped)
 	if w := f.send(true, list, full); w.Header().Get("X-Data-Mode") != "limited" {
 		t.Errorf("repeat: %s; want the memo's (limited) plan, so the memo was not used", answer(w))
 	}
@@ -213,11 +217,55 @@ func TestConnMemoKeepsNoWindowNearNow(t *testing.T) {
 	if w := f.send(true, target, "Bearer "+f.keys["full"]); w.Code != http.StatusOK {
 		t.Fatalf("status: %s", answer(w))
 	}
-	if m := f.memo(); m.target != "" || m.routeGen != 0 {
-		t.Errorf("the memo kept the route of %q (%q)", target, m.target)
+	if rm := f.memo().lastRoute.Load(); rm != nil {
+		t.Errorf("the memo kept the route of %q (%q)", target, rm.target)
 	}
-	if m := f.memo(); m.authz == "" {
+	if f.memo().lastKey.Load() == nil {
 		t.Error("the memo did not keep the key")
+	}
+}
+
+// TestConnMemoSharedByStreams: the streams of an HTTP/2 connection share
+// one memo and run at once. Goroutines on one memo, each with its own key
+// and target, alternating so that each finds the memo holding another's,
+// must each be answered as their own key and target are (run with -race:
+// no record may be read half made).
+func TestConnMemoSharedByStreams(t *testing.T) {
+	f := newMemoFixture(t)
+	f.reload(unlimited)
+	type client struct{ id, target, mode string }
+	clients := []client{
+		{"full", "/api4/public/topics/list/v1", ""},
+		{"limited", "/api4/public/topics/list/v1", "limited"},
+		{"full", "/api4/public/topic/bitcoin/whatsup/v1", ""},
+		{"limited", "/api4/public/topic/bitcoin/time-series/v1?interval=1d&bucket=hour", "limited"},
+	}
+	const rounds = 50
+	errs := make(chan error, len(clients)*rounds)
+	var wg sync.WaitGroup
+	for _, cl := range clients {
+		wg.Go(func() {
+			for range rounds {
+				w := f.send(true, cl.target, "Bearer "+f.keys[cl.id])
+				want := f.send(false, cl.target, "Bearer "+f.keys[cl.id])
+				if w.Code != http.StatusOK || w.Header().Get("X-Data-Mode") != cl.mode || w.Body.String() != want.Body.String() {
+					errs <- fmt.Errorf("%s %s: %s, body equal to one without the memo: %v", cl.id, cl.target, answer(w), w.Body.String() == want.Body.String())
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// unlimited gives every key limits no test here reaches.
+func unlimited(c *config.Config) {
+	rate, burst, units := 1e9, 1_000_000_000, int64(1e15)
+	for i := range c.Keys {
+		c.Keys[i].PerSecond, c.Keys[i].Burst, c.Keys[i].Daily, c.Keys[i].Monthly = &rate, &burst, &units, &units
 	}
 }
 
@@ -243,12 +291,7 @@ func (d *discard) Write(b []byte) (int, error) {
 // last request was the same (memo) and with no memo (none).
 func BenchmarkHitOnConnection(b *testing.B) {
 	f := newMemoFixture(b)
-	f.reload(func(c *config.Config) { // never the limit under test here
-		rate, burst, units := 1e9, 1_000_000_000, int64(1e15)
-		for i := range c.Keys {
-			c.Keys[i].PerSecond, c.Keys[i].Burst, c.Keys[i].Daily, c.Keys[i].Monthly = &rate, &burst, &units, &units
-		}
-	})
+	f.reload(unlimited) // never the limit under test here
 	for _, onConn := range []bool{true, false} {
 		name := "none"
 		if onConn {

@@ -225,6 +225,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Base), http.LocalAddrContextKey, nc.LocalAddr())
+	if s.ConnContext != nil {
+		c.base = s.ConnContext(c.base, nc)
+	}
 	c.br = bufio.NewReaderSize(nc, readBufSize)
 	c.rfr = http2.NewFramer(nil, c.br)
 	c.rfr.SetMaxReadFrameSize(readFrameSize)

@@ -3,9 +3,12 @@ package h2_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/net/http2"
@@ -35,6 +38,50 @@ func TestRequestContext(t *testing.T) {
 	}
 	if err := <-rc.Canceled; err != context.Canceled {
 		t.Errorf("after the reset: context error %v; want context.Canceled", err)
+	}
+}
+
+// TestConnContext: ConnContext runs once per connection, and every stream
+// of that connection sees what it returned; another connection gets its
+// own.
+func TestConnContext(t *testing.T) {
+	type connKey struct{}
+	type counter struct {
+		id       int32
+		requests atomic.Int32
+	}
+	var made atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, ok := r.Context().Value(connKey{}).(*counter)
+		if !ok {
+			w.Header().Set("X-N", "none")
+			return
+		}
+		w.Header().Set("X-N", fmt.Sprintf("%d/%d", n.id, n.requests.Add(1)))
+	})
+	ln := startLane(t, h, func(s *h2.Server) {
+		s.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, &counter{id: made.Add(1)})
+		}
+	})
+	a := handshake(t, ln)
+	next := map[*client]uint32{a: 1}
+	var got []string
+	send := func(c *client) {
+		id := next[c]
+		next[c] = id + 2
+		c.request(id, "GET", "/", true)
+		got = append(got, c.response(id).header["x-n"])
+	}
+	send(a)
+	send(a)
+	b := handshake(t, ln) // after a's first requests: a is 1 and b 2
+	next[b] = 1
+	for _, c := range []*client{b, a, b} {
+		send(c)
+	}
+	if want := []string{"1/1", "1/2", "2/1", "1/3", "2/2"}; !slices.Equal(got, want) {
+		t.Errorf("got %q; want %q", got, want)
 	}
 }
 

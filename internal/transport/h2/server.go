@@ -80,6 +80,12 @@ type Server struct {
 	// must keep ctx's values, deadline and cancellation (see the h1
 	// lane's field of the same name).
 	RequestContext func(ctx context.Context) context.Context
+	// ConnContext, when not nil, wraps the context every request on one
+	// connection starts from, once, when ServeConn begins (as net/http's
+	// Server.ConnContext): it must keep ctx's values. The connection's
+	// streams run at once, so what it adds is shared by concurrent
+	// handlers.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateValue]
