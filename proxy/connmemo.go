@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"hash/maphash"
 	"net"
 	"net/http"
 	"strings"
@@ -37,6 +38,24 @@ import (
 type connMemo struct {
 	lastRoute atomic.Pointer[routeMemo]
 	lastKey   atomic.Pointer[keyMemo]
+	// seenRoute and seenKey hash the raw target and the Authorization
+	// value of the connection's last request. A record is made only for
+	// one asked twice in a row, so a connection whose requests each
+	// differ (a client spreading many keys or targets over a pool of
+	// connections) allocates nothing for its memo: with many keys, that
+	// is collector work on a large heap.
+	seenRoute, seenKey atomic.Uint64
+}
+
+// memoSeed seeds the hashes of seenRoute and seenKey. They only decide
+// whether to make a record; what a record matches is compared in full.
+var memoSeed = maphash.MakeSeed()
+
+// repeated reports whether s is what the last call with seen was given,
+// and remembers s.
+func repeated(seen *atomic.Uint64, s string) bool {
+	h := maphash.String(memoSeed, s)
+	return seen.Swap(h) == h
 }
 
 // routeMemo is a request's route: a request with this method, raw target,
@@ -97,11 +116,12 @@ func sameTarget(rm *routeMemo, r *http.Request) bool {
 }
 
 // keepRoute remembers that r parsed to req under snapshot gen, when the
-// parse did not depend on the time, and returns req's cache key. r parsed,
+// parse did not depend on the time and the connection's last request had
+// the same target, and returns req's cache key. r parsed,
 // so it has a URL and no body.
 func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) string {
 	key := req.Key()
-	if req.Start != 0 && req.End == 0 {
+	if req.Start != 0 && req.End == 0 || !repeated(&m.seenRoute, r.RequestURI) {
 		return key
 	}
 	// One copy of the five strings, so that the memo does not hold the
@@ -139,10 +159,11 @@ func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) *ke
 }
 
 // keepKey remembers that r's key authenticated as p, accepted in span,
-// under snapshot gen, with the plan, policy and counters in took from it.
+// under snapshot gen, with the plan, policy and counters in took from it,
+// when the connection's last request carried the same Authorization value.
 func (m *connMemo) keepKey(r *http.Request, gen uint64, p auth.Principal, span auth.Span, in *info) {
 	v := r.Header["Authorization"]
-	if len(v) != 1 || v[0] == "" {
+	if len(v) != 1 || v[0] == "" || !repeated(&m.seenKey, v[0]) {
 		return
 	}
 	m.lastKey.Store(&keyMemo{

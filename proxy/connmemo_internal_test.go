@@ -143,6 +143,8 @@ func TestConnMemoAnswersAsWithout(t *testing.T) {
 		{name: "start without end, later", before: func() { f.clk.Advance(3 * time.Minute) }, target: startOnly, authz: []string{bearer("full")}},
 		{name: "full before it is disabled", authz: []string{bearer("full")}},
 		{name: "full disabled", before: func() { f.reload(disable("full")) }, authz: []string{bearer("full")}},
+		{name: "limited before it is moved", authz: []string{bearer("limited")}},
+		{name: "limited again", authz: []string{bearer("limited")}},
 		{name: "limited moved to full", before: func() {
 			f.reload(func(c *config.Config) {
 				for i := range c.Keys {
@@ -186,13 +188,15 @@ func TestConnMemoServesRepeats(t *testing.T) {
 	f := newMemoFixture(t)
 	list := "/api4/public/topics/list/v1"
 	full := "Bearer " + f.keys["full"]
-	if w := f.send(true, list, full); w.Code != http.StatusOK || w.Header().Get("X-Data-Mode") != "" {
-		t.Fatalf("first request: %s", answer(w))
+	for range 2 { // a record is made for the second of two in a row
+		if w := f.send(true, list, full); w.Code != http.StatusOK || w.Header().Get("X-Data-Mode") != "" {
+			t.Fatalf("first requests: %s", answer(w))
+		}
 	}
 	m := f.memo()
 	km, rm := m.lastKey.Load(), m.lastRoute.Load()
 	if km == nil || rm == nil || km.authz != full || km.p.KeyID != "full" || rm.key == "" || rm.target != list {
-		t.Fatalf("memo after the first request: key %+v route %+v", km, rm)
+		t.Fatalf("memo after the first requests: key %+v route %+v", km, rm)
 	}
 	swapped := *km
 	swapped.plan = f.g.Settings().plans[config.PlanLimited]
@@ -214,14 +218,45 @@ func TestConnMemoServesRepeats(t *testing.T) {
 func TestConnMemoKeepsNoWindowNearNow(t *testing.T) {
 	f := newMemoFixture(t)
 	target := fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?start=%d", f.clk.Now().Add(-5*time.Minute).Unix())
-	if w := f.send(true, target, "Bearer "+f.keys["full"]); w.Code != http.StatusOK {
-		t.Fatalf("status: %s", answer(w))
+	for range 2 {
+		if w := f.send(true, target, "Bearer "+f.keys["full"]); w.Code != http.StatusOK {
+			t.Fatalf("status: %s", answer(w))
+		}
 	}
 	if rm := f.memo().lastRoute.Load(); rm != nil {
 		t.Errorf("the memo kept the route of %q (%q)", target, rm.target)
 	}
 	if f.memo().lastKey.Load() == nil {
 		t.Error("the memo did not keep the key")
+	}
+}
+
+// TestConnMemoKeepsOnlyRepeats: a connection whose requests each differ
+// from the last, in key and target, makes no record and costs no
+// allocation a connection without a memo does not; a request asked twice
+// in a row is kept.
+func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
+	f := newMemoFixture(t)
+	f.reload(unlimited)
+	full, limited := "Bearer "+f.keys["full"], "Bearer "+f.keys["limited"]
+	list, whatsup := "/api4/public/topics/list/v1", "/api4/public/topic/bitcoin/whatsup/v1"
+	alternate := func(onConn bool) func() {
+		return func() {
+			f.send(onConn, list, full)
+			f.send(onConn, whatsup, limited)
+		}
+	}
+	alternate(false)() // both answers cached
+	withMemo, without := testing.AllocsPerRun(50, alternate(true)), testing.AllocsPerRun(50, alternate(false))
+	if m := f.memo(); m.lastKey.Load() != nil || m.lastRoute.Load() != nil {
+		t.Errorf("alternating requests made a record: key %v, route %v", m.lastKey.Load() != nil, m.lastRoute.Load() != nil)
+	}
+	if withMemo > without {
+		t.Errorf("alternating requests: %v allocations a pair on a memo connection, %v without one", withMemo, without)
+	}
+	f.send(true, whatsup, limited) // twice in a row
+	if km, rm := f.memo().lastKey.Load(), f.memo().lastRoute.Load(); km == nil || km.p.KeyID != "limited" || rm == nil || rm.target != whatsup {
+		t.Errorf("a repeat was not kept: key %+v, route %+v", km, rm)
 	}
 }
 
