@@ -42,8 +42,8 @@ type connMemo struct {
 	// value of the connection's last request. A record is made only for
 	// one asked twice in a row, so a connection whose requests each
 	// differ (a client spreading many keys or targets over a pool of
-	// connections) allocates nothing for its memo: with many keys, that
-	// is collector work on a large heap.
+	// connections, or alternating two) allocates nothing for its memo:
+	// with many keys, that is collector work on a large heap.
 	seenRoute, seenKey atomic.Uint64
 }
 
@@ -51,11 +51,19 @@ type connMemo struct {
 // whether to make a record; what a record matches is compared in full.
 var memoSeed = maphash.MakeSeed()
 
-// repeated reports whether s is what the last call with seen was given,
-// and remembers s.
-func repeated(seen *atomic.Uint64, s string) bool {
-	h := maphash.String(memoSeed, s)
-	return seen.Swap(h) == h
+// repeated reports whether s is what the connection's last request had
+// (seen), and remembers s; h is s's hash.
+func repeated(seen *atomic.Uint64, s string) (h uint64, again bool) {
+	h = maphash.String(memoSeed, s)
+	return h, seen.Swap(h) == h
+}
+
+// served notes that the last request had what the record of hash h
+// holds, without hashing it again.
+func served(seen *atomic.Uint64, h uint64) {
+	if seen.Load() != h {
+		seen.Store(h)
+	}
 }
 
 // routeMemo is a request's route: a request with this method, raw target,
@@ -63,7 +71,7 @@ func repeated(seen *atomic.Uint64, s string) bool {
 // parse that does not depend on the time is kept (a series window with a
 // start and no end does).
 type routeMemo struct {
-	gen                                uint64
+	gen, hash                          uint64 // hash: of target, as in seenRoute
 	method, target, path, rawPath, raw string
 	req                                api.Request
 	key                                string // req.Key()
@@ -74,6 +82,7 @@ type routeMemo struct {
 // 24 h counters from that snapshot.
 type keyMemo struct {
 	gen    uint64
+	hash   uint64 // of authz, as in seenKey
 	authz  string
 	p      auth.Principal
 	span   auth.Span
@@ -106,6 +115,7 @@ func (m *connMemo) route(r *http.Request, gen uint64) (api.Request, string, bool
 		r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		return api.Request{}, "", false
 	}
+	served(&m.seenRoute, rm.hash)
 	return rm.req, rm.key, true
 }
 
@@ -121,7 +131,11 @@ func sameTarget(rm *routeMemo, r *http.Request) bool {
 // so it has a URL and no body.
 func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) string {
 	key := req.Key()
-	if req.Start != 0 && req.End == 0 || !repeated(&m.seenRoute, r.RequestURI) {
+	if req.Start != 0 && req.End == 0 {
+		return key
+	}
+	h, again := repeated(&m.seenRoute, r.RequestURI)
+	if !again {
 		return key
 	}
 	// One copy of the five strings, so that the memo does not hold the
@@ -139,7 +153,7 @@ func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) strin
 		return part
 	}
 	m.lastRoute.Store(&routeMemo{
-		gen: gen, method: cut(r.Method), target: cut(r.RequestURI),
+		gen: gen, hash: h, method: cut(r.Method), target: cut(r.RequestURI),
 		path: cut(u.Path), rawPath: cut(u.RawPath), raw: cut(u.RawQuery),
 		req: req, key: key,
 	})
@@ -155,6 +169,7 @@ func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) *ke
 	if km == nil || km.gen != gen || len(v) != 1 || v[0] != km.authz || !km.span.Contains(now) {
 		return nil
 	}
+	served(&m.seenKey, km.hash)
 	return km
 }
 
@@ -163,11 +178,15 @@ func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) *ke
 // when the connection's last request carried the same Authorization value.
 func (m *connMemo) keepKey(r *http.Request, gen uint64, p auth.Principal, span auth.Span, in *info) {
 	v := r.Header["Authorization"]
-	if len(v) != 1 || v[0] == "" || !repeated(&m.seenKey, v[0]) {
+	if len(v) != 1 || v[0] == "" {
+		return
+	}
+	h, again := repeated(&m.seenKey, v[0])
+	if !again {
 		return
 	}
 	m.lastKey.Store(&keyMemo{
-		gen: gen, authz: strings.Clone(v[0]), span: span, p: p,
+		gen: gen, hash: h, authz: strings.Clone(v[0]), span: span, p: p,
 		plan: in.plan, policy: in.policy, usage: in.usage,
 	})
 }

@@ -233,8 +233,8 @@ func TestConnMemoKeepsNoWindowNearNow(t *testing.T) {
 
 // TestConnMemoKeepsOnlyRepeats: a connection whose requests each differ
 // from the last, in key and target, makes no record and costs no
-// allocation a connection without a memo does not; a request asked twice
-// in a row is kept.
+// allocation a connection without a memo does not, also when it kept one
+// of them before; a request asked twice in a row is kept.
 func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
 	f := newMemoFixture(t)
 	f.reload(unlimited)
@@ -253,6 +253,20 @@ func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
 	}
 	if withMemo > without {
 		t.Errorf("alternating requests: %v allocations a pair on a memo connection, %v without one", withMemo, without)
+	}
+	// The list with the full key kept, then the same alternation: the
+	// list is served from its records, the other is never kept.
+	f.send(true, list, full)
+	f.send(true, list, full)
+	km, rm := f.memo().lastKey.Load(), f.memo().lastRoute.Load()
+	if km == nil || rm == nil {
+		t.Fatal("a repeat was not kept")
+	}
+	if withMemo := testing.AllocsPerRun(50, alternate(true)); withMemo > without {
+		t.Errorf("alternating with one kept: %v allocations a pair on a memo connection, %v without one", withMemo, without)
+	}
+	if f.memo().lastKey.Load() != km || f.memo().lastRoute.Load() != rm {
+		t.Error("alternating with one kept replaced its records")
 	}
 	f.send(true, whatsup, limited) // twice in a row
 	if km, rm := f.memo().lastKey.Load(), f.memo().lastRoute.Load(); km == nil || km.p.KeyID != "limited" || rm == nil || rm.target != whatsup {
