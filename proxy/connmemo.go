@@ -38,12 +38,13 @@ import (
 type connMemo struct {
 	lastRoute atomic.Pointer[routeMemo]
 	lastKey   atomic.Pointer[keyMemo]
-	// seenRoute and seenKey hash the raw target and the Authorization
-	// value of the connection's last request. A record is made only for
-	// one asked twice in a row, so a connection whose requests each
-	// differ (a client spreading many keys or targets over a pool of
-	// connections, or alternating two) allocates nothing for its memo:
-	// with many keys, that is collector work on a large heap.
+	// seenRoute hashes the raw target of the connection's last routed
+	// request, seenKey the Authorization value of its last authenticated
+	// one. A record is made only for one asked twice in a row (a GET and
+	// a HEAD of one target count as the same), so a connection whose
+	// requests each differ (a client spreading many keys or targets over
+	// a pool of connections, or alternating two) allocates nothing for
+	// its memo: with many keys, that is collector work on a large heap.
 	seenRoute, seenKey atomic.Uint64
 }
 
