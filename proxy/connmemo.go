@@ -163,8 +163,12 @@ func (m *connMemo) keepRoute(r *http.Request, gen uint64, req api.Request) strin
 
 // authenticated returns what the connection's last key resolved to when r
 // carries the same Authorization value, authenticated under snapshot gen,
-// and the key is still accepted at now; else nil.
+// and the key is still accepted at now; else nil, as it does for a nil m
+// (a lane without memos).
 func (m *connMemo) authenticated(r *http.Request, gen uint64, now time.Time) *keyMemo {
+	if m == nil {
+		return nil
+	}
 	km := m.lastKey.Load()
 	v := r.Header["Authorization"]
 	if km == nil || km.gen != gen || len(v) != 1 || v[0] != km.authz || !km.span.Contains(now) {

@@ -107,16 +107,14 @@ func (c *Chain) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := infoFrom(r.Context())
 		_, sp := c.startSpan(r.Context(), in, "auth")
-		if in.memo != nil {
-			if km := in.memo.authenticated(r, in.set.gen, in.start); km != nil {
-				if in.traced {
-					traceAuth(sp, km.p, nil)
-				}
-				sp.End()
-				in.keyID, in.account, in.plan, in.policy, in.usage = km.p.KeyID, km.p.Account, km.plan, km.policy, km.usage
-				next.ServeHTTP(w, r)
-				return
+		if km := in.memo.authenticated(r, in.set.gen, in.start); km != nil {
+			if in.traced {
+				traceAuth(sp, km.p, nil)
 			}
+			sp.End()
+			in.keyID, in.account, in.plan, in.policy, in.usage = km.p.KeyID, km.p.Account, km.plan, km.policy, km.usage
+			next.ServeHTTP(w, r)
+			return
 		}
 		p, span, err := c.principal(r)
 		if in.traced {
