@@ -247,7 +247,7 @@ func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
 		}
 	}
 	alternate(false)() // both answers cached
-	withMemo, without := testing.AllocsPerRun(50, alternate(true)), testing.AllocsPerRun(50, alternate(false))
+	withMemo, without := fewestAllocs(alternate(true)), fewestAllocs(alternate(false))
 	if m := f.memo(); m.lastKey.Load() != nil || m.lastRoute.Load() != nil {
 		t.Errorf("alternating requests made a record: key %v, route %v", m.lastKey.Load() != nil, m.lastRoute.Load() != nil)
 	}
@@ -262,7 +262,7 @@ func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
 	if km == nil || rm == nil {
 		t.Fatal("a repeat was not kept")
 	}
-	if withMemo := testing.AllocsPerRun(50, alternate(true)); withMemo > without {
+	if withMemo := fewestAllocs(alternate(true)); withMemo > without {
 		t.Errorf("alternating with one kept: %v allocations a pair on a memo connection, %v without one", withMemo, without)
 	}
 	if f.memo().lastKey.Load() != km || f.memo().lastRoute.Load() != rm {
@@ -272,6 +272,19 @@ func TestConnMemoKeepsOnlyRepeats(t *testing.T) {
 	if km, rm := f.memo().lastKey.Load(), f.memo().lastRoute.Load(); km == nil || km.p.KeyID != "limited" || rm == nil || rm.target != whatsup {
 		t.Errorf("a repeat was not kept: key %+v, route %+v", km, rm)
 	}
+}
+
+// fewestAllocs is the fewest allocations f made per call over several
+// measurements. testing.AllocsPerRun counts the whole process's, so a
+// goroutine the gateway runs in the background (the cache's, a ticker's)
+// sometimes adds some to one measurement (70 against 69 a pair once in
+// CI); what f itself allocates is in every one.
+func fewestAllocs(f func()) float64 {
+	fewest := testing.AllocsPerRun(50, f)
+	for range 4 {
+		fewest = min(fewest, testing.AllocsPerRun(50, f))
+	}
+	return fewest
 }
 
 // TestConnMemoSharedByStreams: the streams of an HTTP/2 connection share
