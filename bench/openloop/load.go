@@ -36,13 +36,30 @@ func (p protocol) String() string {
 	return "HTTP/2"
 }
 
-// endpoints are the measured requests: a small answer (one day of a
-// topic's hourly series, 15 KB from the demo upstream), the topics list
-// (58 KB) and a topic's hourly series over the default week (72 KB).
-var endpoints = map[string]string{
-	"small":  "/api4/public/topic/bitcoin/time-series/v1?bucket=hour&interval=1d",
-	"list":   "/api4/public/topics/list/v1",
-	"series": "/api4/public/topic/bitcoin/time-series/v1",
+// endpoints are the measured requests: a small answer (a topic's hourly
+// series over smallHours fixed hours, about 18 KB from the demo upstream),
+// the topics list (58 KB) and a topic's hourly series over the default
+// week (72 KB).
+var endpoints = targets(time.Now())
+
+// smallHours is how many hours the small answer spans. Its window is
+// fixed when the run starts, so every server and round is sent the same
+// bytes at any time of day. (Until 2026-11-29 it was interval=1d, which
+// starts at the previous UTC midnight: its answer grew from 10 KB just
+// after midnight to 19 KB just before, and a server that fetched it again
+// across midnight sent a different answer from the others.)
+const smallHours = 44
+
+// targets returns the endpoints' request targets for a run started at
+// now: the small answer ends at the last full hour.
+func targets(now time.Time) map[string]string {
+	end := now.Truncate(time.Hour)
+	start := end.Add(-smallHours * time.Hour)
+	return map[string]string{
+		"small":  fmt.Sprintf("/api4/public/topic/bitcoin/time-series/v1?bucket=hour&start=%d&end=%d", start.Unix(), end.Unix()),
+		"list":   "/api4/public/topics/list/v1",
+		"series": "/api4/public/topic/bitcoin/time-series/v1",
+	}
 }
 
 // roundRobin spreads requests over single-connection HTTP/2 transports, so

@@ -102,7 +102,7 @@ func parseOptions() (options, error) {
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
 	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), trendgate, trendgate-b")
 	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
-	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (a day of bitcoin's hourly series, 15 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
+	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (bitcoin's hourly series over 44 fixed hours, 18 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
 	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
 	flag.DurationVar(&o.duration, "duration", 4*time.Second, "length of one measured step")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load at the first rate before each server's first step of an endpoint")

@@ -134,7 +134,7 @@ func TestFullHeadMatchesTrendgate(t *testing.T) {
 		c.Plans["bench"] = config.Plan{Endpoints: []string{"list", "series"}, DataMode: "full"}
 		c.Keys[0].Plan = "bench"
 	})
-	target := endpoints["small"]
+	target := targets(gatewaytest.Now)["small"]
 	h.Get(target, h.Full) // fills the cache
 	resp, body := h.Get(target, h.Full)
 	if resp.StatusCode != http.StatusOK || !cacheHit(resp.Header) {
