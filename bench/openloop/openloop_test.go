@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -160,6 +161,45 @@ func TestFullHeadMatchesTrendgate(t *testing.T) {
 	for name, v := range mr.Header {
 		if _, ok := resp.Header[name]; !ok {
 			t.Errorf("the minimal-full head has %s: %q; trendgate sends no such field", name, v)
+		}
+	}
+}
+
+// TestSmallAnswerIsAFixedWindow: the small answer's target names a window
+// of smallHours that ends at the last full hour, the same for any time in
+// that hour, so its bytes do not change with the time of day (an
+// interval, which the upstream counts from a midnight, would).
+func TestSmallAnswerIsAFixedWindow(t *testing.T) {
+	for _, now := range []time.Time{
+		time.Date(2026, 11, 28, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 11, 29, 0, 0, 1, 0, time.UTC),
+		time.Date(2026, 11, 29, 13, 30, 0, 0, time.UTC),
+	} {
+		target := targets(now)["small"]
+		if got := targets(now.Truncate(time.Hour))["small"]; got != target {
+			t.Errorf("at %s: %q; at the start of the hour: %q", now, target, got)
+		}
+		i := strings.IndexByte(target, '?')
+		if i < 0 {
+			t.Fatalf("at %s: %q has no query", now, target)
+		}
+		q, err := url.ParseQuery(target[i+1:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q.Get("interval") != "" || q.Get("bucket") != "hour" {
+			t.Errorf("at %s: %q: want hourly buckets and no interval", now, target)
+		}
+		start, err1 := strconv.ParseInt(q.Get("start"), 10, 64)
+		end, err2 := strconv.ParseInt(q.Get("end"), 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("at %s: %q: start and end must be Unix seconds", now, target)
+		}
+		if want := now.Truncate(time.Hour).Unix(); end != want {
+			t.Errorf("at %s: end %d, want %d (the last full hour)", now, end, want)
+		}
+		if end-start != smallHours*3600 {
+			t.Errorf("at %s: the window is %d s, want %d", now, end-start, smallHours*3600)
 		}
 	}
 }
