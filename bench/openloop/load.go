@@ -44,10 +44,9 @@ var endpoints = targets(time.Now())
 
 // smallHours is how many hours the small answer spans. Its window is
 // fixed when the run starts, so every server and round is sent the same
-// bytes at any time of day. (Until 2026-11-29 it was interval=1d, which
-// starts at the previous UTC midnight: its answer grew from 10 KB just
-// after midnight to 19 KB just before, and a server that fetched it again
-// across midnight sent a different answer from the others.)
+// bytes at any time of day. An interval would not do: the upstream starts
+// interval=1d at the previous UTC midnight, so its answer grows through
+// the day (10 KB to 19 KB).
 const smallHours = 44
 
 // targets returns the endpoints' request targets for a run started at
