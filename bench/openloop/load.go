@@ -189,6 +189,7 @@ type result struct {
 	proto             protocol
 	endpoint          string
 	rate              int
+	round             int // from 0
 	requests, errors  uint64
 	firstError        string
 	p50, p90, p99, mx time.Duration

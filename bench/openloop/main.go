@@ -407,7 +407,7 @@ func measure(ctx context.Context, o options, e *env, s *server, load loader, pr 
 		}
 	}
 	r, err := load(ctx, rate, o.duration, cpu)
-	r.server, r.proto, r.endpoint = s.name, pr, ep
+	r.server, r.proto, r.endpoint, r.round = s.name, pr, ep, round
 	if err == nil && s.admin(pr) != "" {
 		var after runtimeReading
 		if after, err = readRuntime(e.probe, s.admin(pr)); err == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -129,16 +130,112 @@ func printSummary(o options, results []result) {
 // rounds' p99s), so that a tail shows at every step, not only past a knee.
 func printRatios(o options, results []result) {
 	p99s := map[ratioAt][]time.Duration{}
+	byRound := map[ratioAt]map[int]time.Duration{}
 	for _, r := range results {
 		k := ratioAt{r.proto, r.endpoint, r.rate, r.server}
 		p99s[k] = append(p99s[k], r.p99)
+		if byRound[k] == nil {
+			byRound[k] = map[int]time.Duration{}
+		}
+		byRound[k][r.round] = r.p99
 	}
 	printRatiosBy(o, p99s, "mean", meanOf)
 	if o.rounds >= 3 {
 		// One round in which the host stalled one server decides a cell
 		// under the mean; the median of three or more rounds does not.
 		printRatiosBy(o, p99s, "median", medianOf)
+		printPairedRatios(o, byRound)
 	}
+}
+
+// printPairedRatios prints trendgate's p99 over each other server's at
+// every step, paired by round: the geometric mean of the rounds' ratios,
+// its 95 % confidence interval and in how many rounds trendgate's p99 was
+// the higher. The servers of one step and round run back to back, so
+// pairing them takes out most of what the host did between rounds; an
+// interval that holds a bar says the run cannot tell on which side of it
+// the step lies.
+func printPairedRatios(o options, byRound map[ratioAt]map[int]time.Duration) {
+	fmt.Printf("\n# p99 ratios paired by round: geometric mean of the rounds' ratios (95 %% interval; rounds trendgate's p99 was the higher)\n")
+	for _, tg := range []string{"trendgate", "trendgate-b"} {
+		if !contains(o.servers, tg) {
+			continue
+		}
+		for _, pr := range o.protos {
+			for _, ep := range o.endpoints {
+				for _, rate := range o.rates {
+					own := byRound[ratioAt{pr, ep, rate, tg}]
+					if len(own) == 0 {
+						continue
+					}
+					line := fmt.Sprintf("%-9s %-6s %6d %-11s", pr, ep, rate, tg)
+					for _, other := range o.servers {
+						if other == tg {
+							continue
+						}
+						if p, ok := pairRounds(own, byRound[ratioAt{pr, ep, rate, other}]); ok {
+							line += fmt.Sprintf("   %s %.2f× (%.2f–%.2f; %d of %d)", other, p.ratio, p.lo, p.hi, p.higher, p.n)
+						}
+					}
+					fmt.Println(line)
+				}
+			}
+		}
+	}
+}
+
+// paired is one server's p99 over another's across the rounds that
+// measured both (pairRounds).
+type paired struct {
+	ratio, lo, hi float64 // geometric mean of the rounds' ratios, and its 95 % interval
+	n, higher     int     // rounds paired; rounds whose ratio was over 1
+}
+
+// pairRounds pairs a's and b's p99s by round, skipping rounds either did
+// not measure (a server past its knee stops stepping up) or measured as 0.
+// The interval is Student's t on the logarithms of the ratios, which are
+// what a slow host multiplies; it needs two pairs.
+func pairRounds(a, b map[int]time.Duration) (paired, bool) {
+	var logs []float64
+	var p paired
+	for round, x := range a {
+		y, ok := b[round]
+		if !ok || x <= 0 || y <= 0 {
+			continue
+		}
+		logs = append(logs, math.Log(float64(x)/float64(y)))
+		if x > y {
+			p.higher++
+		}
+	}
+	p.n = len(logs)
+	if p.n < 2 {
+		return paired{}, false
+	}
+	var mean float64
+	for _, l := range logs {
+		mean += l
+	}
+	mean /= float64(p.n)
+	var ss float64
+	for _, l := range logs {
+		ss += (l - mean) * (l - mean)
+	}
+	half := t975(p.n-1) * math.Sqrt(ss/float64(p.n-1)/float64(p.n))
+	p.ratio, p.lo, p.hi = math.Exp(mean), math.Exp(mean-half), math.Exp(mean+half)
+	return p, true
+}
+
+// t975 is Student's t distribution's 0.975 quantile for df degrees of
+// freedom; past 30 the normal's 1.96, which it nears.
+func t975(df int) float64 {
+	table := [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	if df >= 1 && df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96
 }
 
 // ratioAt is one step of one server, over the rounds.
