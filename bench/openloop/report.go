@@ -126,8 +126,9 @@ func printSummary(o options, results []result) {
 }
 
 // printRatios prints, at every protocol, endpoint and rate, trendgate's
-// p99 over nginx's and over the minimal Go server's (each the mean of the
-// rounds' p99s), so that a tail shows at every step, not only past a knee.
+// p99 over each other server's, so that a tail shows at every step, not
+// only past a knee: by the mean of the rounds' p99s and, with three rounds
+// or more, by their median and paired by round.
 func printRatios(o options, results []result) {
 	p99s := map[ratioAt][]time.Duration{}
 	byRound := map[ratioAt]map[int]time.Duration{}
