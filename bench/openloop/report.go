@@ -158,31 +158,21 @@ func printRatios(o options, results []result) {
 // the step lies.
 func printPairedRatios(o options, byRound map[ratioAt]map[int]time.Duration) {
 	fmt.Printf("\n# p99 ratios paired by round: geometric mean of the rounds' ratios (95 %% interval; rounds trendgate's p99 was the higher)\n")
-	for _, tg := range []string{"trendgate", "trendgate-b"} {
-		if !contains(o.servers, tg) {
-			continue
+	trendgateSteps(o, func(own ratioAt, others []string) {
+		mine := byRound[own]
+		if len(mine) == 0 {
+			return
 		}
-		for _, pr := range o.protos {
-			for _, ep := range o.endpoints {
-				for _, rate := range o.rates {
-					own := byRound[ratioAt{pr, ep, rate, tg}]
-					if len(own) == 0 {
-						continue
-					}
-					line := fmt.Sprintf("%-9s %-6s %6d %-11s", pr, ep, rate, tg)
-					for _, other := range o.servers {
-						if other == tg {
-							continue
-						}
-						if p, ok := pairRounds(own, byRound[ratioAt{pr, ep, rate, other}]); ok {
-							line += fmt.Sprintf("   %s %.2f× (%.2f–%.2f; %d of %d)", other, p.ratio, p.lo, p.hi, p.higher, p.n)
-						}
-					}
-					fmt.Println(line)
-				}
+		line := fmt.Sprintf("%-9s %-6s %6d %-11s", own.pr, own.ep, own.rate, own.server)
+		for _, other := range others {
+			at := own
+			at.server = other
+			if p, ok := pairRounds(mine, byRound[at]); ok {
+				line += fmt.Sprintf("   %s %.2f× (%.2f–%.2f; %d of %d)", other, p.ratio, p.lo, p.hi, p.higher, p.n)
 			}
 		}
-	}
+		fmt.Println(line)
+	})
 }
 
 // paired is one server's p99 over another's across the rounds that
@@ -257,27 +247,41 @@ func printRatiosBy(o options, p99s map[ratioAt][]time.Duration, name string, sta
 		return stat(p99s[k]), true
 	}
 	fmt.Printf("\n# p99 ratios (%s p99 of %d round(s)): trendgate's over each other server's, at every step measured\n", name, o.rounds)
+	trendgateSteps(o, func(own ratioAt, others []string) {
+		mine, ok := of(own)
+		if !ok {
+			return
+		}
+		line := fmt.Sprintf("%-9s %-6s %6d %-11s p99 %7sms", own.pr, own.ep, own.rate, own.server, ms(mine))
+		for _, other := range others {
+			at := own
+			at.server = other
+			if p, ok := of(at); ok && p > 0 {
+				line += fmt.Sprintf("   %s %sms (%.2f×)", other, ms(p), float64(mine)/float64(p))
+			}
+		}
+		fmt.Println(line)
+	})
+}
+
+// trendgateSteps calls f at every step of each trendgate contender in
+// the run, in the report's order, with the other servers to set it
+// against.
+func trendgateSteps(o options, f func(own ratioAt, others []string)) {
 	for _, tg := range []string{"trendgate", "trendgate-b"} {
 		if !contains(o.servers, tg) {
 			continue
 		}
+		var others []string
+		for _, s := range o.servers {
+			if s != tg {
+				others = append(others, s)
+			}
+		}
 		for _, pr := range o.protos {
 			for _, ep := range o.endpoints {
 				for _, rate := range o.rates {
-					own, ok := of(ratioAt{pr, ep, rate, tg})
-					if !ok {
-						continue
-					}
-					line := fmt.Sprintf("%-9s %-6s %6d %-11s p99 %7sms", pr, ep, rate, tg, ms(own))
-					for _, other := range o.servers {
-						if other == tg {
-							continue
-						}
-						if p, ok := of(ratioAt{pr, ep, rate, other}); ok && p > 0 {
-							line += fmt.Sprintf("   %s %sms (%.2f×)", other, ms(p), float64(own)/float64(p))
-						}
-					}
-					fmt.Println(line)
+					f(ratioAt{pr, ep, rate, tg}, others)
 				}
 			}
 		}
