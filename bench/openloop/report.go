@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"runtime"
@@ -130,21 +131,19 @@ func printSummary(o options, results []result) {
 // only past a knee: by the mean of the rounds' p99s and, with three rounds
 // or more, by their median and paired by round.
 func printRatios(o options, results []result) {
-	p99s := map[ratioAt][]time.Duration{}
 	byRound := map[ratioAt]map[int]time.Duration{}
 	for _, r := range results {
 		k := ratioAt{r.proto, r.endpoint, r.rate, r.server}
-		p99s[k] = append(p99s[k], r.p99)
 		if byRound[k] == nil {
 			byRound[k] = map[int]time.Duration{}
 		}
 		byRound[k][r.round] = r.p99
 	}
-	printRatiosBy(o, p99s, "mean", meanOf)
+	printRatiosBy(o, byRound, "mean", meanOf)
 	if o.rounds >= 3 {
 		// One round in which the host stalled one server decides a cell
 		// under the mean; the median of three or more rounds does not.
-		printRatiosBy(o, p99s, "median", medianOf)
+		printRatiosBy(o, byRound, "median", medianOf)
 		printPairedRatios(o, byRound)
 	}
 }
@@ -239,12 +238,12 @@ type ratioAt struct {
 
 // printRatiosBy prints trendgate's p99 over each other server's at every
 // step, each server's p99 over the rounds summed up by stat.
-func printRatiosBy(o options, p99s map[ratioAt][]time.Duration, name string, stat func([]time.Duration) time.Duration) {
+func printRatiosBy(o options, byRound map[ratioAt]map[int]time.Duration, name string, stat func([]time.Duration) time.Duration) {
 	of := func(k ratioAt) (time.Duration, bool) {
-		if len(p99s[k]) == 0 {
+		if len(byRound[k]) == 0 {
 			return 0, false
 		}
-		return stat(p99s[k]), true
+		return stat(slices.Collect(maps.Values(byRound[k]))), true
 	}
 	fmt.Printf("\n# p99 ratios (%s p99 of %d round(s)): trendgate's over each other server's, at every step measured\n", name, o.rounds)
 	trendgateSteps(o, func(own ratioAt, others []string) {
