@@ -10,7 +10,8 @@
 // nginx with the proxy_cache config of nginx.conf.tmpl, and the minimal
 // server, all sharing one self-signed certificate), warms the caches, then
 // for each protocol (plain HTTP/1.1, HTTPS/1.1, HTTP/2; the minimal server
-// has no HTTP/2) and each endpoint (a small series, the topics list, a
+// has no HTTP/2, and in its event-loop form, epoll.go, plain HTTP/1.1
+// only) and each endpoint (a small series, the topics list, a
 // week's series) steps the rate up, measuring the servers in turn at each
 // rate. A server is stepped no further once its p99 reaches -knee (10 ms) or
 // it answers an error; its knee is the highest rate before that. Each step
@@ -47,6 +48,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,6 +56,9 @@ import (
 
 	"trendgate/auth"
 )
+
+// serverNames are the servers -servers may name.
+var serverNames = []string{"nginx", "minimal", "minimal-full", "minimal-epoll", "trendgate", "trendgate-b"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == minimalCommand {
@@ -100,7 +105,7 @@ func parseOptions() (options, error) {
 	flag.StringVar(&o.binB, "bin-b", "", "a second trendgate binary, measured as the server \"trendgate-b\" (name it in -servers) beside the first: an A/B of two builds in one run")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
-	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), trendgate, trendgate-b")
+	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), minimal-epoll (the same answers from event loops as nginx's workers, -nginx-workers of them; plain HTTP/1.1 only), trendgate, trendgate-b")
 	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
 	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (bitcoin's hourly series over 44 fixed hours, 18 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
 	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
@@ -124,8 +129,8 @@ func parseOptions() (options, error) {
 		return o, fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	}
 	for _, s := range strings.Split(servers, ",") {
-		if s != "nginx" && s != "minimal" && s != "minimal-full" && s != "trendgate" && s != "trendgate-b" {
-			return o, fmt.Errorf("-servers: unknown server %q (nginx, minimal, minimal-full, trendgate, trendgate-b)", s)
+		if !slices.Contains(serverNames, s) {
+			return o, fmt.Errorf("-servers: unknown server %q (%s)", s, strings.Join(serverNames, ", "))
 		}
 		if s == "trendgate-b" && o.binB == "" {
 			return o, errors.New("-servers: trendgate-b needs -bin-b")
@@ -259,10 +264,14 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 		switch name {
 		case "nginx":
 			s, err = startNginx(ctx, e, nginxBin, o.nginxWorkers)
-		case "minimal", "minimal-full":
+		case "minimal", "minimal-full", "minimal-epoll":
+			loops := 0
+			if name == "minimal-epoll" {
+				loops = o.nginxWorkers
+			}
 			var self string
 			if self, err = os.Executable(); err == nil {
-				s, err = startMinimal(ctx, e, self, name)
+				s, err = startMinimal(ctx, e, self, name, loops)
 			}
 		case "trendgate-b":
 			s, err = startTrendgate(ctx, e, name, o.binB)

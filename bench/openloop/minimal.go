@@ -52,6 +52,7 @@ func runMinimal(args []string) error {
 	fs.StringVar(&key, "key", "", "private key file")
 	fs.StringVar(&paths, "paths", "", "comma-separated request targets to answer")
 	fullHead := fs.Bool("full-head", false, "answer with the header fields trendgate sends on a cached hit, not only the three the client needs")
+	loops := fs.Int("epoll", 0, "serve plain HTTP/1.1 with this many epoll event loops (epoll_linux.go), not a goroutine per connection")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,6 +81,9 @@ func runMinimal(args []string) error {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	go func() { _ = http.ListenAndServe(admin, mux) }()
 	go s.serve(tln)
+	if *loops > 0 {
+		return s.serveEpoll(ln, *loops)
+	}
 	return s.serve(ln)
 }
 
@@ -166,16 +170,22 @@ func (s *minimal) conn(c net.Conn) {
 		if err != nil {
 			return
 		}
-		out := minimalNotFound
-		if !s.keys[auth.Digest(bearer)] {
-			out = minimalUnauthorized
-		} else if a, ok := s.answers[target]; ok {
-			out = a
-		}
-		if _, err := c.Write(out); err != nil {
+		if _, err := c.Write(s.answer(target, bearer)); err != nil {
 			return
 		}
 	}
+}
+
+// answer returns the whole response to a request for target with the
+// Bearer token bearer.
+func (s *minimal) answer(target, bearer string) []byte {
+	if !s.keys[auth.Digest(bearer)] {
+		return minimalUnauthorized
+	}
+	if a, ok := s.answers[target]; ok {
+		return a
+	}
+	return minimalNotFound
 }
 
 // readRequest reads one request head and returns its target and Bearer
@@ -210,8 +220,9 @@ func readRequest(r *bufio.Reader) (target, bearer string, err error) {
 }
 
 // startMinimal starts the minimal server as a child process of this binary,
-// answering the bench's endpoints.
-func startMinimal(ctx context.Context, e *env, self, name string) (*server, error) {
+// answering the bench's endpoints; as minimal-epoll, with loops event
+// loops for plain HTTP/1.1.
+func startMinimal(ctx context.Context, e *env, self, name string, loops int) (*server, error) {
 	addrs, err := freeAddrs(3)
 	if err != nil {
 		return nil, err
@@ -224,7 +235,7 @@ func startMinimal(ctx context.Context, e *env, self, name string) (*server, erro
 		"-listen", addrs[0], "-tls-listen", addrs[1], "-admin", addrs[2],
 		"-upstream", e.upstreamURL, "-upstream-key", e.upstreamKey, "-key-digest", auth.Digest(e.clientKey),
 		"-cert", e.certFile, "-key", e.keyFile, "-paths", strings.Join(targets, ","),
-		"-full-head="+strconv.FormatBool(name == "minimal-full"))
+		"-full-head="+strconv.FormatBool(name == "minimal-full"), "-epoll="+strconv.Itoa(loops))
 	if err != nil {
 		return nil, err
 	}

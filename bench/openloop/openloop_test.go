@@ -2,16 +2,21 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"trendgate/auth"
 	"trendgate/config"
 	"trendgate/gateway/gatewaytest"
 )
@@ -227,5 +232,81 @@ func TestPairRounds(t *testing.T) {
 	// Identical rounds: no spread, an interval of the ratio alone.
 	if p, _ := pairRounds(map[int]time.Duration{0: ms(2), 1: ms(2)}, map[int]time.Duration{0: ms(1), 1: ms(1)}); !near(p.lo, 2) || !near(p.hi, 2) || p.higher != 2 {
 		t.Errorf("pairRounds of equal rounds = %+v; want 2 (2–2), 2 of 2 higher", p)
+	}
+}
+
+// TestMinimalEpoll: the minimal server's event loops answer keep-alive
+// requests as its goroutines do: two heads sent in one write, a head in
+// two writes, an answer larger than the socket takes at once (so the loop
+// waits for room and then reads again), with and without a second head
+// behind it, a refused key and an unknown target; and stopping the server
+// closes every connection.
+func TestMinimalEpoll(t *testing.T) {
+	const key = "tg_example_key_for_the_epoll_test"
+	big := append([]byte("HTTP/1.1 200 OK\r\nContent-Length: 8388608\r\n\r\n"), make([]byte, 8<<20)...)
+	small := []byte("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nsmall")
+	s := &minimal{keys: map[string]bool{auth.Digest(key): true}, answers: map[string][]byte{"/big": big, "/small": small}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(procs) }) // serveEpoll raises it
+	served := make(chan error, 1)
+	go func() { served <- s.serveEpoll(ln, 2) }()
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A bound, not a wait: a broken loop fails the test instead of hanging it.
+	if err := c.SetDeadline(time.Now().Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	head := func(target, k string) string {
+		return "GET " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k + "\r\n\r\n"
+	}
+	send := func(parts ...string) {
+		t.Helper()
+		for _, p := range parts {
+			if _, err := io.WriteString(c, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	expect := func(want []byte) {
+		t.Helper()
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("answer %.60q…, want %.60q…", got, want)
+		}
+	}
+	send(head("/small", key) + head("/small", "tg_wrong"))
+	expect(small)
+	expect(minimalUnauthorized)
+	whole := head("/small", key)
+	send(whole[:20], whole[20:])
+	expect(small)
+	send(head("/big", key))
+	expect(big)
+	send(head("/big", key) + head("/small", key)) // the second waits for the first's room
+	expect(big)
+	expect(small)
+	send(head("/nothing", key))
+	expect(minimalNotFound)
+	send(head("/small", key))
+	expect(small)
+
+	ln.Close()
+	if err := <-served; err == nil {
+		t.Error("serveEpoll returned no error when its listener closed")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the server stopped, the connection read %v; want EOF", err)
 	}
 }

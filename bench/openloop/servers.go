@@ -235,8 +235,17 @@ func (s *server) baseURL(pr protocol) string {
 	return s.tlsURL
 }
 
-// serves reports whether s speaks pr: the minimal server has no HTTP/2.
-func (s *server) serves(pr protocol) bool { return !strings.HasPrefix(s.name, "minimal") || pr != h2 }
+// serves reports whether s speaks pr: the minimal server has no HTTP/2,
+// and its event loops (minimal-epoll) serve plain HTTP/1.1 only.
+func (s *server) serves(pr protocol) bool {
+	switch {
+	case s.name == "minimal-epoll":
+		return pr == h1
+	case strings.HasPrefix(s.name, "minimal"):
+		return pr != h2
+	}
+	return true
+}
 
 // admin is the admin listener of the process serving pr ("" for nginx).
 func (s *server) admin(pr protocol) string {
