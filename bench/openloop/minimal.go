@@ -52,7 +52,7 @@ func runMinimal(args []string) error {
 	fs.StringVar(&key, "key", "", "private key file")
 	fs.StringVar(&paths, "paths", "", "comma-separated request targets to answer")
 	fullHead := fs.Bool("full-head", false, "answer with the header fields trendgate sends on a cached hit, not only the three the client needs")
-	loops := fs.Int("epoll", 0, "serve plain HTTP/1.1 with this many epoll event loops (epoll_linux.go), not a goroutine per connection")
+	loops := fs.Int("epoll", 0, "serve plain HTTP/1.1 with this many epoll event loops (epoll.go), not a goroutine per connection")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
