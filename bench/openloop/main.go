@@ -189,7 +189,7 @@ func run() error {
 	defer cancel()
 
 	var nginxBin string
-	if contains(o.servers, "nginx") {
+	if slices.Contains(o.servers, "nginx") {
 		if nginxBin, err = findNginx(o.nginx); err != nil {
 			return err
 		}
@@ -376,7 +376,7 @@ func runEndpoint(ctx context.Context, o options, e *env, servers []*server, clie
 			done[k] = r.overKnee(o.knee)
 			sleep(ctx, o.pause)
 		}
-		if !contains(done, false) {
+		if !slices.Contains(done, false) {
 			break
 		}
 	}
@@ -462,13 +462,4 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
-}
-
-func contains[T comparable](s []T, v T) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

@@ -268,7 +268,7 @@ func printRatiosBy(o options, byRound map[ratioAt]map[int]time.Duration, name st
 // against.
 func trendgateSteps(o options, f func(own ratioAt, others []string)) {
 	for _, tg := range []string{"trendgate", "trendgate-b"} {
-		if !contains(o.servers, tg) {
+		if !slices.Contains(o.servers, tg) {
 			continue
 		}
 		var others []string
