@@ -7,6 +7,7 @@ import (
 	"net/mail"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,6 +27,10 @@ const (
 	MinHeaderBytes = 4 << 10
 	MaxHeaderBytes = 1 << 20
 )
+
+// maxEventLoops bounds server.event_loops: a loop keeps a processor, and
+// more loops than a machine has cores only take turns.
+const maxEventLoops = 256
 
 // problems collects validation problems, each "path: problem".
 type problems []string
@@ -100,6 +105,12 @@ func (c *Config) validateServer(p *problems) {
 	}
 	if s.MaxHeaderBytes < MinHeaderBytes || s.MaxHeaderBytes > MaxHeaderBytes {
 		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
+	}
+	switch {
+	case s.EventLoops < 0 || s.EventLoops > maxEventLoops:
+		p.add("server.event_loops", "must be 0 (a goroutine per connection) or 1 to %d, got %d", maxEventLoops, s.EventLoops)
+	case s.EventLoops > 0 && runtime.GOOS != "linux":
+		p.add("server.event_loops", "event loops need Linux (epoll); set 0 on %s", runtime.GOOS)
 	}
 	if s.MemoryLimit < 0 {
 		p.add("server.memory_limit", "must be 0 (derived from cache.max_bytes) or a number of bytes, got %d", s.MemoryLimit)

@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"trendgate/internal/buildinfo"
 	"trendgate/internal/inflight"
+	"trendgate/internal/transport/h1"
 )
 
 // metrics are the process's own collectors; the request chain (package
@@ -22,6 +25,9 @@ type metrics struct {
 	// keysApplied counts the key API's changes put in force (package
 	// keyservice).
 	keysApplied *prometheus.CounterVec
+	// loops is the public lane when it runs event loops
+	// (server.event_loops), for trendgate_event_loop_handovers_total.
+	loops atomic.Pointer[h1.Server]
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,7 +57,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while the gateway reports ready.",
 		}),
 	}
-	reg.MustRegister(m.reloads, m.keysApplied, m.certReloads, m.restart, m.ready, m.h2ResetGoaways, buildinfo.Read().Collector(),
+	handovers := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "trendgate_event_loop_handovers_total",
+		Help: "Requests served on an event loop (server.event_loops) that left it to wait: for the upstream, for Redis, or for room in a socket that did not take the whole answer at once. A cached answer never leaves.",
+	}, func() float64 {
+		if s := m.loops.Load(); s != nil {
+			return float64(s.LoopHandovers())
+		}
+		return 0
+	})
+	reg.MustRegister(m.reloads, m.keysApplied, m.certReloads, m.restart, m.ready, m.h2ResetGoaways, handovers, buildinfo.Read().Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -194,6 +194,10 @@ func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front s
 	// (proxy.Chain.ConnContext).
 	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1,
 		RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
+	if sec == nil && cfg.Server.EventLoops > 0 {
+		lane.Loops = cfg.Server.EventLoops
+		g.metrics.loops.Store(lane)
+	}
 	if fast2 {
 		lane.H2 = &h2.Server{Handler: handler, Base: public, RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
 	}

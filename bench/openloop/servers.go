@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/template"
@@ -38,6 +39,9 @@ var nginxTemplate = template.Must(template.New("nginx.conf").Parse(nginxConf))
 // that every measured request is a hit, pprof on the admin listener.
 var gatewayTemplate = template.Must(template.New("trendgate.yaml").Parse(`server:
   listen: {{.Listen}}
+{{- if .Loops}}
+  event_loops: {{.Loops}}
+{{- end}}
 admin:
   listen: {{.Admin}}
   pprof: true
@@ -236,10 +240,11 @@ func (s *server) baseURL(pr protocol) string {
 }
 
 // serves reports whether s speaks pr: the minimal server has no HTTP/2,
-// and its event loops (minimal-epoll) serve plain HTTP/1.1 only.
+// and event loops (minimal-epoll, trendgate-loops) serve plain HTTP/1.1
+// only.
 func (s *server) serves(pr protocol) bool {
 	switch {
-	case s.name == "minimal-epoll":
+	case s.name == "minimal-epoll" || s.name == "trendgate-loops":
 		return pr == h1
 	case strings.HasPrefix(s.name, "minimal"):
 		return pr != h2
@@ -304,8 +309,9 @@ func startUpstream(ctx context.Context, e *env, bin string) (*process, error) {
 
 // startTrendgate runs two `trendgate serve` processes from generated
 // configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes), as the
-// contender called name.
-func startTrendgate(ctx context.Context, e *env, name, bin string) (*server, error) {
+// contender called name. loops, when positive, is the plain one's
+// server.event_loops.
+func startTrendgate(ctx context.Context, e *env, name, bin string, loops int) (*server, error) {
 	s := &server{name: name, pprof: true}
 	for _, tls := range []bool{false, true} {
 		addrs, err := freeAddrs(3)
@@ -317,6 +323,9 @@ func startTrendgate(ctx context.Context, e *env, name, bin string) (*server, err
 			"Upstream": e.upstreamURL, "UpstreamKey": e.upstreamKey, "KeyDigest": auth.Digest(e.clientKey),
 		}
 		proc := name + "-plain"
+		if loops > 0 && !tls {
+			fields["Loops"] = strconv.Itoa(loops)
+		}
 		if tls {
 			proc = name + "-tls"
 			fields["CertFile"], fields["KeyFile"] = e.certFile, e.keyFile

@@ -57,6 +57,15 @@ type conn struct {
 	// a timer update, so one that would move by less than 1/64 of its
 	// timeout stays as it is.
 	readDeadline, writeDeadline time.Time
+
+	// On an event loop (loop_linux.go), a connection is a bare descriptor
+	// outside Go's poller and rwc is nil. lmu guards moving it on and off
+	// a loop: lp, fd and rwc change only under it, and lp is stored last.
+	loopable bool // a plain socket, on a Server with loops
+	lmu      sync.Mutex
+	lp       atomic.Pointer[loop] // the loop that owns the connection; nil: a goroutine does
+	fd       int                  // the descriptor, while on a loop or leaving one; -1 otherwise
+	loopConn
 }
 
 // setReadDeadline arms the read deadline at t (zero: none), or leaves the
@@ -90,8 +99,12 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 		batch = &batchconn.Conn{Conn: rwc}
 		rwc = tls.Server(batch, s.TLSConfig)
 	}
-	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit()}
+	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit(), fd: -1}
+	c.loopable = s.loopable(rwc)
 	c.br = bufio.NewReaderSize(rwc, c.limit)
+	if c.loopable {
+		c.br = bufio.NewReaderSize(connReader{c}, c.limit)
+	}
 	c.base = context.WithValue(context.WithValue(context.Background(),
 		http.ServerContextKey, s.Fallback), http.LocalAddrContextKey, rwc.LocalAddr())
 	if s.ConnContext != nil {
@@ -103,21 +116,20 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 	return c
 }
 
+// How a connection's goroutine let go of it.
+type outcome int
+
+const (
+	ended     outcome = iota // the connection is over: close it
+	handedOff                // Fallback, or H2, took it
+	onLoop                   // an event loop owns it now
+)
+
 // serve reads and answers requests until the connection ends or leaves
 // the lane.
 func (c *conn) serve() {
-	handedOff := false
-	defer func() {
-		if p := recover(); p != nil && p != http.ErrAbortHandler {
-			buf := make([]byte, 64<<10)
-			buf = buf[:runtime.Stack(buf, false)]
-			c.s.logf("h1: panic serving %s: %v\n%s", c.remote, p, buf)
-		}
-		c.s.untrack(c)
-		if !handedOff {
-			_ = c.rwc.Close()
-		}
-	}()
+	out := ended
+	defer func() { c.end(recover(), out) }()
 	if tc, ok := c.rwc.(*tls.Conn); ok {
 		switch c.handshake(tc) {
 		case handshakeFailed:
@@ -132,17 +144,56 @@ func (c *conn) serve() {
 				c.s.H2.ServeConn(tc)
 				return
 			}
-			handedOff = c.handOffTLS(tc)
+			if c.handOffTLS(tc) {
+				out = handedOff
+			}
 			return
 		case handshakeLane:
 			if c.s.HTTP1ToFallback {
-				handedOff = c.handOffTLS(tc)
+				if c.handOffTLS(tc) {
+					out = handedOff
+				}
 				return
 			}
 		}
 	}
+	out = c.serveRequests()
+}
+
+// end is the last thing a connection's goroutine does: it logs a panic
+// (net/http's way) and, unless someone else took the connection, forgets
+// and closes it.
+func (c *conn) end(p any, out outcome) {
+	if p != nil && p != http.ErrAbortHandler {
+		buf := make([]byte, 64<<10)
+		buf = buf[:runtime.Stack(buf, false)]
+		c.s.logf("h1: panic serving %s: %v\n%s", c.remote, p, buf)
+		out = ended
+	}
+	switch out {
+	case ended:
+		c.s.untrack(c)
+		c.lmu.Lock()
+		if c.rwc != nil {
+			_ = c.rwc.Close()
+		}
+		c.lmu.Unlock()
+	case handedOff:
+		c.s.untrack(c)
+	}
+}
+
+// serveRequests reads and answers requests on the goroutine it runs on
+// until the connection ends, leaves the lane, or, waiting for its next
+// request, moves to an event loop.
+func (c *conn) serveRequests() outcome {
 	for {
 		if c.br.Buffered() == 0 {
+			if c.loopable && !c.s.inShutdown.Load() {
+				if out, moved := c.enterLoop(); moved {
+					return out
+				}
+			}
 			// No yield before this read: one (runtime.Gosched) raised
 			// closed-loop throughput but doubled p99 at saturation and
 			// saved no CPU at the arrival rates clients send
@@ -155,31 +206,33 @@ func (c *conn) serve() {
 				c.setReadDeadline(time.Time{}, 0)
 			}
 			if _, err := c.br.Peek(1); err != nil {
-				return
+				return ended
 			}
 		}
 		if !c.state.CompareAndSwap(stateIdle, stateActive) {
-			return // closed by Shutdown
+			return ended // closed by Shutdown
 		}
 		now := time.Now()
 		h, v := c.readHead(now)
 		switch v {
 		case handOff:
-			handedOff = c.handOff(now)
-			return
+			if c.handOff(now) {
+				return handedOff
+			}
+			return ended
 		case needMore: // the head never completed: timeout, EOF or reset
-			return
+			return ended
 		}
 		if d := c.s.Fallback.WriteTimeout; d > 0 {
 			// Up to d/64 earlier than asked, never later.
 			c.setWriteDeadline(now.Add(d), d/64)
 		}
 		if !c.serveRequest(&h, now) || c.s.inShutdown.Load() {
-			return
+			return ended
 		}
 		c.state.Store(stateIdle)
 		if c.s.inShutdown.Load() {
-			return
+			return ended
 		}
 	}
 }
@@ -396,6 +449,12 @@ func (x *reqCtx) watch() {
 	c := x.c
 	if x.finished || c.br.Buffered() > 0 {
 		return
+	}
+	if c.lp.Load() != nil {
+		// A request that waits must not hold up the loop's other
+		// connections: this one leaves it (and another goroutine takes
+		// the loop on), to be watched and written in Go's poller.
+		c.leaveLoop()
 	}
 	done := make(chan struct{})
 	x.watchDone = done

@@ -250,6 +250,25 @@ func (w *response) send(a, b []byte) error {
 	}
 	c.iov = [3][]byte{head, a, b} // empty ones are skipped
 	iov := net.Buffers(c.iov[:])
+	if c.lp.Load() != nil {
+		// On an event loop: what the socket does not take at once is
+		// written from Go's poller, off the loop.
+		n, err := c.writeOnLoop(c.iov[:])
+		for len(iov) > 0 && n >= len(iov[0]) {
+			n -= len(iov[0])
+			iov = iov[1:]
+		}
+		if len(iov) > 0 {
+			iov[0] = iov[0][n:]
+		}
+		if err != nil || len(iov) == 0 {
+			c.iov = [3][]byte{}
+			if err != nil && w.err == nil {
+				w.err = err
+			}
+			return err
+		}
+	}
 	if c.batch != nil {
 		// Over TLS each record would be its own write: send them in one.
 		c.batch.Hold()

@@ -115,6 +115,16 @@ type Server struct {
 	// runs for every connection accepted, but requests served by Fallback
 	// or H2 after a hand-off never see the context it returns.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
+	// Loops, when positive and without TLSConfig, serves the lane's
+	// connections from that many event loops (Linux only) instead of a
+	// goroutine each. A loop runs handlers itself: a request leaves it,
+	// for a goroutine of its own, as soon as its handler asks for its
+	// context's Done or its answer does not fit in the socket at once, so
+	// a handler must ask for Done before it waits on anything (see
+	// loop_linux.go). Each loop keeps a processor: Serve raises
+	// GOMAXPROCS to Loops+1 when it is lower. Zero serves a goroutine per
+	// connection.
+	Loops int
 
 	inShutdown atomic.Bool
 	date       atomic.Pointer[dateLine]
@@ -124,7 +134,19 @@ type Server struct {
 	handoff  *handoffListener
 	conns    map[*conn]struct{}
 	wrapped  bool // Fallback's Handler and ConnContext carry the TLS state
+
+	// Event loops (loop_linux.go), started by the first Serve.
+	loops         []*loop
+	loopStop      [2]int // a pipe: closing [1] stops the loops
+	loopsOpen     atomic.Int32
+	nextLoop      atomic.Uint32
+	loopHandovers atomic.Uint64
 }
+
+// LoopHandovers returns how many requests left an event loop to wait
+// (Loops): a cached answer served on a loop never does, so a count that
+// grows with the hits means the handler asks for Done on them.
+func (s *Server) LoopHandovers() uint64 { return s.loopHandovers.Load() }
 
 // ConnServer serves whole connections: the HTTP/2 lane's side of H2.
 type ConnServer interface {
@@ -165,6 +187,11 @@ func (s *Server) Serve(l net.Listener) error {
 	if s.TLSConfig != nil && !s.wrapped {
 		s.wrapped = true
 		carryTLSState(s.Fallback)
+	}
+	if err := s.startLoops(); err != nil {
+		s.mu.Unlock()
+		_ = l.Close()
+		return err
 	}
 	s.mu.Unlock()
 
@@ -249,6 +276,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Reset(wait)
 		}
 	}
+	s.stopLoops()
 	return errors.Join(lerr, <-fallbackErr, <-h2Err)
 }
 
@@ -259,7 +287,7 @@ func (s *Server) closeIdle() bool {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		if c.state.CompareAndSwap(stateIdle, stateClosed) {
-			_ = c.rwc.Close()
+			c.closeIdle()
 		}
 	}
 	return len(s.conns) == 0

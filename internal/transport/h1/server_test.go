@@ -67,7 +67,7 @@ func startLaneWith(t *testing.T, l net.Listener, h http.Handler, tune func(*http
 	if tune != nil {
 		tune(ls.fallback)
 	}
-	ls.srv = &h1.Server{Handler: h, Fallback: ls.fallback, TLSConfig: ls.fallback.TLSConfig}
+	ls.srv = &h1.Server{Handler: h, Fallback: ls.fallback, TLSConfig: ls.fallback.TLSConfig, Loops: testLoops}
 	if lane != nil {
 		lane(ls.srv)
 	}
@@ -572,7 +572,7 @@ func TestShutdown(t *testing.T) {
 	})
 	l := listen(t)
 	addr := l.Addr().String()
-	s := &h1.Server{Handler: h, Fallback: &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}}
+	s := &h1.Server{Handler: h, Fallback: &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)}, Loops: testLoops}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) }) // if the test fails early

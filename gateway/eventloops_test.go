@@ -1,0 +1,64 @@
+//go:build linux
+
+package gateway_test
+
+import (
+	"bytes"
+	"net/http"
+	"testing"
+
+	"trendgate/config"
+	"trendgate/gateway/gatewaytest"
+	"trendgate/limits"
+)
+
+// With server.event_loops, the gateway answers as it does without: a miss
+// leaves its loop once, to wait for the upstream, and the hits after it,
+// on the same connections, stay on the loops.
+func TestEventLoops(t *testing.T) {
+	h := gatewaytest.New(t, func(c *config.Config) {
+		c.Server.EventLoops = 2
+		pl := c.Plans["full"]
+		pl.Policy = limits.Policy{PerSecond: 1e9, Burst: 1e9, Daily: 1e12, Monthly: 1e13}
+		c.Plans["full"] = pl
+	})
+	handovers := func() float64 {
+		return gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_event_loop_handovers_total")
+	}
+	targets := []string{
+		"/api4/public/topics/list/v1",
+		"/api4/public/topic/golang/whatsup/v1",
+		"/api4/public/topic/golang/time-series/v1?bucket=hour&interval=1d",
+	}
+	first := make([][]byte, len(targets))
+	for i, target := range targets {
+		resp, body := h.Get(target, h.Full)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: got %d %s", target, resp.StatusCode, body)
+		}
+		first[i] = body
+	}
+	misses := handovers()
+	t.Logf("handovers after %d misses: %v", len(targets), misses)
+	if misses < 1 {
+		t.Fatalf("handovers after %d misses: got %v; want at least 1", len(targets), misses)
+	}
+	for range 20 {
+		for i, target := range targets {
+			resp, body := h.Get(target, h.Full)
+			if resp.StatusCode != http.StatusOK || !bytes.Equal(body, first[i]) {
+				t.Fatalf("%s, a hit: got %d and a different body", target, resp.StatusCode)
+			}
+			if got := resp.Header.Get("X-Cache"); got != "" && got != "HIT" {
+				t.Errorf("%s: X-Cache %q; want a hit", target, got)
+			}
+		}
+	}
+	if got := handovers(); got != misses {
+		t.Errorf("handovers after 60 hits: got %v; want %v, as after the misses", got, misses)
+	}
+	resp, body := h.Get(targets[0], "tg_not-a-key")
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a bad key: got %d %s", resp.StatusCode, body)
+	}
+}
