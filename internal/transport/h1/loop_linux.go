@@ -49,7 +49,7 @@ const maxLoopFD = 1 << 16
 type loop struct {
 	s     *Server
 	epfd  int
-	stop  int                   // readable once the loops stop
+	stop  int                    // readable once the loops stop
 	conns []atomic.Pointer[conn] // by descriptor
 
 	mu      sync.Mutex
