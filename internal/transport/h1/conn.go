@@ -447,7 +447,7 @@ func (x *reqCtx) cancel(err error) {
 // is there, and nothing needs watching.
 func (x *reqCtx) watch() {
 	c := x.c
-	if x.finished || c.br.Buffered() > 0 {
+	if x.finished {
 		return
 	}
 	if c.lp.Load() != nil {
@@ -455,6 +455,9 @@ func (x *reqCtx) watch() {
 		// connections: this one leaves it (and another goroutine takes
 		// the loop on), to be watched and written in Go's poller.
 		c.leaveLoop()
+	}
+	if c.br.Buffered() > 0 {
+		return
 	}
 	done := make(chan struct{})
 	x.watchDone = done

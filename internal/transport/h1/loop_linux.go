@@ -54,13 +54,20 @@ type loop struct {
 
 	mu      sync.Mutex
 	stopped bool
-	adds    []*conn // added since the leader last took them
+	adds    []owned // added since the leader last took them
 	hasAdds atomic.Bool
 
-	owned  []*conn // for the sweep; a conn that left is dropped from it there
+	owned  []owned // for the sweep; a conn that left is dropped from it there
 	events []syscall.EpollEvent
 	rest   []syscall.EpollEvent // the current batch's events not served yet
 	sweep  time.Time            // when the next sweep is due
+}
+
+// owned is one of a loop's connections, as of its gen-th move onto a loop:
+// an entry whose connection moved since is stale.
+type owned struct {
+	c   *conn
+	gen uint32
 }
 
 // loopable reports whether a connection accepted as rwc may run on one of
@@ -185,7 +192,7 @@ func (l *loop) add(c *conn) bool {
 		c.lp.Store(nil)
 		return false
 	}
-	l.adds = append(l.adds, c)
+	l.adds = append(l.adds, owned{c, c.moves.Add(1)})
 	l.hasAdds.Store(true)
 	return true
 }
@@ -196,6 +203,7 @@ type loopConn struct {
 	idleSince time.Time // when it began to wait for a request
 	headStart time.Time // when the first byte of the head it reads arrived
 	wiov      [3]syscall.Iovec
+	moves     atomic.Uint32 // times it moved onto a loop
 }
 
 // connReader is what a loopable connection's bufio.Reader reads: the
@@ -223,7 +231,7 @@ func (r connReader) Read(p []byte) (int, error) {
 // on rwc; n is what was written. An error ends the connection.
 func (c *conn) writeOnLoop(bufs [][]byte) (n int, err error) {
 	n, err = epoll.Writev(c.fd, bufs, c.wiov[:])
-	if err == syscall.EAGAIN {
+	if err == syscall.EAGAIN || err == syscall.EINTR {
 		n, err = 0, nil
 	}
 	if err != nil {
@@ -342,9 +350,10 @@ func (l *loop) takeAdds() {
 func (l *loop) sweepConns(now time.Time) {
 	idle, header := l.s.idleTimeout(), l.s.headerTimeout()
 	kept := l.owned[:0]
-	for _, c := range l.owned {
-		if c.lp.Load() != l {
-			continue
+	for _, o := range l.owned {
+		c := o.c
+		if c.lp.Load() != l || c.moves.Load() != o.gen {
+			continue // left, and maybe back with a newer entry
 		}
 		switch c.state.Load() {
 		case stateIdle:
@@ -361,7 +370,7 @@ func (l *loop) sweepConns(now time.Time) {
 			l.drop(c)
 			continue
 		}
-		kept = append(kept, c)
+		kept = append(kept, o)
 	}
 	clear(l.owned[len(kept):])
 	l.owned = kept

@@ -13,10 +13,10 @@ import (
 )
 
 // On one event loop, a request whose handler waits (it asks for its
-// context's Done) leaves the loop: the loop serves other connections
-// meanwhile, the waiting request is answered when its handler returns,
-// and its connection serves requests again after. Cached-style answers,
-// which never wait, leave nothing.
+// context's Done) leaves the loop, even with a request pipelined behind
+// it: the loop serves other connections meanwhile, the waiting request is
+// answered when its handler returns, and its connection serves requests
+// again after. Answers that never wait leave nothing.
 func TestLoopWaitingRequestLeaves(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +35,7 @@ func TestLoopWaitingRequestLeaves(t *testing.T) {
 	ls := startLaneWith(t, listen(t), h, nil, func(s *h1.Server) { s.Loops = 1 })
 
 	a, b := dial(t, ls.addr), dial(t, ls.addr)
-	a.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	a.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\n\r\n")
 	select {
 	case <-entered:
 	case <-time.After(guard):
@@ -50,6 +50,9 @@ func TestLoopWaitingRequestLeaves(t *testing.T) {
 	close(release)
 	if _, body := a.read("GET"); body != "waited" {
 		t.Fatalf("the waiting request: got %q", body)
+	}
+	if _, body := a.read("GET"); body != "hit /again" {
+		t.Fatalf("the request pipelined behind it: got %q", body)
 	}
 	for i := range 50 {
 		a.send("GET /again HTTP/1.1\r\nHost: x\r\n\r\n")
