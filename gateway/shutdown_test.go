@@ -30,8 +30,16 @@ type loadOutcome struct {
 // upstream. Every accepted request must complete with a whole 200, the
 // public listener must refuse new connections at once, readiness must turn
 // false while draining, Serve must return nil, and no goroutine may be left
-// behind.
+// behind: on a goroutine per connection and on event loops
+// (server.event_loops), where the held requests have left their loops.
 func TestShutdownUnderLoad(t *testing.T) {
+	t.Run("goroutines", func(t *testing.T) { testShutdownUnderLoad(t, 0) })
+	if runtime.GOOS == "linux" {
+		t.Run("event loops", func(t *testing.T) { testShutdownUnderLoad(t, 2) })
+	}
+}
+
+func testShutdownUnderLoad(t *testing.T, loops int) {
 	const (
 		workers   = 8
 		perWorker = 40
@@ -69,6 +77,7 @@ func TestShutdownUnderLoad(t *testing.T) {
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 		c.Server.ShutdownTimeout = 20 * time.Second
+		c.Server.EventLoops = loops
 	})
 	topics := up.Topics()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}

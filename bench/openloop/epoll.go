@@ -10,7 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
+
+	"trendgate/internal/transport/epoll"
 )
 
 // As minimal-epoll, the minimal server answers plain HTTP/1.1 the way
@@ -24,7 +25,8 @@ import (
 // goroutine server's (minimal.go), so the two differ only in how requests
 // reach the code that answers them.
 
-// The loops make their system calls raw, as nginx's workers do, without
+// The loops make their system calls raw (package epoll, which
+// trendgate's own loops use too), as nginx's workers do, without
 // telling the Go scheduler: each loop keeps its processor (P) while its
 // thread sleeps in epoll_wait, so the runtime never hands that processor
 // to another thread, never wakes one to take it back, and its monitor
@@ -34,25 +36,6 @@ import (
 // processor more than it has loops, for accepting, the collector and the
 // admin listener. A loop is still preempted as any goroutine is: the
 // signal ends its epoll_wait with EINTR.
-
-// epollWait is epoll_pwait with no signal mask and no timeout.
-func epollWait(epfd int, events []syscall.EpollEvent) (int, error) {
-	n, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd),
-		uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), ^uintptr(0), 0, 0)
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
-
-// rawIO is read(2) or write(2), by trap, on fd with b.
-func rawIO(trap uintptr, fd int, b []byte) (int, error) {
-	n, _, errno := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if errno != 0 {
-		return 0, errno
-	}
-	return int(n), nil
-}
 
 // maxEpollFD bounds the descriptors a loop serves: it keeps its
 // connections in a table indexed by descriptor.
@@ -117,7 +100,7 @@ func (s *minimal) serveEpoll(ln net.Listener, loops int) error {
 		if err != nil {
 			return err
 		}
-		fd, err := takeFD(c)
+		fd, err := epoll.TakeFD(c)
 		if err != nil {
 			continue
 		}
@@ -125,35 +108,6 @@ func (s *minimal) serveEpoll(ln net.Listener, loops int) error {
 			_ = syscall.Close(fd)
 		}
 	}
-}
-
-// takeFD takes c's socket out of Go's poller: it returns a duplicate of
-// its descriptor, non-blocking, and closes c (which removes the original
-// from the runtime's epoll set; the socket lives on in the duplicate).
-func takeFD(c net.Conn) (int, error) {
-	defer c.Close()
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return -1, errors.New("not a socket")
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	fd := -1
-	var dupErr error
-	if err := raw.Control(func(orig uintptr) { fd, dupErr = syscall.Dup(int(orig)) }); err != nil {
-		return -1, err
-	}
-	if dupErr != nil {
-		return -1, dupErr
-	}
-	syscall.CloseOnExec(fd)
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		_ = syscall.Close(fd)
-		return -1, err
-	}
-	return fd, nil
 }
 
 // add makes fd one of l's connections.
@@ -178,7 +132,7 @@ func (l *epollLoop) run() {
 	defer l.close()
 	events := make([]syscall.EpollEvent, 128)
 	for {
-		n, err := epollWait(l.epfd, events)
+		n, err := epoll.Wait(l.epfd, events, -1)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -226,7 +180,7 @@ func (l *epollLoop) ready(c *epollConn, events uint32) {
 	if events&syscall.EPOLLIN == 0 {
 		return
 	}
-	m, err := rawIO(syscall.SYS_READ, c.fd, c.in[c.n:])
+	m, err := epoll.Read(c.fd, c.in[c.n:])
 	switch {
 	case err == syscall.EAGAIN:
 		return
@@ -276,7 +230,7 @@ func (l *epollLoop) answer(c *epollConn) bool {
 func (l *epollLoop) flush(c *epollConn) bool {
 	waiting := false
 	for len(c.out) > 0 {
-		m, err := rawIO(syscall.SYS_WRITE, c.fd, c.out)
+		m, err := epoll.Write(c.fd, c.out)
 		if err == syscall.EAGAIN {
 			waiting = true
 			break

@@ -4,8 +4,14 @@ package h1_test
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"regexp"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -94,3 +100,70 @@ func TestLoopAnswerLargerThanTheSocket(t *testing.T) {
 		t.Fatalf("the next request: got %q", body)
 	}
 }
+
+// FuzzLoopMatchesGoroutines sends the same bytes, cut in two writes at the
+// same place, to the lane on a goroutine per connection and on an event
+// loop, both serving echo, and requires the same bytes back (Date lines
+// aside) before each closes: a stream of requests means the same on both,
+// whatever it holds and however it arrives.
+func FuzzLoopMatchesGoroutines(f *testing.F) {
+	for _, seed := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: x\r\n\r\nGET /3?q=1 HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /c HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET / HTTP/1.0\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nA: b\r\n c\r\n\r\n",
+		"GET / HTTP/1.1\r\nHo",
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /half HTTP/1.1\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nBig: " + strings.Repeat("v", 9000) + "\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n",
+		"garbage\r\n\r\n",
+	} {
+		f.Add([]byte(seed), uint16(len(seed)/2))
+	}
+	goroutines := startLaneWith(f, listen(f), echo, nil, func(s *h1.Server) { s.Loops = 0 })
+	loops := startLaneWith(f, listen(f), echo, nil, func(s *h1.Server) { s.Loops = 1 })
+	f.Fuzz(func(t *testing.T, in []byte, cut uint16) {
+		if len(in) == 0 || len(in) > 32<<10 {
+			return
+		}
+		at := int(cut) % len(in)
+		want, reset := exchange(t, goroutines.addr, in, at)
+		got, reset2 := exchange(t, loops.addr, in, at)
+		if reset || reset2 {
+			// A server that closed with bytes unread sends a reset, and
+			// what the client read before it depends on timing.
+			return
+		}
+		if got != want {
+			t.Errorf("sent %q in two writes at %d:\n on a loop: %q\n goroutines: %q", in, at, got, want)
+		}
+	})
+}
+
+// exchange sends in to addr in two writes, the second from at, closes its
+// side and returns all that came back, with Date lines removed, and
+// whether the connection ended with a reset.
+func exchange(t *testing.T, addr string, in []byte, at int) (string, bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(guard))
+	// The server may close before it read everything (a Connection:
+	// close, a refused head); what it answered is what counts.
+	if _, err := c.Write(in[:at]); err == nil {
+		_, _ = c.Write(in[at:])
+	}
+	_ = c.(*net.TCPConn).CloseWrite()
+	out, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("%s did not close the connection", addr)
+	}
+	return dateLine.ReplaceAllString(string(out), ""), errors.Is(err, syscall.ECONNRESET)
+}
+
+var dateLine = regexp.MustCompile(`(?m)^Date: [^\r]*\r\n`)

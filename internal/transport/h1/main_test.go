@@ -1,6 +1,7 @@
 package h1_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -14,10 +15,17 @@ var testLoops int
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code != 0 || runtime.GOOS != "linux" {
+	if code != 0 || runtime.GOOS != "linux" || fuzzing() {
 		os.Exit(code)
 	}
 	fmt.Println("h1: the tests again, on event loops (Server.Loops = 2)")
 	testLoops = 2
 	os.Exit(m.Run())
+}
+
+// fuzzing reports whether the run is fuzzing (-fuzz): the fuzz tests pick
+// their servers' loops themselves, so a second pass would only fuzz twice.
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzz")
+	return f != nil && f.Value.String() != ""
 }

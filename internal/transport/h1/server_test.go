@@ -52,7 +52,7 @@ func startLaneOn(t *testing.T, l net.Listener, h http.Handler, tune func(*http.S
 
 // startLaneWith is startLaneOn with lane, if not nil, adjusting the lane
 // before it serves.
-func startLaneWith(t *testing.T, l net.Listener, h http.Handler, tune func(*http.Server), lane func(*h1.Server)) *laneServer {
+func startLaneWith(t testing.TB, l net.Listener, h http.Handler, tune func(*http.Server), lane func(*h1.Server)) *laneServer {
 	t.Helper()
 	ls := &laneServer{addr: l.Addr().String()}
 	ls.fallback = &http.Server{
@@ -103,7 +103,7 @@ func startPlain(t *testing.T, h http.Handler, tune func(*http.Server)) string {
 	return l.Addr().String()
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
