@@ -19,8 +19,9 @@ import (
 // do: a few goroutines, each waiting in epoll_wait on the connections it
 // owns, reading what arrived and answering every whole request in it,
 // with no goroutine parked per connection and nothing for the Go
-// scheduler to do between requests. On a loaded host that is most of
-// what a cached answer costs beyond its write (docs/performance.md).
+// scheduler to do between requests. On the bench's host goroutines per
+// connection cost a cached answer more CPU than the whole handler chain
+// does (docs/performance.md).
 //
 // A loop runs a request's handler itself, so a handler must not wait on
 // it: the moment a request would wait, its connection leaves the loop.
@@ -44,8 +45,8 @@ import (
 const maxLoopFD = 1 << 16
 
 // loop is one event loop: an epoll instance and the connections it owns.
-// One goroutine at a time, its leader, runs it; the fields after mu are
-// the leader's.
+// One goroutine at a time, its leader, runs it. mu guards stopped and
+// adds; the fields after hasAdds are the leader's.
 type loop struct {
 	s     *Server
 	epfd  int
