@@ -5,6 +5,7 @@ package gateway_test
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"testing"
 
 	"trendgate/config"
@@ -49,8 +50,8 @@ func TestEventLoops(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !bytes.Equal(body, first[i]) {
 				t.Fatalf("%s, a hit: got %d and a different body", target, resp.StatusCode)
 			}
-			if got := resp.Header.Get("X-Cache"); got != "" && got != "HIT" {
-				t.Errorf("%s: X-Cache %q; want a hit", target, got)
+			if got := resp.Header.Get("Cache-Status"); !strings.HasPrefix(got, "trendgate; hit") {
+				t.Errorf("%s: Cache-Status %q; want a hit", target, got)
 			}
 		}
 	}
