@@ -15,6 +15,11 @@
 // (the HTTP/2 lane, package internal/transport/h2) or, without one,
 // untouched to the net/http server, whose HTTP/2 serves it.
 //
+// With Loops (Linux, no TLSConfig), plain connections are served from
+// that many epoll event loops instead of a goroutine each, with the same
+// parse, handler call and response writer; a request that has to wait
+// moves its connection to a goroutine (loop_linux.go).
+//
 // # Invariants
 //
 // The lane frames no body. It serves a head only when it is "GET" or
