@@ -5,7 +5,6 @@ package h1
 import (
 	"errors"
 	"net"
-	"time"
 )
 
 // Event loops need epoll; elsewhere every connection has a goroutine, and
@@ -13,7 +12,7 @@ import (
 
 type loop struct{}
 
-type loopConn struct{ headStart time.Time }
+type loopConn struct{}
 
 func (s *Server) loopable(net.Conn) bool { return false }
 
