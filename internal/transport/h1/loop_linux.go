@@ -116,27 +116,32 @@ func (s *Server) startLoops() error {
 	}
 	s.loops = loops
 	s.loopsOpen.Store(int32(len(loops)))
+	s.loopsDone = make(chan struct{})
 	for _, l := range loops {
 		go l.run(nil)
 	}
 	return nil
 }
 
-// stopLoops ends the loops once no connection is left; their last leaders
-// close them.
-func (s *Server) stopLoops() {
+// stopLoops ends the loops once no connection is left (Shutdown, or the
+// last connection to end after it); their last leaders close them. The
+// channel it returns, nil without loops, is closed once they have.
+func (s *Server) stopLoops() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.loops == nil || s.loopStop[1] < 0 {
-		return
+	if s.loops == nil {
+		return nil
 	}
-	for _, l := range s.loops {
-		l.mu.Lock()
-		l.stopped = true
-		l.mu.Unlock()
+	if s.loopStop[1] >= 0 {
+		for _, l := range s.loops {
+			l.mu.Lock()
+			l.stopped = true
+			l.mu.Unlock()
+		}
+		_ = syscall.Close(s.loopStop[1]) // the read end turns readable, at EOF
+		s.loopStop[1] = -1
 	}
-	_ = syscall.Close(s.loopStop[1]) // the read end turns readable, at EOF
-	s.loopStop[1] = -1
+	return s.loopsDone
 }
 
 // enterLoop moves c, which waits for its next request with nothing
@@ -323,7 +328,7 @@ func (l *loop) run(pending []syscall.EpollEvent) {
 		n, err := epoll.Wait(l.epfd, l.events, l.waitMillis(now))
 		if err != nil && err != syscall.EINTR {
 			l.s.logf("h1: loop: epoll_wait: %v", err)
-			l.s.stopLoops()
+			_ = l.s.stopLoops()
 			continue // the stop pipe ends it
 		}
 		pending = l.events[:n]
@@ -407,6 +412,7 @@ func (l *loop) close() {
 	_ = syscall.Close(l.epfd)
 	if l.s.loopsOpen.Add(-1) == 0 {
 		_ = syscall.Close(l.stop)
+		close(l.s.loopsDone)
 	}
 }
 

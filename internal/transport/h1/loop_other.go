@@ -23,7 +23,7 @@ func (s *Server) startLoops() error {
 	return nil
 }
 
-func (s *Server) stopLoops() {}
+func (s *Server) stopLoops() <-chan struct{} { return nil }
 
 func (c *conn) enterLoop() (outcome, bool) { return ended, false }
 

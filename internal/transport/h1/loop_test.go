@@ -4,6 +4,7 @@ package h1_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -167,3 +168,54 @@ func exchange(t *testing.T, addr string, in []byte, at int) (string, bool) {
 }
 
 var dateLine = regexp.MustCompile(`(?m)^Date: [^\r]*\r\n`)
+
+// A Shutdown whose context ends while a request waits returns at once,
+// and the loops go on until that request is answered: the connection
+// then ends, and the loops with it. A Shutdown that returns nil has
+// stopped them.
+func TestLoopsStopAfterShutdownGivesUp(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/wait" {
+			close(entered)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		_, _ = w.Write([]byte("done " + r.URL.Path))
+	})
+	ls := startLaneWith(t, listen(t), h, nil, func(s *h1.Server) { s.Loops = 1 })
+	a, b := dial(t, ls.addr), dial(t, ls.addr)
+	b.send("GET /idle HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, body := b.read("GET"); body != "done /idle" {
+		t.Fatalf("got %q", body)
+	}
+	a.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case <-entered:
+	case <-time.After(guard):
+		t.Fatal("the handler never ran")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ls.srv.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown with a request in progress and its context over: got %v; want context.Canceled", err)
+	}
+	done := h1.LoopsDone(ls.srv)
+	select {
+	case <-done:
+		t.Fatal("the loops stopped with a request in progress")
+	default:
+	}
+	close(release)
+	if _, body := a.read("GET"); body != "done /wait" {
+		t.Fatalf("the request in progress: got %q", body)
+	}
+	select {
+	case <-done:
+	case <-time.After(guard):
+		t.Fatal("the loops still run after the last connection ended")
+	}
+}

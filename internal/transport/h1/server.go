@@ -142,8 +142,9 @@ type Server struct {
 
 	// Event loops (loop_linux.go), started by the first Serve.
 	loops         []*loop
-	loopStop      [2]int // a pipe: closing [1] stops the loops
-	loopsOpen     atomic.Int32
+	loopStop      [2]int        // a pipe: closing [1] stops the loops
+	loopsOpen     atomic.Int32  // loops not closed yet
+	loopsDone     chan struct{} // closed by the last loop to close
 	nextLoop      atomic.Uint32
 	loopHandovers atomic.Uint64
 }
@@ -281,7 +282,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			timer.Reset(wait)
 		}
 	}
-	s.stopLoops()
+	if done := s.stopLoops(); done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return errors.Join(lerr, <-fallbackErr, <-h2Err)
 }
 
@@ -309,10 +316,16 @@ func (s *Server) track(c *conn) bool {
 	return true
 }
 
+// untrack forgets c. The last connection to end after Shutdown stops the
+// event loops, which Shutdown does itself unless its ctx ended first.
 func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	last := s.inShutdown.Load() && len(s.conns) == 0
 	s.mu.Unlock()
+	if last {
+		_ = s.stopLoops()
+	}
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -78,6 +78,12 @@ func startLaneWith(t testing.TB, l net.Listener, h http.Handler, tune func(*http
 		defer cancel()
 		if err := ls.srv.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: got %v; want nil", err)
+		} else if done := h1.LoopsDone(ls.srv); done != nil {
+			select {
+			case <-done:
+			default:
+				t.Error("Shutdown returned nil with its event loops still running")
+			}
 		}
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("Serve: got %v; want ErrServerClosed", err)
