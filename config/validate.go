@@ -658,11 +658,34 @@ func (c *Config) Warnings() []string {
 			"and a Redis restart that keeps nothing on disk loses them (see docs/accounts.md)")
 	}
 	w = append(w, c.routeWarnings()...)
+	w = append(w, c.eventLoopWarnings()...)
 	if m := c.Server.MemoryLimit; m > 0 && m < c.Cache.MaxBytes {
 		w = append(w, fmt.Sprintf("server.memory_limit: %d is below cache.max_bytes (%d); "+
 			"the collector will run almost constantly once the cache fills", m, c.Cache.MaxBytes))
 	}
 	return w
+}
+
+// eventLoopWarnings returns server.event_loops set where no loop runs
+// (TLS on, or fast_http1 off) or where every request would leave its loop
+// (cluster mode).
+func (c *Config) eventLoopWarnings() []string {
+	n := c.Server.EventLoops
+	switch {
+	case n <= 0:
+		return nil
+	case c.TLS.Mode != "" && c.TLS.Mode != TLSModeOff:
+		return []string{fmt.Sprintf("server.event_loops: %d has no effect with tls.mode %s; "+
+			"HTTPS connections keep a goroutine each", n, c.TLS.Mode)}
+	case !c.Server.FastHTTP1Enabled():
+		return []string{fmt.Sprintf("server.event_loops: %d has no effect with server.fast_http1 off; "+
+			"net/http serves every connection", n)}
+	case c.ClusterMode():
+		return []string{fmt.Sprintf("server.event_loops: %d in cluster mode, where each request's limits "+
+			"run a script in Redis: every request leaves its loop for a goroutine and comes back, "+
+			"so the loops only add that move; 0 serves a goroutine per connection", n)}
+	}
+	return nil
 }
 
 // routeWarnings returns the routes' settings that are valid but cannot
