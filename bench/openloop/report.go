@@ -27,7 +27,7 @@ func printHeader(o options) {
 	fmt.Println("# rq/req: how long the server's threads waited for a CPU (the kernel's run queue) per request;")
 	fmt.Println("# gen/req: this load generator's CPU per request; host: busy CPUs of the whole host during the step")
 	fmt.Println("# Go servers (runtime/metrics over the step): gc: collections; gc/req: the collector's CPU per request (assists in it);")
-	fmt.Println("# pause: the longest stop-the-world pause of the collector; stop: the longest time its threads took to stop for one (part of the pause);")
+	fmt.Println("# pause: the longest stop-the-world pause of the collector, as the runtime counts it (until the stopping thread, having restarted the others, reads the clock); stop: the longest time its threads took to stop for one (part of the pause);")
 	fmt.Println("# sched99, schedmax: how long runnable goroutines waited for a thread;")
 	fmt.Println("# B/req: bytes allocated per request; live/goal: the live heap and the collector's goal at the step's end, MB")
 	fmt.Printf("%-9s %-6s %6s %-11s %7s %7s %7s %7s %8s %6s %8s %6s %8s %8s %5s %4s %8s %8s %7s %7s %8s %8s %6s %11s\n",
