@@ -75,6 +75,7 @@ func main() {
 type options struct {
 	bin, nginx     string
 	binB           string // a second trendgate build, measured as "trendgate-b"
+	loopsB         bool   // trendgate-b on event loops, as trendgate-loops
 	nginxWorkers   int
 	servers        []string
 	protos         []protocol
@@ -103,6 +104,7 @@ func parseOptions() (options, error) {
 	)
 	flag.StringVar(&o.bin, "bin", "", "trendgate binary (default: build ./cmd/trendgate into a temporary directory)")
 	flag.StringVar(&o.binB, "bin-b", "", "a second trendgate binary, measured as the server \"trendgate-b\" (name it in -servers) beside the first: an A/B of two builds in one run")
+	flag.BoolVar(&o.loopsB, "loops-b", false, "serve trendgate-b's plain HTTP/1.1 on event loops, as trendgate-loops: an A/B of two builds' loops")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
 	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), minimal-epoll (the same answers from event loops as nginx's workers, -nginx-workers of them; plain HTTP/1.1 only), trendgate, trendgate-loops (trendgate with server.event_loops at -nginx-workers; plain HTTP/1.1 only), trendgate-b")
@@ -274,7 +276,11 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 				s, err = startMinimal(ctx, e, self, name, loops)
 			}
 		case "trendgate-b":
-			s, err = startTrendgate(ctx, e, name, o.binB, 0)
+			loops := 0
+			if o.loopsB {
+				loops = o.nginxWorkers
+			}
+			s, err = startTrendgate(ctx, e, name, o.binB, loops)
 		case "trendgate-loops":
 			s, err = startTrendgate(ctx, e, name, o.bin, o.nginxWorkers)
 		default:

@@ -25,6 +25,7 @@ const (
 	stateIdle int32 = iota
 	stateActive
 	stateClosed
+	stateHead // on an event loop, waiting for the rest of a head
 )
 
 // conn is one client connection on the lane. Its fields are owned by its
@@ -58,12 +59,14 @@ type conn struct {
 	// timeout stays as it is.
 	readDeadline, writeDeadline time.Time
 
-	// On an event loop (loop_linux.go), a connection is a bare descriptor
-	// outside Go's poller and rwc is nil. lmu guards moving it on and off
-	// a loop: lp, fd and rwc change only under it, and lp is stored last.
+	// On the event loops (loop_linux.go), a connection is a bare
+	// descriptor outside Go's poller and rwc is nil. lmu guards moving it
+	// on and off the loops: fd and rwc change only under it, and lp turns
+	// nil or non-nil only under it, stored last (a loop that takes the
+	// connection stores itself there without it).
 	loopable bool // a plain socket, on a Server with loops
 	lmu      sync.Mutex
-	lp       atomic.Pointer[loop] // the loop that owns the connection; nil: a goroutine does
+	lp       atomic.Pointer[loop] // the loop that took the connection last; nil: a goroutine owns it
 	fd       int                  // the descriptor, while on a loop or leaving one; -1 otherwise
 	loopConn
 }

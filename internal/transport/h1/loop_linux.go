@@ -16,12 +16,18 @@ import (
 )
 
 // Event loops (Server.Loops) serve plain connections as nginx's workers
-// do: a few goroutines, each waiting in epoll_wait on the connections it
-// owns, reading what arrived and answering every whole request in it,
-// with no goroutine parked per connection and nothing for the Go
-// scheduler to do between requests. On the bench's host goroutines per
-// connection cost a cached answer more CPU than the whole handler chain
-// does (docs/performance.md).
+// do: a few goroutines, each waiting in epoll_wait, reading what arrived
+// on a connection and answering every whole request in it, with no
+// goroutine parked per connection and nothing for the Go scheduler to do
+// between requests. On the bench's host goroutines per connection cost a
+// cached answer more CPU than the whole handler chain does
+// (docs/performance.md).
+//
+// The loops share one epoll set, and each connection is in it one-shot:
+// an event goes to one loop, which then holds the connection until it
+// arms it again, having served what arrived. So a connection waits for
+// whichever loop is free, not for one loop of its own, and a loop whose
+// thread the kernel puts aside holds up only the connections it took.
 //
 // A loop runs a request's handler itself, so a handler must not wait on
 // it: the moment a request would wait, its connection leaves the loop.
@@ -32,22 +38,27 @@ import (
 // the descriptor goes back into Go's poller, and the goroutine that ran
 // the handler goes on serving that connection alone, exactly as a
 // connection that never was on a loop. Once it waits for its next
-// request with nothing buffered, it returns to a loop.
+// request with nothing buffered, it returns to the loops.
 //
-// A loop keeps the lane's deadlines itself: the idle and header timeouts
-// are checked by a sweep over its connections (every 1/64 of the shorter
-// timeout, between 5 ms and 1 s), so a connection may outlive either by
-// that much. A loop never waits to write.
+// The loops keep the lane's deadlines themselves: the idle and header
+// timeouts are checked by a sweep over their connections (every 1/64 of
+// the shorter timeout, between 5 ms and 1 s, by whichever loop finds it
+// due), so a connection may outlive either by that much. A loop never
+// waits to write.
 
-// maxLoopFD bounds the descriptors a loop serves: it finds its
-// connections in a table indexed by descriptor. A connection on a
-// higher one is served by a goroutine.
+// maxLoopFD bounds the descriptors the loops serve: they find their
+// connections in a table indexed by descriptor. A connection on a higher
+// one is served by a goroutine.
 const maxLoopFD = 1 << 16
 
-// loop is one event loop: an epoll instance and the connections it owns.
-// One goroutine at a time, its leader, runs it. mu guards stopped and
-// adds; the fields after hasAdds are the leader's.
-type loop struct {
+// loopBatch is the most events a loop takes from epoll at once: the
+// connections it holds until it has served them.
+const loopBatch = 32
+
+// loopSet is what the loops share: the epoll set and its connections.
+// mu guards stopped and adds; sweepMu guards owned, and is held by the
+// loop that sweeps.
+type loopSet struct {
 	s     *Server
 	epfd  int
 	stop  int                    // readable once the loops stop
@@ -55,17 +66,27 @@ type loop struct {
 
 	mu      sync.Mutex
 	stopped bool
-	adds    []owned // added since the leader last took them
-	hasAdds atomic.Bool
+	adds    []owned // added since the last sweep took them
 
-	owned  []owned // for the sweep; a conn that left is dropped from it there
-	events []syscall.EpollEvent
-	rest   []syscall.EpollEvent // the current batch's events not served yet
-	sweep  time.Time            // when the next sweep is due
+	base    time.Time // the loops' clock reads time since it
+	sweepMu sync.Mutex
+	owned   []owned      // for the sweep; a conn that left is dropped from it there
+	sweep   atomic.Int64 // when the next sweep is due (since base)
 }
 
-// owned is one of a loop's connections, as of its gen-th move onto a loop:
-// an entry whose connection moved since is stale.
+// since is the loops' clock: the time since base, monotonic.
+func (set *loopSet) since() int64 { return int64(time.Since(set.base)) }
+
+// loop is one event loop: one goroutine at a time, its leader, waits on
+// the set and serves the connections it takes.
+type loop struct {
+	set    *loopSet
+	events []syscall.EpollEvent
+	rest   []syscall.EpollEvent // the current batch's events not served yet
+}
+
+// owned is one of the loops' connections, as of its gen-th move onto
+// them: an entry whose connection moved since is stale.
 type owned struct {
 	c   *conn
 	gen uint32
@@ -91,25 +112,22 @@ func (s *Server) startLoops() error {
 	if err := syscall.Pipe2(s.loopStop[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
 		return fmt.Errorf("h1: loops: pipe2: %w", err)
 	}
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err == nil {
+		ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(s.loopStop[0])}
+		if err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, s.loopStop[0], &ev); err != nil {
+			_ = syscall.Close(epfd)
+		}
+	}
+	if err != nil {
+		_ = syscall.Close(s.loopStop[0])
+		_ = syscall.Close(s.loopStop[1])
+		return fmt.Errorf("h1: loops: %w", err)
+	}
+	set := &loopSet{s: s, epfd: epfd, stop: s.loopStop[0], conns: make([]atomic.Pointer[conn], maxLoopFD), base: time.Now()}
 	loops := make([]*loop, s.Loops)
 	for i := range loops {
-		epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
-		if err == nil {
-			ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(s.loopStop[0])}
-			if err = syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, s.loopStop[0], &ev); err != nil {
-				_ = syscall.Close(epfd)
-			}
-		}
-		if err != nil {
-			for _, l := range loops[:i] {
-				_ = syscall.Close(l.epfd)
-			}
-			_ = syscall.Close(s.loopStop[0])
-			_ = syscall.Close(s.loopStop[1])
-			return fmt.Errorf("h1: loops: %w", err)
-		}
-		loops[i] = &loop{s: s, epfd: epfd, stop: s.loopStop[0], conns: make([]atomic.Pointer[conn], maxLoopFD),
-			events: make([]syscall.EpollEvent, 128)}
+		loops[i] = &loop{set: set, events: make([]syscall.EpollEvent, loopBatch)}
 	}
 	if runtime.GOMAXPROCS(0) < s.Loops+1 {
 		runtime.GOMAXPROCS(s.Loops + 1)
@@ -133,11 +151,10 @@ func (s *Server) stopLoops() <-chan struct{} {
 		return nil
 	}
 	if s.loopStop[1] >= 0 {
-		for _, l := range s.loops {
-			l.mu.Lock()
-			l.stopped = true
-			l.mu.Unlock()
-		}
+		set := s.loops[0].set
+		set.mu.Lock()
+		set.stopped = true
+		set.mu.Unlock()
 		_ = syscall.Close(s.loopStop[1]) // the read end turns readable, at EOF
 		s.loopStop[1] = -1
 	}
@@ -145,13 +162,13 @@ func (s *Server) stopLoops() <-chan struct{} {
 }
 
 // enterLoop moves c, which waits for its next request with nothing
-// buffered, onto a loop. moved false means c stays with its goroutine as
-// it was; otherwise out is what that goroutine must do.
+// buffered, onto the loops. moved false means c stays with its goroutine
+// as it was; otherwise out is what that goroutine must do.
 func (c *conn) enterLoop() (out outcome, moved bool) {
-	l := c.s.loops[c.s.nextLoop.Add(1)%uint32(len(c.s.loops))]
-	l.mu.Lock()
-	stopped := l.stopped
-	l.mu.Unlock()
+	set := c.s.loops[0].set
+	set.mu.Lock()
+	stopped := set.stopped
+	set.mu.Unlock()
 	if stopped {
 		return ended, false
 	}
@@ -162,7 +179,7 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		return ended, true
 	}
 	if fd >= maxLoopFD {
-		// No room in the loop's table: serve it as it came, from Go's poller.
+		// No room in the loops' table: serve it as it came, from Go's poller.
 		rwc, err := epoll.GiveFD(fd)
 		_ = syscall.Close(fd)
 		if err != nil {
@@ -173,8 +190,8 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		return ended, false
 	}
 	c.rwc, c.fd = nil, fd
-	c.idleSince = time.Now()
-	if !l.add(c) {
+	l := c.s.loops[c.s.nextLoop.Add(1)%uint32(len(c.s.loops))]
+	if !set.add(c, l) {
 		_ = syscall.Close(fd)
 		c.fd = -1
 		return ended, true
@@ -182,34 +199,88 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 	return onLoop, true
 }
 
-// add gives c (its descriptor set, c.lmu held) to l; false when l has
-// stopped or epoll refused it.
-func (l *loop) add(c *conn) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopped {
+// add puts c (its descriptor set, c.lmu held) in the set, armed, with l
+// as its loop until one takes it; false when the loops have stopped or
+// epoll refused it.
+func (set *loopSet) add(c *conn, l *loop) bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if set.stopped {
 		return false
 	}
-	l.conns[c.fd].Store(c)
+	gen := c.moves.Add(1)
+	set.conns[c.fd].Store(c)
+	c.idleAt.Store(set.since())
+	c.lk.Store(0)
 	c.lp.Store(l)
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(c.fd)}
-	if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
-		l.conns[c.fd].Store(nil)
+	ev := armed(c.fd, gen)
+	if err := syscall.EpollCtl(set.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
+		set.conns[c.fd].Store(nil)
 		c.lp.Store(nil)
 		return false
 	}
-	l.adds = append(l.adds, owned{c, c.moves.Add(1)})
-	l.hasAdds.Store(true)
+	set.adds = append(set.adds, owned{c, gen})
+	return true
+}
+
+// armed is the one-shot event of a connection on fd as of its gen-th
+// move onto the loops: an event carrying another gen is stale.
+func armed(fd int, gen uint32) syscall.EpollEvent {
+	return syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLONESHOT, Fd: int32(fd), Pad: int32(gen)}
+}
+
+// A connection's lk: a loop holds it (heldBit) from the event it took
+// until it has armed it again; an event that came meanwhile went to a
+// loop that could not take it and left missedBit.
+const (
+	heldBit   = 1
+	missedBit = 2
+)
+
+// take claims c, whose event a loop took, for that loop alone. A loop
+// that fails marks c missed: the holder serves c again before it lets go,
+// so that the event is not lost.
+func (c *conn) take() bool {
+	for {
+		switch v := c.lk.Load(); {
+		case v == 0:
+			if c.lk.CompareAndSwap(0, heldBit) {
+				return true
+			}
+		case v&missedBit != 0:
+			return false
+		default:
+			if c.lk.CompareAndSwap(v, v|missedBit) {
+				return false
+			}
+		}
+	}
+}
+
+// release arms c again and lets go of it, unless an event came since the
+// holder took it (missed): then the holder still holds c, its event
+// consumed, and must serve it again (again true).
+func (set *loopSet) release(c *conn) (again bool) {
+	ev := armed(c.fd, c.moves.Load())
+	if err := syscall.EpollCtl(set.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
+		set.s.logf("h1: loop: arming a connection: %v", err)
+	}
+	if c.lk.CompareAndSwap(heldBit, 0) {
+		return false
+	}
+	c.lk.Store(heldBit)
 	return true
 }
 
 // loopConn is a connection's state between events on a loop, owned by
 // the loop's leader.
 type loopConn struct {
-	idleSince time.Time // when it began to wait for a request
-	headStart time.Time // when the first byte of the head it reads arrived
+	headStart time.Time    // when the first byte of the head it reads arrived
+	idleAt    atomic.Int64 // when it began to wait for a request (loopSet.since)
+	headAt    atomic.Int64 // headStart, for the sweep (loopSet.since)
 	wiov      [3]syscall.Iovec
-	moves     atomic.Uint32 // times it moved onto a loop
+	moves     atomic.Uint32 // times it moved onto the loops
+	lk        atomic.Uint32 // heldBit, missedBit
 }
 
 // connReader is what a loopable connection's bufio.Reader reads: the
@@ -266,7 +337,7 @@ func (c *conn) leaveLoop() {
 	if l == nil {
 		return
 	}
-	l.detach(c)
+	l.set.detach(c)
 	rwc, err := epoll.GiveFD(c.fd)
 	if err != nil {
 		c.s.logf("h1: moving a connection off its loop: %v", err)
@@ -282,10 +353,10 @@ func (c *conn) leaveLoop() {
 	l.handOver()
 }
 
-// detach removes c from l's epoll set and table.
-func (l *loop) detach(c *conn) {
-	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
-	l.conns[c.fd].Store(nil)
+// detach removes c from the epoll set and the table.
+func (set *loopSet) detach(c *conn) {
+	_ = syscall.EpollCtl(set.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	set.conns[c.fd].Store(nil)
 }
 
 // handOver starts a new leader for l, which serves the current batch's
@@ -297,102 +368,104 @@ func (l *loop) handOver() {
 	go l.run(rest)
 }
 
-// run leads l: it serves ready connections until the loops stop or it
-// hands the loop over. pending are events already taken from epoll.
+// run leads l: it serves the connections it takes until the loops stop
+// or it hands l over. pending are events already taken from epoll.
 func (l *loop) run(pending []syscall.EpollEvent) {
+	set := l.set
 	for {
 		for len(pending) > 0 {
 			ev := pending[0]
 			pending = pending[1:]
-			if int(ev.Fd) == l.stop {
-				l.close()
+			if int(ev.Fd) == set.stop {
+				set.exit()
 				return
 			}
-			c := l.conns[ev.Fd].Load()
-			if c == nil {
-				continue // left or dropped since the event
+			c := set.conns[ev.Fd].Load()
+			if c == nil || uint32(ev.Pad) != c.moves.Load() || !c.take() {
+				continue // left, dropped or back since the event; or another loop has it
 			}
+			c.lp.Store(l)
 			l.rest = pending
 			if !l.ready(c, ev.Events) {
 				return // another goroutine leads l now
 			}
 		}
 		l.rest = nil
-		now := time.Now()
-		if l.hasAdds.Load() {
-			l.takeAdds()
+		now := set.since()
+		next := set.sweep.Load()
+		if now >= next && set.sweepMu.TryLock() {
+			set.sweepConns(now)
+			next = set.sweep.Load()
+			set.sweepMu.Unlock()
 		}
-		if !now.Before(l.sweep) {
-			l.sweepConns(now)
-		}
-		n, err := epoll.Wait(l.epfd, l.events, l.waitMillis(now))
+		n, err := epoll.Wait(set.epfd, l.events, int(max(next-now, 0)/int64(time.Millisecond))+1)
 		if err != nil && err != syscall.EINTR {
-			l.s.logf("h1: loop: epoll_wait: %v", err)
-			_ = l.s.stopLoops()
+			set.s.logf("h1: loop: epoll_wait: %v", err)
+			_ = set.s.stopLoops()
 			continue // the stop pipe ends it
 		}
 		pending = l.events[:n]
 	}
 }
 
-// waitMillis is how long the leader may wait in epoll_wait: until the
-// next sweep.
-func (l *loop) waitMillis(now time.Time) int {
-	return int(max(l.sweep.Sub(now), 0)/time.Millisecond) + 1
-}
+// sweepConns forgets the connections that left and ends those past their
+// idle or header timeout, at now (since base), and sets the next sweep.
+// The caller holds sweepMu. It ends a connection as Shutdown ends an idle
+// one: it claims it closed (a loop then serving it sees that) and shuts
+// its socket down, for the loop that takes its event to drop it.
+func (set *loopSet) sweepConns(now int64) {
+	set.mu.Lock()
+	set.owned = append(set.owned, set.adds...)
+	clear(set.adds)
+	set.adds = set.adds[:0]
+	set.mu.Unlock()
 
-// takeAdds moves the connections added since the last look into owned.
-func (l *loop) takeAdds() {
-	l.mu.Lock()
-	l.owned = append(l.owned, l.adds...)
-	clear(l.adds)
-	l.adds = l.adds[:0]
-	l.hasAdds.Store(false)
-	l.mu.Unlock()
-}
-
-// sweepConns forgets the connections that left, ends those past their
-// idle or header timeout or closed by Shutdown, and sets the next sweep.
-func (l *loop) sweepConns(now time.Time) {
-	idle, header := l.s.idleTimeout(), l.s.headerTimeout()
-	kept := l.owned[:0]
-	for _, o := range l.owned {
+	idle, header := int64(set.s.idleTimeout()), int64(set.s.headerTimeout())
+	kept := set.owned[:0]
+	for _, o := range set.owned {
 		c := o.c
-		if c.lp.Load() != l || c.moves.Load() != o.gen {
+		if c.lp.Load() == nil || c.moves.Load() != o.gen {
 			continue // left, and maybe back with a newer entry
 		}
 		switch c.state.Load() {
 		case stateIdle:
-			if idle > 0 && now.Sub(c.idleSince) >= idle {
-				l.drop(c)
-				continue
+			if idle > 0 && now-c.idleAt.Load() >= idle {
+				c.expire(o.gen, stateIdle)
 			}
-		case stateActive: // a head in part
-			if header > 0 && now.Sub(c.headStart) >= header {
-				l.drop(c)
-				continue
+		case stateHead:
+			if header > 0 && now-c.headAt.Load() >= header {
+				c.expire(o.gen, stateHead)
 			}
-		case stateClosed:
-			l.drop(c)
-			continue
 		}
 		kept = append(kept, o)
 	}
-	clear(l.owned[len(kept):])
-	l.owned = kept
+	clear(set.owned[len(kept):])
+	set.owned = kept
 	every := time.Second
-	for _, d := range []time.Duration{idle, header} {
+	for _, d := range []time.Duration{time.Duration(idle), time.Duration(header)} {
 		if d > 0 {
 			every = min(every, d/64)
 		}
 	}
-	l.sweep = now.Add(max(every, 5*time.Millisecond))
+	set.sweep.Store(now + int64(max(every, 5*time.Millisecond)))
 }
 
-// drop ends c, one of l's connections.
-func (l *loop) drop(c *conn) {
+// expire ends c for the sweep if it is still on the loops as of its
+// gen-th move and in state from: it claims c closed, so that a loop about
+// to serve it drops it instead, and shuts its socket down, so that a loop
+// takes its event and drops it.
+func (c *conn) expire(gen uint32, from int32) {
 	c.lmu.Lock()
-	l.detach(c)
+	defer c.lmu.Unlock()
+	if c.lp.Load() != nil && c.moves.Load() == gen && c.state.CompareAndSwap(from, stateClosed) {
+		_ = syscall.Shutdown(c.fd, syscall.SHUT_RDWR)
+	}
+}
+
+// drop ends c, which the caller holds.
+func (set *loopSet) drop(c *conn) {
+	c.lmu.Lock()
+	set.detach(c)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
 	c.lp.Store(nil)
@@ -401,73 +474,89 @@ func (l *loop) drop(c *conn) {
 	c.s.untrack(c)
 }
 
-// close ends the loop once it stops: its connections and its epoll
-// instance; the last loop to close closes the stop pipe.
-func (l *loop) close() {
-	for i := range l.conns {
-		if c := l.conns[i].Load(); c != nil {
-			l.drop(c)
+// exit ends a loop's leader once the loops stop; the last to exit closes
+// the set: its connections, the epoll instance and the stop pipe.
+func (set *loopSet) exit() {
+	if set.s.loopsOpen.Add(-1) != 0 {
+		return
+	}
+	for i := range set.conns {
+		if c := set.conns[i].Load(); c != nil && c.lk.CompareAndSwap(0, heldBit) {
+			set.drop(c)
 		}
 	}
-	_ = syscall.Close(l.epfd)
-	if l.s.loopsOpen.Add(-1) == 0 {
-		_ = syscall.Close(l.stop)
-		close(l.s.loopsDone)
+	_ = syscall.Close(set.epfd)
+	_ = syscall.Close(set.stop)
+	close(set.s.loopsDone)
+}
+
+// ready serves what epoll reported on c, which l took. It reports
+// whether the calling goroutine still leads l. A connection still on the
+// loops after it is armed again.
+func (l *loop) ready(c *conn, events uint32) bool {
+	for {
+		stays, leads := l.serveReady(c, events)
+		if !stays || !l.set.release(c) {
+			return leads
+		}
+		events = syscall.EPOLLIN
 	}
 }
 
-// ready serves what epoll reported on c. It reports whether the calling
-// goroutine still leads l.
-func (l *loop) ready(c *conn, events uint32) bool {
+// serveReady is ready's work; stays reports whether c is still on the
+// loops, held by the caller.
+func (l *loop) serveReady(c *conn, events uint32) (stays, leads bool) {
 	if events&(syscall.EPOLLIN|syscall.EPOLLERR|syscall.EPOLLHUP) == 0 {
-		return true
+		return true, true
 	}
 	if c.state.Load() == stateClosed { // by Shutdown, which made it readable
-		l.drop(c)
-		return true
+		l.set.drop(c)
+		return false, true
 	}
 	if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
 		switch {
 		case err == syscall.EAGAIN || err == syscall.EINTR:
-			return true // nothing arrived after all
+			return true, true // nothing arrived after all
 		case errors.Is(err, bufio.ErrBufferFull): // a whole buffer, no head: below
 		default: // EOF, reset: a head in part is lost, as net/http loses it
-			l.drop(c)
-			return true
+			l.set.drop(c)
+			return false, true
 		}
 	}
 	for c.br.Buffered() > 0 {
 		if c.state.CompareAndSwap(stateIdle, stateActive) {
 			c.headStart = time.Now()
-		} else if c.state.Load() != stateActive {
-			l.drop(c) // closed by Shutdown
-			return true
+			c.headAt.Store(l.set.since())
+		} else if !c.state.CompareAndSwap(stateHead, stateActive) {
+			l.set.drop(c) // closed by Shutdown or the sweep
+			return false, true
 		}
 		buf, _ := c.br.Peek(c.br.Buffered())
 		h, n, v := parseHead(buf, c.fields)
 		if v == needMore {
 			if c.br.Buffered() < c.limit {
-				return true // the rest comes with a later event, or the sweep ends it
+				c.state.Store(stateHead)
+				return true, true // the rest comes with a later event, or the sweep ends it
 			}
 			v = handOff // too large for the lane
 		}
 		if v == handOff {
-			l.handOffConn(c)
-			return true
+			l.set.handOffConn(c)
+			return false, true
 		}
 		_, _ = c.br.Discard(n)
 		keep, leads := l.serve(c, &h)
 		if !leads {
-			return false
+			return false, false
 		}
 		if !keep || c.s.inShutdown.Load() {
-			l.drop(c)
-			return true
+			l.set.drop(c)
+			return false, true
 		}
+		c.idleAt.Store(l.set.since())
 		c.state.Store(stateIdle)
-		c.idleSince = time.Now()
 	}
-	return true
+	return true, true
 }
 
 // serve runs one request of c on the loop. leads false means it left the
@@ -520,9 +609,9 @@ func (c *conn) afterLoop(p any, keep bool) {
 // handOffConn gives c, with every byte read, to Fallback as serve's
 // handOff does, from a goroutine of its own: the loop does not wait for
 // Fallback to accept.
-func (l *loop) handOffConn(c *conn) {
+func (set *loopSet) handOffConn(c *conn) {
 	c.lmu.Lock()
-	l.detach(c)
+	set.detach(c)
 	rwc, err := epoll.GiveFD(c.fd)
 	_ = syscall.Close(c.fd)
 	c.fd = -1

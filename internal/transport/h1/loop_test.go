@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -217,5 +218,55 @@ func TestLoopsStopAfterShutdownGivesUp(t *testing.T) {
 	case <-done:
 	case <-time.After(guard):
 		t.Fatal("the loops still run after the last connection ended")
+	}
+}
+
+// The loops share their connections: while one loop is held up (here by a
+// handler that waits without asking for Done, as a loop whose thread the
+// kernel put aside would be), the other serves every other connection,
+// whichever loop served it before.
+func TestLoopHeldUpHoldsOnlyItsConnection(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			close(entered)
+			<-release // no Done: the loop stays with this request
+		}
+		_, _ = w.Write([]byte("done " + r.URL.Path))
+	})
+	ls := startLaneWith(t, listen(t), h, nil, func(s *h1.Server) { s.Loops = 2 })
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before Shutdown, should the test fail
+	others := make([]*client, 6)
+	for i := range others {
+		others[i] = dial(t, ls.addr)
+		others[i].send("GET /warm HTTP/1.1\r\nHost: x\r\n\r\n")
+		if _, body := others[i].read("GET"); body != "done /warm" {
+			t.Fatalf("got %q", body)
+		}
+	}
+	held := dial(t, ls.addr)
+	held.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case <-entered:
+	case <-time.After(guard):
+		t.Fatal("the handler never ran")
+	}
+	for round := range 3 {
+		for i, c := range others {
+			path := "/" + strconv.Itoa(round) + "/" + strconv.Itoa(i)
+			c.send("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")
+			if _, body := c.read("GET"); body != "done "+path {
+				t.Fatalf("connection %d while a loop is held up: got %q", i, body)
+			}
+		}
+	}
+	free()
+	if _, body := held.read("GET"); body != "done /hold" {
+		t.Fatalf("the held request: got %q", body)
+	}
+	if n := ls.srv.LoopHandovers(); n != 0 {
+		t.Errorf("requests that left a loop: got %d; want 0", n)
 	}
 }
