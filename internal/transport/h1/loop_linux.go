@@ -66,7 +66,8 @@ type loopSet struct {
 
 	mu      sync.Mutex
 	stopped bool
-	adds    []owned // added since the last sweep took them
+	adds    []owned       // added since the last sweep took them
+	gens    atomic.Uint32 // numbers the connections' stays on the loops
 
 	base    time.Time // the loops' clock reads time since it
 	sweepMu sync.Mutex
@@ -85,8 +86,8 @@ type loop struct {
 	rest   []syscall.EpollEvent // the current batch's events not served yet
 }
 
-// owned is one of the loops' connections, as of its gen-th move onto
-// them: an entry whose connection moved since is stale.
+// owned is one of the loops' connections during its stay gen: an entry
+// whose connection left since is stale.
 type owned struct {
 	c   *conn
 	gen uint32
@@ -208,11 +209,12 @@ func (set *loopSet) add(c *conn, l *loop) bool {
 	if set.stopped {
 		return false
 	}
-	gen := c.moves.Add(1)
-	set.conns[c.fd].Store(c)
-	c.idleAt.Store(set.since())
-	c.lk.Store(0)
+	gen := set.gens.Add(1)
+	c.gen.Store(gen)
 	c.lp.Store(l)
+	c.idleAt.Store(set.since())
+	set.conns[c.fd].Store(c)
+	c.lk.Store(0)
 	ev := armed(c.fd, gen)
 	if err := syscall.EpollCtl(set.epfd, syscall.EPOLL_CTL_ADD, c.fd, &ev); err != nil {
 		set.conns[c.fd].Store(nil)
@@ -223,8 +225,9 @@ func (set *loopSet) add(c *conn, l *loop) bool {
 	return true
 }
 
-// armed is the one-shot event of a connection on fd as of its gen-th
-// move onto the loops: an event carrying another gen is stale.
+// armed is the one-shot event of a connection on fd during its stay gen
+// on the loops: an event carrying another gen is stale (the descriptor
+// may be another connection's by then).
 func armed(fd int, gen uint32) syscall.EpollEvent {
 	return syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLONESHOT, Fd: int32(fd), Pad: int32(gen)}
 }
@@ -261,7 +264,7 @@ func (c *conn) take() bool {
 // holder took it (missed): then the holder still holds c, its event
 // consumed, and must serve it again (again true).
 func (set *loopSet) release(c *conn) (again bool) {
-	ev := armed(c.fd, c.moves.Load())
+	ev := armed(c.fd, c.gen.Load())
 	if err := syscall.EpollCtl(set.epfd, syscall.EPOLL_CTL_MOD, c.fd, &ev); err != nil {
 		set.s.logf("h1: loop: arming a connection: %v", err)
 	}
@@ -279,7 +282,7 @@ type loopConn struct {
 	idleAt    atomic.Int64 // when it began to wait for a request (loopSet.since)
 	headAt    atomic.Int64 // headStart, for the sweep (loopSet.since)
 	wiov      [3]syscall.Iovec
-	moves     atomic.Uint32 // times it moved onto the loops
+	gen       atomic.Uint32 // its stay on the loops (loopSet.gens), in its events
 	lk        atomic.Uint32 // heldBit, missedBit
 }
 
@@ -381,8 +384,8 @@ func (l *loop) run(pending []syscall.EpollEvent) {
 				return
 			}
 			c := set.conns[ev.Fd].Load()
-			if c == nil || uint32(ev.Pad) != c.moves.Load() || !c.take() {
-				continue // left, dropped or back since the event; or another loop has it
+			if c == nil || uint32(ev.Pad) != c.gen.Load() || !c.take() {
+				continue // left, or dropped, since the event; or another loop has it
 			}
 			c.lp.Store(l)
 			l.rest = pending
@@ -424,7 +427,7 @@ func (set *loopSet) sweepConns(now int64) {
 	kept := set.owned[:0]
 	for _, o := range set.owned {
 		c := o.c
-		if c.lp.Load() == nil || c.moves.Load() != o.gen {
+		if c.lp.Load() == nil || c.gen.Load() != o.gen {
 			continue // left, and maybe back with a newer entry
 		}
 		switch c.state.Load() {
@@ -450,14 +453,14 @@ func (set *loopSet) sweepConns(now int64) {
 	set.sweep.Store(now + int64(max(every, 5*time.Millisecond)))
 }
 
-// expire ends c for the sweep if it is still on the loops as of its
-// gen-th move and in state from: it claims c closed, so that a loop about
+// expire ends c for the sweep if it is still on the loops in its stay
+// gen and in state from: it claims c closed, so that a loop about
 // to serve it drops it instead, and shuts its socket down, so that a loop
 // takes its event and drops it.
 func (c *conn) expire(gen uint32, from int32) {
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	if c.lp.Load() != nil && c.moves.Load() == gen && c.state.CompareAndSwap(from, stateClosed) {
+	if c.lp.Load() != nil && c.gen.Load() == gen && c.state.CompareAndSwap(from, stateClosed) {
 		_ = syscall.Shutdown(c.fd, syscall.SHUT_RDWR)
 	}
 }
