@@ -113,11 +113,7 @@ func TestRequestContextClientGone(t *testing.T) {
 			ls := startLane(t, h, nil)
 			c := dial(t, ls.addr)
 			c.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
-			select {
-			case <-entered:
-			case <-time.After(guard):
-				t.Fatal("the handler was not called")
-			}
+			waitEntered(t, entered)
 			tc.hang(c.c)
 			select {
 			case err := <-ended:
@@ -180,11 +176,7 @@ func TestRequestContextWatchStops(t *testing.T) {
 				c.send(watch)
 			}
 			if tc.block {
-				select {
-				case <-entered:
-				case <-time.After(guard):
-					t.Fatal("the handler was not called")
-				}
+				waitEntered(t, entered)
 				if tc.when == "during" {
 					c.send(next)
 				}

@@ -44,11 +44,7 @@ func TestLoopWaitingRequestLeaves(t *testing.T) {
 
 	a, b := dial(t, ls.addr), dial(t, ls.addr)
 	a.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\nGET /again HTTP/1.1\r\nHost: x\r\n\r\n")
-	select {
-	case <-entered:
-	case <-time.After(guard):
-		t.Fatal("the handler never ran")
-	}
+	waitEntered(t, entered)
 	for i := range 50 {
 		b.send("GET /" + strconv.Itoa(i) + " HTTP/1.1\r\nHost: x\r\n\r\n")
 		if _, body := b.read("GET"); body != "hit /"+strconv.Itoa(i) {
@@ -193,11 +189,7 @@ func TestLoopsStopAfterShutdownGivesUp(t *testing.T) {
 		t.Fatalf("got %q", body)
 	}
 	a.send("GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
-	select {
-	case <-entered:
-	case <-time.After(guard):
-		t.Fatal("the handler never ran")
-	}
+	waitEntered(t, entered)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -248,11 +240,7 @@ func TestLoopHeldUpHoldsOnlyItsConnection(t *testing.T) {
 	}
 	held := dial(t, ls.addr)
 	held.send("GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
-	select {
-	case <-entered:
-	case <-time.After(guard):
-		t.Fatal("the handler never ran")
-	}
+	waitEntered(t, entered)
 	for round := range 3 {
 		for i, c := range others {
 			path := "/" + strconv.Itoa(round) + "/" + strconv.Itoa(i)

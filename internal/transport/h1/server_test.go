@@ -118,6 +118,17 @@ func listen(t testing.TB) net.Listener {
 	return l
 }
 
+// waitEntered waits until entered is closed, as a handler under test
+// closes it when it runs; a guard timeout is a failure.
+func waitEntered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(guard):
+		t.Fatal("the handler never ran")
+	}
+}
+
 // client is one raw connection to a server under test.
 type client struct {
 	t  *testing.T
