@@ -374,10 +374,14 @@ func (c *Cluster) deleteKeys() {
 	}
 }
 
-// ScanAll returns every key matching pattern, with a bounded SCAN loop.
+// ScanAll returns every key matching pattern, each once, with a bounded
+// SCAN loop. SCAN may return a key more than once (when the keyspace is
+// resized between two calls, as keys expiring shrink it), so a sum over
+// its results would count those twice.
 func ScanAll(t *testing.T, rc *redis.Client, pattern string) []string {
 	t.Helper()
 	var keys []string
+	seen := make(map[string]bool)
 	var cursor uint64
 	for range 100_000 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -387,7 +391,12 @@ func ScanAll(t *testing.T, rc *redis.Client, pattern string) []string {
 			t.Errorf("scan %s: %v", pattern, err)
 			return keys
 		}
-		keys = append(keys, batch...)
+		for _, k := range batch {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
 		if cursor = next; cursor == 0 {
 			return keys
 		}
