@@ -191,8 +191,8 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		return ended, false
 	}
 	c.rwc, c.fd = nil, fd
-	l := c.s.loops[c.s.nextLoop.Add(1)%uint32(len(c.s.loops))]
-	if !set.add(c, l) {
+	// lp only says "on the loops" until a loop takes c and names itself.
+	if !set.add(c, c.s.loops[0]) {
 		_ = syscall.Close(fd)
 		c.fd = -1
 		return ended, true

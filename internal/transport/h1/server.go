@@ -145,7 +145,6 @@ type Server struct {
 	loopStop      [2]int        // a pipe: closing [1] stops the loops
 	loopsOpen     atomic.Int32  // loops not closed yet
 	loopsDone     chan struct{} // closed by the last loop to close
-	nextLoop      atomic.Uint32
 	loopHandovers atomic.Uint64
 }
 
