@@ -70,6 +70,7 @@ func Default() *Config {
 			ShutdownTimeout:   20 * time.Second,
 			FastHTTP1:         &fastHTTP1,
 			FastHTTP2:         &fastHTTP2,
+			EventLoops:        LoopsAuto,
 			CORS:              cors.Config{MaxAge: cors.DefaultMaxAge},
 		},
 		TLS: TLS{

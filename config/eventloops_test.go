@@ -1,8 +1,11 @@
 package config
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // server.event_loops set where no loop would run, or where every request
@@ -33,5 +36,76 @@ func TestEventLoopWarnings(t *testing.T) {
 				t.Errorf("warnings %q; want one for server.event_loops containing %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// server.event_loops reads auto or a count; anything else, a negative
+// count included, is refused with its line, and a count above the bound
+// by validation.
+func TestEventLoopsSetting(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want EventLoops
+		err  string // a part of the error; "" for none
+	}{
+		{"", LoopsAuto, ""},
+		{"event_loops: auto", LoopsAuto, ""},
+		{"event_loops: 0", 0, ""},
+		{"event_loops: 4", 4, ""},
+		{"event_loops: -1", 0, "server.event_loops: want auto or a number of loops (0: a goroutine per connection), got `-1` (line 2)"},
+		{"event_loops: many", 0, "server.event_loops: want auto or a number of loops (0: a goroutine per connection), got `many` (line 2)"},
+		{"event_loops: 257", 0, "server.event_loops: must be auto, 0 (a goroutine per connection) or 1 to 256, got 257"},
+	} {
+		cfg, err := Parse([]byte("server:\n  "+tc.text+"\n"), nil)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v; want one containing %q", tc.text, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.text, err)
+		case tc.err == "" && cfg.Server.EventLoops != tc.want:
+			t.Errorf("%q: event_loops %v; want %v", tc.text, cfg.Server.EventLoops, tc.want)
+		}
+	}
+	if out, err := yaml.Marshal(Default().Server); err != nil || !strings.Contains(string(out), "event_loops: auto\n") {
+		t.Errorf("the default marshals as %s (%v); want event_loops: auto", out, err)
+	}
+}
+
+// LoopCount: auto runs a loop per processor the runtime started with on
+// a plain listener without Redis, and none in cluster mode or where loops
+// cannot serve; a count runs that many wherever loops can serve.
+func TestLoopCount(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		if n := Default().LoopCount(); n != 0 {
+			t.Fatalf("LoopCount on %s: %d; want 0", runtime.GOOS, n)
+		}
+		t.Skipf("event loops run on Linux only")
+	}
+	off := false
+	for _, tc := range []struct {
+		name  string
+		loops EventLoops
+		set   func(*Config)
+		want  int
+	}{
+		{"auto", LoopsAuto, func(*Config) {}, startProcs},
+		{"auto, cluster mode", LoopsAuto, func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, 0},
+		{"auto, TLS", LoopsAuto, func(c *Config) { c.TLS.Mode = TLSModeFiles }, 0},
+		{"auto, fast_http1 off", LoopsAuto, func(c *Config) { c.Server.FastHTTP1 = &off }, 0},
+		{"0", 0, func(*Config) {}, 0},
+		{"3", 3, func(*Config) {}, 3},
+		{"3, cluster mode", 3, func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, 3},
+		{"3, TLS", 3, func(c *Config) { c.TLS.Mode = TLSModeACME }, 0},
+		{"3, fast_http1 off", 3, func(c *Config) { c.Server.FastHTTP1 = &off }, 0},
+	} {
+		c := Default()
+		c.Server.EventLoops = tc.loops
+		tc.set(c)
+		if got := c.LoopCount(); got != tc.want {
+			t.Errorf("%s: LoopCount %d; want %d", tc.name, got, tc.want)
+		}
+	}
+	if startProcs < 1 {
+		t.Errorf("startProcs %d; want at least 1", startProcs)
 	}
 }

@@ -109,13 +109,15 @@ type Server struct {
 	// net/http's HTTP/2 server (default true; nil means true). It only
 	// matters with TLS on: plain HTTP/2 (h2c) is not served.
 	FastHTTP2 *bool `yaml:"fast_http2"`
-	// EventLoops serves plain HTTP/1.1 (TLS off, FastHTTP1 on) from that
-	// many epoll event loops instead of a goroutine per connection (Linux
-	// only): a cached answer is read, served and written on the loop, and
-	// a request that has to wait (a miss, Redis) moves its connection to
-	// a goroutine until it is answered. Each loop keeps a processor; the
-	// runtime gets one more. 0 (the default): a goroutine per connection.
-	EventLoops int `yaml:"event_loops"`
+	// EventLoops serves plain HTTP/1.1 (TLS off, FastHTTP1 on) from epoll
+	// event loops instead of a goroutine per connection (Linux only): a
+	// cached answer is read, served and written on a loop, and a request
+	// that has to wait (a miss, Redis) moves its connection to a goroutine
+	// until it is answered. Each loop keeps a processor; the runtime gets
+	// one more. LoopsAuto (auto, the default) runs a loop for each
+	// processor the runtime started with, none in cluster mode
+	// (Config.LoopCount); 0 serves a goroutine per connection; N runs N.
+	EventLoops EventLoops `yaml:"event_loops"`
 	// MemoryLimit is the Go runtime's soft memory limit in bytes; 0 (the
 	// default) derives it from cache.max_bytes and the number of keys (see
 	// DerivedMemoryLimit). A

@@ -107,8 +107,8 @@ func (c *Config) validateServer(p *problems) {
 		p.add("server.max_header_bytes", "must be between %d (4 KiB) and %d (1 MiB), got %d", MinHeaderBytes, MaxHeaderBytes, s.MaxHeaderBytes)
 	}
 	switch {
-	case s.EventLoops < 0 || s.EventLoops > maxEventLoops:
-		p.add("server.event_loops", "must be 0 (a goroutine per connection) or 1 to %d, got %d", maxEventLoops, s.EventLoops)
+	case s.EventLoops != LoopsAuto && (s.EventLoops < 0 || s.EventLoops > maxEventLoops):
+		p.add("server.event_loops", "must be auto, 0 (a goroutine per connection) or 1 to %d, got %s", maxEventLoops, s.EventLoops)
 	case s.EventLoops > 0 && runtime.GOOS != "linux":
 		p.add("server.event_loops", "event loops need Linux (epoll); set 0 on %s", runtime.GOOS)
 	}
@@ -673,7 +673,7 @@ func (c *Config) eventLoopWarnings() []string {
 	n := c.Server.EventLoops
 	switch {
 	case n <= 0:
-		return nil
+		return nil // 0, or auto, which runs loops only where they serve
 	case c.TLS.Mode != "" && c.TLS.Mode != TLSModeOff:
 		return []string{fmt.Sprintf("server.event_loops: %d has no effect with tls.mode %s; "+
 			"HTTPS connections keep a goroutine each", n, c.TLS.Mode)}

@@ -77,7 +77,7 @@ func testShutdownUnderLoad(t *testing.T, loops int) {
 		k := &c.Keys[0]
 		k.PerSecond, k.Burst, k.Daily, k.Monthly = &many, &manyInt, &manyUnits, &manyUnits
 		c.Server.ShutdownTimeout = 20 * time.Second
-		c.Server.EventLoops = loops
+		c.Server.EventLoops = config.EventLoops(loops)
 	})
 	topics := up.Topics()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}

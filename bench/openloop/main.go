@@ -58,7 +58,7 @@ import (
 )
 
 // serverNames are the servers -servers may name.
-var serverNames = []string{"nginx", "minimal", "minimal-full", "minimal-epoll", "trendgate", "trendgate-loops", "trendgate-b"}
+var serverNames = []string{"nginx", "minimal", "minimal-full", "minimal-epoll", "trendgate", "trendgate-loops", "trendgate-goroutines", "trendgate-b"}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == minimalCommand {
@@ -107,7 +107,7 @@ func parseOptions() (options, error) {
 	flag.BoolVar(&o.loopsB, "loops-b", false, "serve trendgate-b's plain HTTP/1.1 on event loops, as trendgate-loops: an A/B of two builds' loops")
 	flag.StringVar(&o.nginx, "nginx", "", "nginx binary (default: nginx on PATH, or /usr/sbin/nginx)")
 	flag.IntVar(&o.nginxWorkers, "nginx-workers", runtime.NumCPU(), "nginx worker_processes")
-	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), minimal-epoll (the same answers from event loops as nginx's workers, -nginx-workers of them; plain HTTP/1.1 only), trendgate, trendgate-loops (trendgate with server.event_loops at -nginx-workers; plain HTTP/1.1 only), trendgate-b")
+	flag.StringVar(&servers, "servers", "nginx,minimal,trendgate", "servers to measure, in this order at each rate (the order alternates step by step): nginx, minimal (the minimal Go server, HTTP/1.1 only), minimal-full (the same with trendgate's header fields), minimal-epoll (the same answers from event loops as nginx's workers, -nginx-workers of them; plain HTTP/1.1 only), trendgate (its default configuration: on plain HTTP/1.1, event loops, one per CPU), trendgate-loops (trendgate with server.event_loops at -nginx-workers; plain HTTP/1.1 only), trendgate-goroutines (trendgate with server.event_loops 0, a goroutine per connection; plain HTTP/1.1 only), trendgate-b")
 	flag.StringVar(&protos, "protos", "h1,https,h2", "protocols: h1 (plain HTTP/1.1), https (HTTP/1.1 over TLS), h2 (HTTP/2 over TLS)")
 	flag.StringVar(&endpointList, "endpoints", "small,list,series", "endpoints: small (bitcoin's hourly series over 44 fixed hours, 18 KB), list (the topics list, 58 KB), series (bitcoin's hourly week, 72 KB)")
 	flag.StringVar(&rate, "rates", "1000,2000,4000,6000,8000,10000,12000", "request rates per second, stepped up in this order")
@@ -276,15 +276,17 @@ func startAll(ctx context.Context, o options, dir, nginxBin string) (*env, []*se
 				s, err = startMinimal(ctx, e, self, name, loops)
 			}
 		case "trendgate-b":
-			loops := 0
+			loops := ""
 			if o.loopsB {
-				loops = o.nginxWorkers
+				loops = strconv.Itoa(o.nginxWorkers)
 			}
 			s, err = startTrendgate(ctx, e, name, o.binB, loops)
 		case "trendgate-loops":
-			s, err = startTrendgate(ctx, e, name, o.bin, o.nginxWorkers)
+			s, err = startTrendgate(ctx, e, name, o.bin, strconv.Itoa(o.nginxWorkers))
+		case "trendgate-goroutines":
+			s, err = startTrendgate(ctx, e, name, o.bin, "0")
 		default:
-			s, err = startTrendgate(ctx, e, name, o.bin, 0)
+			s, err = startTrendgate(ctx, e, name, o.bin, "")
 		}
 		if err != nil {
 			return nil, nil, stopAll, err

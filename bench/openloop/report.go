@@ -267,7 +267,7 @@ func printRatiosBy(o options, byRound map[ratioAt]map[int]time.Duration, name st
 // the run, in the report's order, with the other servers to set it
 // against.
 func trendgateSteps(o options, f func(own ratioAt, others []string)) {
-	for _, tg := range []string{"trendgate", "trendgate-loops", "trendgate-b"} {
+	for _, tg := range []string{"trendgate", "trendgate-loops", "trendgate-goroutines", "trendgate-b"} {
 		if !slices.Contains(o.servers, tg) {
 			continue
 		}

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/template"
@@ -240,11 +239,12 @@ func (s *server) baseURL(pr protocol) string {
 }
 
 // serves reports whether s speaks pr: the minimal server has no HTTP/2,
-// and event loops (minimal-epoll, trendgate-loops) serve plain HTTP/1.1
-// only.
+// and the contenders that differ from theirs in the plain HTTP/1.1 lane
+// only (minimal-epoll, trendgate-loops, trendgate-goroutines) serve
+// plain HTTP/1.1 only.
 func (s *server) serves(pr protocol) bool {
 	switch {
-	case s.name == "minimal-epoll" || s.name == "trendgate-loops":
+	case s.name == "minimal-epoll" || s.name == "trendgate-loops" || s.name == "trendgate-goroutines":
 		return pr == h1
 	case strings.HasPrefix(s.name, "minimal"):
 		return pr != h2
@@ -309,9 +309,10 @@ func startUpstream(ctx context.Context, e *env, bin string) (*process, error) {
 
 // startTrendgate runs two `trendgate serve` processes from generated
 // configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes), as the
-// contender called name. loops, when positive, is the plain one's
-// server.event_loops.
-func startTrendgate(ctx context.Context, e *env, name, bin string, loops int) (*server, error) {
+// contender called name. loops, when set, is the plain one's
+// server.event_loops ("0": a goroutine per connection); "" keeps the
+// default.
+func startTrendgate(ctx context.Context, e *env, name, bin, loops string) (*server, error) {
 	s := &server{name: name, pprof: true}
 	for _, tls := range []bool{false, true} {
 		addrs, err := freeAddrs(3)
@@ -323,8 +324,8 @@ func startTrendgate(ctx context.Context, e *env, name, bin string, loops int) (*
 			"Upstream": e.upstreamURL, "UpstreamKey": e.upstreamKey, "KeyDigest": auth.Digest(e.clientKey),
 		}
 		proc := name + "-plain"
-		if loops > 0 && !tls {
-			fields["Loops"] = strconv.Itoa(loops)
+		if loops != "" && !tls {
+			fields["Loops"] = loops
 		}
 		if tls {
 			proc = name + "-tls"
