@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,7 +80,7 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 	c := &Cluster{t: t, dir: t.TempDir(), opts: o}
 	t.Cleanup(c.stopAll)
 	for range 3 {
-		p := freeClusterPort(t)
+		p := freeClusterPort(t, c.ports)
 		a := "127.0.0.1:" + strconv.Itoa(p)
 		if o.Relay != nil {
 			a = o.Relay(a)
@@ -104,13 +105,20 @@ func StartClusterWith(t testing.TB, o ClusterOptions) *Cluster {
 }
 
 // freeClusterPort returns a loopback port that is free together with its
-// cluster bus port (port + 10000). Both lie below 32768, outside Linux's
-// ephemeral range, so no listener on a random port (another test's
-// server) takes them between this check and the node's start.
-func freeClusterPort(t testing.TB) int {
+// cluster bus port (port + 10000), and is none of taken, the ports the
+// cluster's other nodes will have: nothing holds a port between this
+// check and the node's start, so two nodes given one port would both
+// seem to start, one process answering for two nodes. Both lie below
+// 32768, outside Linux's ephemeral range, so no listener on a random port
+// (another test's server) takes them meanwhile either; another test's
+// cluster may, which the node's start finds (awaitPing).
+func freeClusterPort(t testing.TB, taken []int) int {
 	t.Helper()
 	for range 200 {
 		p := 20000 + rand.IntN(2768)
+		if slices.Contains(taken, p) {
+			continue
+		}
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
@@ -183,7 +191,7 @@ func (c *Cluster) Start(i int) {
 	n := &node{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(n.exited) }()
 	c.procs[i] = n
-	switch err := awaitPing("127.0.0.1:"+port, clusterWait, n.exited); {
+	switch err := awaitPing("127.0.0.1:"+port, cmd.Process.Pid, clusterWait, n.exited); {
 	case errors.Is(err, errExited):
 		c.procs[i] = nil
 		log, _ := os.ReadFile(filepath.Join(c.dir, "redis-"+port+".log"))

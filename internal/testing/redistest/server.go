@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func (s *Server) Start() {
 	cmd, exited := s.cmd, make(chan struct{})
 	s.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
-	if err := awaitPing(s.Addr(), serverWait, exited); err != nil {
+	if err := awaitPing(s.Addr(), cmd.Process.Pid, serverWait, exited); err != nil {
 		s.t.Fatalf("redistest: redis-server on port %d: %v", s.port, err)
 	}
 }
@@ -81,16 +82,27 @@ func (s *Server) Start() {
 var errExited = errors.New("exited before answering")
 
 // awaitPing polls addr with PING until it answers, the process whose exit
-// closes exited is gone, or wait has passed.
-func awaitPing(addr string, wait time.Duration, exited <-chan struct{}) error {
+// closes exited is gone, or wait has passed. Once addr answers, the
+// server's process id must be pid: a redis-server that cannot bind its
+// port exits at once, and another one already on that port (a node of the
+// same cluster given the same port, another test's server) would answer
+// in its place, which is an error, not a start.
+func awaitPing(addr string, pid int, wait time.Duration, exited <-chan struct{}) error {
 	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	defer rc.Close()
 	deadline := time.Now().Add(wait)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := rc.Ping(ctx).Err()
+		var info string
+		if err == nil {
+			info, err = rc.Info(ctx, "server").Result()
+		}
 		cancel()
 		if err == nil {
+			if got, ok := infoField(info, "process_id"); !ok || got != strconv.Itoa(pid) {
+				return fmt.Errorf("%s is answered by process %q, not by the redis-server started (pid %d): port taken", addr, got, pid)
+			}
 			return nil
 		}
 		select {
@@ -103,6 +115,16 @@ func awaitPing(addr string, wait time.Duration, exited <-chan struct{}) error {
 		}
 		time.Sleep(10 * time.Millisecond) // polling a subprocess, not waiting for time to pass
 	}
+}
+
+// infoField returns the value of field in the text of an INFO reply.
+func infoField(info, field string) (string, bool) {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimRight(line, "\r\n"), field+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
 }
 
 // Stop kills the process and reaps it; stopping twice is harmless.
