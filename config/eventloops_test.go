@@ -88,7 +88,7 @@ func TestLoopCount(t *testing.T) {
 		set   func(*Config)
 		want  int
 	}{
-		{"auto", LoopsAuto, func(*Config) {}, startProcs},
+		{"auto", LoopsAuto, func(*Config) {}, min(startProcs, maxEventLoops)},
 		{"auto, cluster mode", LoopsAuto, func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, 0},
 		{"auto, TLS", LoopsAuto, func(c *Config) { c.TLS.Mode = TLSModeFiles }, 0},
 		{"auto, fast_http1 off", LoopsAuto, func(c *Config) { c.Server.FastHTTP1 = &off }, 0},

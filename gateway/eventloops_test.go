@@ -63,3 +63,25 @@ func TestEventLoops(t *testing.T) {
 		t.Errorf("a bad key: got %d %s", resp.StatusCode, body)
 	}
 }
+
+// With nothing set (server.event_loops: auto), a plain listener runs a
+// loop per processor the process started with: the start log says how
+// many, and a miss leaves a loop, which only a loop can do.
+func TestEventLoopsByDefault(t *testing.T) {
+	h := gatewaytest.New(t, nil)
+	want := h.Gateway.Config().LoopCount()
+	if want < 1 {
+		t.Fatalf("LoopCount of the default configuration: %d; want at least 1 on Linux", want)
+	}
+	var lines []map[string]any
+	gatewaytest.PollUntil(func() bool { lines = gatewaytest.LogLines(t, h.Logs.String(), "serving"); return len(lines) > 0 })
+	if got, ok := lines[0]["event_loops"].(float64); !ok || int(got) != want {
+		t.Errorf("serving line event_loops %v; want %d", lines[0]["event_loops"], want)
+	}
+	if resp, body := h.Get("/api4/public/topics/list/v1", h.Full); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a miss: got %d %s", resp.StatusCode, body)
+	}
+	if got := gatewaytest.Metric(t, h.Gateway.Registry(), "trendgate_event_loop_handovers_total"); got < 1 {
+		t.Errorf("handovers after a miss: %v; want at least 1 (the request was not on a loop)", got)
+	}
+}
