@@ -158,12 +158,8 @@ func (g *Gateway) start(ctx context.Context, ls Listeners) (*running, error) {
 	run.startErr = sec.Start(context.WithoutCancel(ctx), func() { g.setReady(run) })
 	g.setReady(run)
 	build := buildinfo.Read()
-	loops := 0
-	if sec == nil {
-		loops = cfg.LoopCount()
-	}
 	g.log.Info("serving", zap.String("listen", ls.Public.Addr().String()),
-		zap.Bool("tls", sec != nil), zap.Int("event_loops", loops), zap.Bool("http", run.plain != nil), zap.Bool("admin", run.admin != nil),
+		zap.Bool("tls", sec != nil), zap.Int("event_loops", cfg.LoopCount()), zap.Bool("http", run.plain != nil), zap.Bool("admin", run.admin != nil),
 		zap.String("version", build.Version), zap.String("commit", build.Commit), zap.String("go", build.GoVersion))
 	return run, nil
 }
@@ -198,7 +194,7 @@ func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front s
 	// (proxy.Chain.ConnContext).
 	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1,
 		RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
-	if n := cfg.LoopCount(); sec == nil && n > 0 {
+	if n := cfg.LoopCount(); n > 0 { // none with TLS on (sec non-nil)
 		lane.Loops = n
 		g.metrics.loops.Store(lane)
 	}
