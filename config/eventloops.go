@@ -53,15 +53,16 @@ func (n EventLoops) String() string {
 	return strconv.Itoa(int(n))
 }
 
-// LoopCount returns how many event loops serve the public listener: none
-// where loops cannot serve (not Linux, TLS on, server.fast_http1 off),
-// server.event_loops where it is a count, and for auto a loop for each
-// processor the runtime started with, except in cluster mode, where every
-// request's limits run in Redis and would take it off its loop.
+// LoopCount returns how many event loops serve the public listener's
+// HTTP/1.1, plain or over TLS: none where loops cannot serve (not Linux,
+// server.fast_http1 off), server.event_loops where it is a count, and for
+// auto a loop for each processor the runtime started with, except in
+// cluster mode, where every request's limits run in Redis and would take
+// it off its loop.
 func (c *Config) LoopCount() int {
 	n := c.Server.EventLoops
 	switch {
-	case runtime.GOOS != "linux", c.TLS.Mode != "" && c.TLS.Mode != TLSModeOff, !c.Server.FastHTTP1Enabled():
+	case runtime.GOOS != "linux", !c.Server.FastHTTP1Enabled():
 		return 0
 	case n != LoopsAuto:
 		return max(int(n), 0)

@@ -9,8 +9,8 @@ import (
 )
 
 // server.event_loops set where no loop would run, or where every request
-// would leave its loop, is valid but warned about; on a plain listener
-// without Redis it is not.
+// would leave its loop, is valid but warned about; on a listener without
+// Redis, plain or TLS, it is not.
 func TestEventLoopWarnings(t *testing.T) {
 	off := false
 	for _, tc := range []struct {
@@ -20,7 +20,7 @@ func TestEventLoopWarnings(t *testing.T) {
 	}{
 		{"off", func(c *Config) { c.Server.EventLoops = 0; c.Redis.URL = "redis://127.0.0.1:6379" }, ""},
 		{"plain, no Redis", func(*Config) {}, ""},
-		{"TLS", func(c *Config) { c.TLS.Mode = TLSModeFiles }, "no effect with tls.mode files"},
+		{"TLS", func(c *Config) { c.TLS.Mode = TLSModeFiles }, ""},
 		{"fast_http1 off", func(c *Config) { c.Server.FastHTTP1 = &off }, "no effect with server.fast_http1 off"},
 		{"cluster mode", func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, "every request leaves its loop"},
 	} {
@@ -72,8 +72,9 @@ func TestEventLoopsSetting(t *testing.T) {
 }
 
 // LoopCount: auto runs a loop per processor the runtime started with on
-// a plain listener without Redis, and none in cluster mode or where loops
-// cannot serve; a count runs that many wherever loops can serve.
+// a listener without Redis, plain or TLS, and none in cluster mode or
+// where loops cannot serve; a count runs that many wherever loops can
+// serve.
 func TestLoopCount(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		if n := Default().LoopCount(); n != 0 {
@@ -90,12 +91,12 @@ func TestLoopCount(t *testing.T) {
 	}{
 		{"auto", LoopsAuto, func(*Config) {}, min(startProcs, maxEventLoops)},
 		{"auto, cluster mode", LoopsAuto, func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, 0},
-		{"auto, TLS", LoopsAuto, func(c *Config) { c.TLS.Mode = TLSModeFiles }, 0},
+		{"auto, TLS", LoopsAuto, func(c *Config) { c.TLS.Mode = TLSModeFiles }, min(startProcs, maxEventLoops)},
 		{"auto, fast_http1 off", LoopsAuto, func(c *Config) { c.Server.FastHTTP1 = &off }, 0},
 		{"0", 0, func(*Config) {}, 0},
 		{"3", 3, func(*Config) {}, 3},
 		{"3, cluster mode", 3, func(c *Config) { c.Redis.URL = "redis://127.0.0.1:6379" }, 3},
-		{"3, TLS", 3, func(c *Config) { c.TLS.Mode = TLSModeACME }, 0},
+		{"3, TLS", 3, func(c *Config) { c.TLS.Mode = TLSModeACME }, 3},
 		{"3, fast_http1 off", 3, func(c *Config) { c.Server.FastHTTP1 = &off }, 0},
 	} {
 		c := Default()

@@ -667,16 +667,13 @@ func (c *Config) Warnings() []string {
 }
 
 // eventLoopWarnings returns server.event_loops set where no loop runs
-// (TLS on, or fast_http1 off) or where every request would leave its loop
-// (cluster mode).
+// (fast_http1 off) or where every request would leave its loop (cluster
+// mode).
 func (c *Config) eventLoopWarnings() []string {
 	n := c.Server.EventLoops
 	switch {
 	case n <= 0:
 		return nil // 0, or auto, which runs loops only where they serve
-	case c.TLS.Mode != "" && c.TLS.Mode != TLSModeOff:
-		return []string{fmt.Sprintf("server.event_loops: %d has no effect with tls.mode %s; "+
-			"HTTPS connections keep a goroutine each", n, c.TLS.Mode)}
 	case !c.Server.FastHTTP1Enabled():
 		return []string{fmt.Sprintf("server.event_loops: %d has no effect with server.fast_http1 off; "+
 			"net/http serves every connection", n)}

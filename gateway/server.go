@@ -194,7 +194,7 @@ func (g *Gateway) publicServers(cfg *config.Config, sec *certs.Manager) (front s
 	// (proxy.Chain.ConnContext).
 	lane := &h1.Server{Handler: handler, Fallback: public, TLSConfig: public.TLSConfig, HTTP1ToFallback: !fast1,
 		RequestContext: g.chain.RequestContext, ConnContext: g.chain.ConnContext}
-	if n := cfg.LoopCount(); n > 0 { // none with TLS on (sec non-nil)
+	if n := cfg.LoopCount(); n > 0 {
 		lane.Loops = n
 		g.metrics.loops.Store(lane)
 	}

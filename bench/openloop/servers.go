@@ -244,7 +244,7 @@ func (s *server) baseURL(pr protocol) string {
 // plain HTTP/1.1 only.
 func (s *server) serves(pr protocol) bool {
 	switch {
-	case s.name == "minimal-epoll" || s.name == "trendgate-loops" || s.name == "trendgate-goroutines":
+	case s.name == "minimal-epoll":
 		return pr == h1
 	case strings.HasPrefix(s.name, "minimal"):
 		return pr != h2
@@ -309,7 +309,7 @@ func startUpstream(ctx context.Context, e *env, bin string) (*process, error) {
 
 // startTrendgate runs two `trendgate serve` processes from generated
 // configs: one plain HTTP, one HTTPS (HTTP/1.1 and HTTP/2 lanes), as the
-// contender called name. loops, when set, is the plain one's
+// contender called name. loops, when set, is both ones'
 // server.event_loops ("0": a goroutine per connection); "" keeps the
 // default.
 func startTrendgate(ctx context.Context, e *env, name, bin, loops string) (*server, error) {
@@ -324,7 +324,7 @@ func startTrendgate(ctx context.Context, e *env, name, bin, loops string) (*serv
 			"Upstream": e.upstreamURL, "UpstreamKey": e.upstreamKey, "KeyDigest": auth.Digest(e.clientKey),
 		}
 		proc := name + "-plain"
-		if loops != "" && !tls {
+		if loops != "" {
 			fields["Loops"] = loops
 		}
 		if tls {

@@ -60,11 +60,13 @@ type conn struct {
 	readDeadline, writeDeadline time.Time
 
 	// On the event loops (loop_linux.go), a connection is a bare
-	// descriptor outside Go's poller and rwc is nil. lmu guards moving it
-	// on and off the loops: fd and rwc change only under it, and lp turns
-	// nil or non-nil only under it, stored last (a loop that takes the
-	// connection stores itself there without it).
-	loopable bool // a plain socket, on a Server with loops
+	// descriptor outside Go's poller: rwc is nil without TLS, and with TLS
+	// batch's Conn reads and writes the descriptor without waiting
+	// (fdConn). lmu guards moving it on and off the loops: fd and the
+	// socket's net.Conn change only under it, and lp turns nil or non-nil
+	// only under it, stored last (a loop that takes the connection stores
+	// itself there without it).
+	loopable bool // a socket, on a Server with loops
 	lmu      sync.Mutex
 	lp       atomic.Pointer[loop] // the loop that took the connection last; nil: a goroutine owns it
 	fd       int                  // the descriptor, while on a loop or leaving one; -1 otherwise
@@ -97,15 +99,15 @@ func (c *conn) setWriteDeadline(t time.Time, slack time.Duration) {
 }
 
 func (s *Server) newConn(rwc net.Conn) *conn {
+	loopable := s.loopable(rwc)
 	var batch *batchconn.Conn
 	if s.TLSConfig != nil {
 		batch = &batchconn.Conn{Conn: rwc}
 		rwc = tls.Server(batch, s.TLSConfig)
 	}
-	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit(), fd: -1}
-	c.loopable = s.loopable(rwc)
+	c := &conn{s: s, rwc: rwc, batch: batch, remote: rwc.RemoteAddr().String(), limit: s.headLimit(), fd: -1, loopable: loopable}
 	c.br = bufio.NewReaderSize(rwc, c.limit)
-	if c.loopable {
+	if loopable {
 		c.br = bufio.NewReaderSize(connReader{c}, c.limit)
 	}
 	c.base = context.WithValue(context.WithValue(context.Background(),
@@ -117,6 +119,24 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 	c.res.header = make(http.Header, 16)
 	c.hdr = make(http.Header, 8)
 	return c
+}
+
+// socket returns the net.Conn of c's socket: rwc without TLS, the one
+// under TLS with it. nil while c is on a loop without TLS.
+func (c *conn) socket() net.Conn {
+	if c.batch != nil {
+		return c.batch.Conn
+	}
+	return c.rwc
+}
+
+// setSocket makes sock c's socket (c.lmu held, or c not shared yet).
+func (c *conn) setSocket(sock net.Conn) {
+	if c.batch != nil {
+		c.batch.Conn = sock
+		return
+	}
+	c.rwc = sock
 }
 
 // How a connection's goroutine let go of it.

@@ -40,6 +40,19 @@ import (
 // connection that never was on a loop. Once it waits for its next
 // request with nothing buffered, it returns to the loops.
 //
+// A TLS connection joins the loops once its handshake is done (on its
+// goroutine) and it waits for a request: its tls.Conn reads and writes
+// the bare descriptor through fdConn. A loop reads records, not bytes,
+// and crypto/tls may keep whole records it read for later, which no
+// socket event announces: so on a TLS connection a loop reads on after
+// serving until the socket has nothing (one read more than on a plain
+// one), a connection joins the loops only when a read finds nothing, and
+// one that is still sending after maxLoopReads reads for one event goes
+// on on a goroutine of its own, so that it does not keep the loop from
+// its other connections. A loop ends a TLS connection (idle, or after
+// Connection: close) without a close_notify alert, as nginx does once a
+// connection timed out; HTTP/1.1 messages carry their own lengths.
+//
 // The loops keep the lane's deadlines themselves: the idle and header
 // timeouts are checked by a sweep over their connections (every 1/64 of
 // the shorter timeout, between 5 ms and 1 s, by whichever loop finds it
@@ -96,7 +109,7 @@ type owned struct {
 // loopable reports whether a connection accepted as rwc may run on one of
 // s's loops.
 func (s *Server) loopable(rwc net.Conn) bool {
-	if len(s.loops) == 0 || s.TLSConfig != nil {
+	if len(s.loops) == 0 {
 		return false
 	}
 	_, ok := rwc.(syscall.Conn)
@@ -107,7 +120,7 @@ func (s *Server) loopable(rwc net.Conn) bool {
 // The loops' goroutines keep their processors, so GOMAXPROCS is raised
 // to Loops+1 when it is lower.
 func (s *Server) startLoops() error {
-	if s.Loops <= 0 || s.TLSConfig != nil || s.loops != nil {
+	if s.Loops <= 0 || s.loops != nil {
 		return nil
 	}
 	if err := syscall.Pipe2(s.loopStop[:], syscall.O_CLOEXEC|syscall.O_NONBLOCK); err != nil {
@@ -175,22 +188,35 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 	}
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	fd, err := epoll.TakeFD(c.rwc) // closes rwc
+	sock := c.socket()
+	c.laddr, c.raddr = sock.LocalAddr(), sock.RemoteAddr()
+	fd, err := epoll.TakeFD(sock) // closes sock
 	if err != nil {
+		c.setSocket(failedConn{err: err})
 		return ended, true
 	}
 	if fd >= maxLoopFD {
 		// No room in the loops' table: serve it as it came, from Go's poller.
-		rwc, err := epoll.GiveFD(fd)
-		_ = syscall.Close(fd)
-		if err != nil {
+		c.loopable = false
+		return c.backToPoller(fd)
+	}
+	c.fd = fd
+	if c.batch == nil {
+		c.rwc = nil
+	} else {
+		c.batch.Conn = (*fdConn)(c)
+		// TLS may hold records it read with the last request, which no
+		// event would announce: a loop takes c only once it has none.
+		switch _, err := c.br.Peek(1); {
+		case err == nil:
+			return c.backToPoller(fd)
+		case !wouldBlock(err):
+			_ = syscall.Close(fd)
+			c.fd = -1
+			c.setSocket(failedConn{err: err})
 			return ended, true
 		}
-		c.rwc, c.loopable = rwc, false
-		c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
-		return ended, false
 	}
-	c.rwc, c.fd = nil, fd
 	// lp only says "on the loops" until a loop takes c and names itself.
 	if !set.add(c, c.s.loops[0]) {
 		_ = syscall.Close(fd)
@@ -199,6 +225,26 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 	}
 	return onLoop, true
 }
+
+// backToPoller gives fd, which c (c.lmu held) took out of Go's poller to
+// enter the loops, back to it: c's goroutine serves it on.
+func (c *conn) backToPoller(fd int) (out outcome, moved bool) {
+	sock, err := epoll.GiveFD(fd)
+	_ = syscall.Close(fd)
+	c.fd = -1
+	if err != nil {
+		c.setSocket(failedConn{err: err})
+		return ended, true
+	}
+	c.setSocket(sock)
+	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	return ended, false
+}
+
+// wouldBlock reports whether err, from a read or write on a loop's
+// descriptor (through TLS or not), means the socket had nothing to give
+// or no room to take.
+func wouldBlock(err error) bool { return err == syscall.EAGAIN || err == syscall.EINTR }
 
 // add puts c (its descriptor set, c.lmu held) in the set, armed, with l
 // as its loop until one takes it; false when the loops have stopped or
@@ -278,25 +324,33 @@ func (set *loopSet) release(c *conn) (again bool) {
 // loopConn is a connection's state between events on a loop, owned by
 // the loop's leader.
 type loopConn struct {
-	headStart time.Time    // when the first byte of the head it reads arrived
-	idleAt    atomic.Int64 // when it began to wait for a request (loopSet.since)
-	headAt    atomic.Int64 // headStart, for the sweep (loopSet.since)
-	wiov      [3]syscall.Iovec
-	gen       atomic.Uint32 // its stay on the loops (loopSet.gens), in its events
-	lk        atomic.Uint32 // heldBit, missedBit
+	laddr, raddr net.Addr     // its socket's addresses, for fdConn
+	headStart    time.Time    // when the first byte of the head it reads arrived
+	idleAt       atomic.Int64 // when it began to wait for a request (loopSet.since)
+	headAt       atomic.Int64 // headStart, for the sweep (loopSet.since)
+	wiov         [3]syscall.Iovec
+	gen          atomic.Uint32 // its stay on the loops (loopSet.gens), in its events
+	lk           atomic.Uint32 // heldBit, missedBit
 }
 
 // connReader is what a loopable connection's bufio.Reader reads: the
 // bare descriptor, without blocking, while on a loop (syscall.EAGAIN
-// when nothing is there), rwc otherwise.
+// when nothing is there), rwc otherwise. With TLS it is always rwc, which
+// reads its socket through fdConn while on a loop.
 type connReader struct{ c *conn }
 
 func (r connReader) Read(p []byte) (int, error) {
 	c := r.c
-	if c.lp.Load() == nil {
+	if c.batch != nil || c.lp.Load() == nil {
 		return c.rwc.Read(p)
 	}
-	n, err := epoll.Read(c.fd, p)
+	return readFD(c.fd, p)
+}
+
+// readFD reads fd without waiting: syscall.EAGAIN when it has nothing,
+// io.EOF at its end.
+func readFD(fd int, p []byte) (int, error) {
+	n, err := epoll.Read(fd, p)
 	if err != nil {
 		return 0, err
 	}
@@ -305,6 +359,45 @@ func (r connReader) Read(p []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// fdConn is the socket under a TLS connection while it is on a loop: it
+// reads and writes the bare descriptor without waiting. A read with
+// nothing there fails with syscall.EAGAIN, an error crypto/tls counts as
+// temporary: it keeps a record it read in part and returns the error
+// as it is, so the loop sees it as it sees a plain socket's. A write the
+// socket does not take whole during a response (the batch of its
+// records, flushed) moves the connection off its loop, as writeOnLoop
+// does, and writes the rest from Go's poller. Anything else TLS writes on
+// a loop (its answer to a key update, read with a request) only goes
+// out if the socket takes it whole, or fails the connection. Closing it
+// does nothing: the loops close their descriptors.
+type fdConn conn
+
+func (f *fdConn) Read(p []byte) (int, error) { return readFD(f.fd, p) }
+
+func (f *fdConn) Write(p []byte) (int, error) {
+	c := (*conn)(f)
+	n, err := epoll.Write(c.fd, p)
+	if wouldBlock(err) {
+		n, err = 0, nil
+	}
+	if err != nil || n == len(p) {
+		return n, err
+	}
+	if c.state.Load() != stateActive { // not a response: no waiting on a loop
+		return n, syscall.EAGAIN
+	}
+	c.leaveLoop()
+	m, err := c.batch.Conn.Write(p[n:])
+	return n + m, err
+}
+
+func (f *fdConn) Close() error                     { return nil }
+func (f *fdConn) LocalAddr() net.Addr              { return f.laddr }
+func (f *fdConn) RemoteAddr() net.Addr             { return f.raddr }
+func (f *fdConn) SetDeadline(time.Time) error      { return nil }
+func (f *fdConn) SetReadDeadline(time.Time) error  { return nil }
+func (f *fdConn) SetWriteDeadline(time.Time) error { return nil }
 
 // writeOnLoop writes bufs on c's descriptor without waiting. When the
 // socket takes only part, c leaves the loop and the caller writes the rest
@@ -341,12 +434,12 @@ func (c *conn) leaveLoop() {
 		return
 	}
 	l.set.detach(c)
-	rwc, err := epoll.GiveFD(c.fd)
+	sock, err := epoll.GiveFD(c.fd)
 	if err != nil {
 		c.s.logf("h1: moving a connection off its loop: %v", err)
-		rwc = failedConn{err: err}
+		sock = failedConn{err: err}
 	}
-	c.rwc = rwc
+	c.setSocket(sock)
 	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
 	if d := c.s.Fallback.WriteTimeout; d > 0 {
 		c.setWriteDeadline(c.headStart.Add(d), 0)
@@ -516,50 +609,75 @@ func (l *loop) serveReady(c *conn, events uint32) (stays, leads bool) {
 		l.set.drop(c)
 		return false, true
 	}
-	if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
-		switch {
-		case err == syscall.EAGAIN || err == syscall.EINTR:
-			return true, true // nothing arrived after all
-		case errors.Is(err, bufio.ErrBufferFull): // a whole buffer, no head: below
-		default: // EOF, reset: a head in part is lost, as net/http loses it
-			l.set.drop(c)
+	for reads := 0; ; reads++ {
+		if reads == maxLoopReads {
+			// A client that keeps sending (over TLS, where the loop reads
+			// on) is served by a goroutine of its own until it pauses,
+			// not at the cost of the loop's other connections.
+			l.set.toGoroutine(c)
 			return false, true
 		}
+		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+			switch {
+			case wouldBlock(err):
+				return true, true // nothing (more) arrived
+			case errors.Is(err, bufio.ErrBufferFull): // a whole buffer, no head: below
+			default: // EOF, reset: a head in part is lost, as net/http loses it
+				l.set.drop(c)
+				return false, true
+			}
+		}
+		stays, leads, more := l.serveBuffered(c)
+		if !stays || !more {
+			return stays, leads
+		}
 	}
+}
+
+// maxLoopReads bounds the reads a loop makes for one event of a TLS
+// connection.
+const maxLoopReads = 4
+
+// serveBuffered serves the whole requests c's reader holds; stays and
+// leads are serveReady's. more asks the caller to read on: with TLS,
+// records it read but did not decrypt yet are no socket's event, so it
+// reads until the socket has nothing; a plain connection's next bytes
+// wait in its socket, which the armed event reports.
+func (l *loop) serveBuffered(c *conn) (stays, leads, more bool) {
 	for c.br.Buffered() > 0 {
 		if c.state.CompareAndSwap(stateIdle, stateActive) {
 			c.headStart = time.Now()
 			c.headAt.Store(l.set.since())
 		} else if !c.state.CompareAndSwap(stateHead, stateActive) {
 			l.set.drop(c) // closed by Shutdown or the sweep
-			return false, true
+			return false, true, false
 		}
 		buf, _ := c.br.Peek(c.br.Buffered())
 		h, n, v := parseHead(buf, c.fields)
 		if v == needMore {
 			if c.br.Buffered() < c.limit {
 				c.state.Store(stateHead)
-				return true, true // the rest comes with a later event, or the sweep ends it
+				return true, true, c.batch != nil // the rest comes later, or the sweep ends it
 			}
 			v = handOff // too large for the lane
 		}
 		if v == handOff {
 			l.set.handOffConn(c)
-			return false, true
+			return false, true, false
 		}
 		_, _ = c.br.Discard(n)
 		keep, leads := l.serve(c, &h)
 		if !leads {
-			return false, false
+			return false, false, false
 		}
 		if !keep || c.s.inShutdown.Load() {
 			l.set.drop(c)
-			return false, true
+			return false, true, false
 		}
 		c.idleAt.Store(l.set.since())
 		c.state.Store(stateIdle)
 	}
-	return true, true
+	return true, true, c.batch != nil
 }
 
 // serve runs one request of c on the loop. leads false means it left the
@@ -615,10 +733,13 @@ func (c *conn) afterLoop(p any, keep bool) {
 func (set *loopSet) handOffConn(c *conn) {
 	c.lmu.Lock()
 	set.detach(c)
-	rwc, err := epoll.GiveFD(c.fd)
+	sock, err := epoll.GiveFD(c.fd)
 	_ = syscall.Close(c.fd)
 	c.fd = -1
-	c.rwc = rwc
+	if err != nil {
+		sock = failedConn{err: err}
+	}
+	c.setSocket(sock)
 	c.lp.Store(nil)
 	c.lmu.Unlock()
 	if err != nil {
@@ -633,6 +754,32 @@ func (set *loopSet) handOffConn(c *conn) {
 			out = handedOff
 		}
 		c.end(nil, out)
+	}()
+}
+
+// toGoroutine moves c, which the caller holds with nothing of a request
+// served but unread bytes buffered, off the loops to a goroutine of its
+// own, which serves it as one that never was on a loop until it waits
+// with nothing buffered again.
+func (set *loopSet) toGoroutine(c *conn) {
+	c.lmu.Lock()
+	set.detach(c)
+	sock, err := epoll.GiveFD(c.fd)
+	_ = syscall.Close(c.fd)
+	c.fd = -1
+	if err != nil {
+		set.s.logf("h1: moving a connection off its loop: %v", err)
+		sock = failedConn{err: err}
+	}
+	c.setSocket(sock)
+	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	c.lp.Store(nil)
+	c.lmu.Unlock()
+	c.state.CompareAndSwap(stateHead, stateIdle) // its goroutine reads the rest of a head
+	go func() {
+		out := ended
+		defer func() { c.end(recover(), out) }()
+		out = c.serveRequests()
 	}()
 }
 

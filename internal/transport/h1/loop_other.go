@@ -17,7 +17,7 @@ type loopConn struct{}
 func (s *Server) loopable(net.Conn) bool { return false }
 
 func (s *Server) startLoops() error {
-	if s.Loops > 0 && s.TLSConfig == nil {
+	if s.Loops > 0 {
 		return errors.New("h1: event loops (Loops) need Linux")
 	}
 	return nil

@@ -250,9 +250,10 @@ func (w *response) send(a, b []byte) error {
 	}
 	c.iov = [3][]byte{head, a, b} // empty ones are skipped
 	iov := net.Buffers(c.iov[:])
-	if c.lp.Load() != nil {
+	if c.batch == nil && c.lp.Load() != nil {
 		// On an event loop: what the socket does not take at once is
-		// written from Go's poller, off the loop.
+		// written from Go's poller, off the loop (with TLS, fdConn does
+		// that for the batch).
 		n, err := c.writeOnLoop(c.iov[:])
 		for len(iov) > 0 && n >= len(iov[0]) {
 			n -= len(iov[0])

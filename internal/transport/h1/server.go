@@ -15,10 +15,11 @@
 // (the HTTP/2 lane, package internal/transport/h2) or, without one,
 // untouched to the net/http server, whose HTTP/2 serves it.
 //
-// With Loops (Linux, no TLSConfig), plain connections are served from
-// that many epoll event loops instead of a goroutine each, with the same
-// parse, handler call and response writer; a request that has to wait
-// moves its connection to a goroutine (loop_linux.go).
+// With Loops (Linux), the lane's connections, plain or TLS once their
+// handshake is done, are served from that many epoll event loops instead
+// of a goroutine each, with the same parse, handler call and response
+// writer; a request that has to wait moves its connection to a goroutine
+// (loop_linux.go).
 //
 // # Invariants
 //
@@ -120,15 +121,15 @@ type Server struct {
 	// runs for every connection accepted, but requests served by Fallback
 	// or H2 after a hand-off never see the context it returns.
 	ConnContext func(ctx context.Context, c net.Conn) context.Context
-	// Loops, when positive and without TLSConfig, serves the lane's
-	// connections from that many event loops (Linux only) instead of a
-	// goroutine each. A loop runs handlers itself: a request leaves it,
-	// for a goroutine of its own, as soon as its handler asks for its
-	// context's Done or its answer does not fit in the socket at once, so
-	// a handler must ask for Done before it waits on anything (see
-	// loop_linux.go). Each loop keeps a processor: Serve raises
-	// GOMAXPROCS to Loops+1 when it is lower. Zero serves a goroutine per
-	// connection.
+	// Loops, when positive, serves the lane's connections (with
+	// TLSConfig, those that stay on the lane after their handshake) from
+	// that many event loops (Linux only) instead of a goroutine each. A
+	// loop runs handlers itself: a request leaves it, for a goroutine of
+	// its own, as soon as its handler asks for its context's Done or its
+	// answer does not fit in the socket at once, so a handler must ask
+	// for Done before it waits on anything (see loop_linux.go). Each loop
+	// keeps a processor: Serve raises GOMAXPROCS to Loops+1 when it is
+	// lower. Zero serves a goroutine per connection.
 	Loops int
 
 	inShutdown atomic.Bool
