@@ -17,7 +17,7 @@ import (
 
 // selfSigned returns a server certificate for 127.0.0.1 and a pool that
 // trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+func selfSigned(t testing.TB) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
 	p := testcert.New(t, testcert.Options{Hosts: []string{"127.0.0.1"}})
 	return p.TLS, p.Pool()

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -276,4 +277,80 @@ func TestTLSLoopClientThatKeepsSendingMovesOff(t *testing.T) {
 			t.Fatalf("request %d: got %q", i, body)
 		}
 	}
+}
+
+// FuzzTLSLoopMatchesGoroutines is FuzzLoopMatchesGoroutines over TLS: the
+// same bytes, cut in two records (sent in one segment or in two writes),
+// to the lane on a goroutine per connection and on an event loop, and the
+// same bytes back.
+func FuzzTLSLoopMatchesGoroutines(f *testing.F) {
+	for _, seed := range []string{
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nHEAD /2 HTTP/1.1\r\nHost: x\r\n\r\nGET /3?q=1 HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /never HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET /c HTTP/1.1\r\nHost: x\r\n\r\n",
+		"GET / HTTP/1.1\r\nHo",
+		"GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /half HTTP/1.1\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nBig: " + strings.Repeat("v", 9000) + "\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n",
+		"garbage\r\n\r\n",
+	} {
+		f.Add([]byte(seed), uint16(len(seed)/2), true)
+		f.Add([]byte(seed), uint16(len(seed)/3), false)
+	}
+	cert, pool := selfSigned(f)
+	serve := func(loops int) *laneServer {
+		return startLaneWith(f, listen(f), echo, func(s *http.Server) {
+			s.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}
+		}, func(s *h1.Server) { s.Loops = loops })
+	}
+	goroutines, loops := serve(0), serve(1)
+	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"http/1.1"}}
+	f.Fuzz(func(t *testing.T, in []byte, cut uint16, together bool) {
+		if len(in) == 0 || len(in) > 32<<10 {
+			return
+		}
+		at := int(cut) % len(in)
+		want, reset := exchangeTLS(t, goroutines.addr, cfg, in, at, together)
+		got, reset2 := exchangeTLS(t, loops.addr, cfg, in, at, together)
+		if reset || reset2 {
+			return // as in FuzzLoopMatchesGoroutines
+		}
+		if got != want {
+			t.Errorf("sent %q in two records at %d (one segment: %v):\n on a loop: %q\n goroutines: %q", in, at, together, got, want)
+		}
+	})
+}
+
+// exchangeTLS is exchange over TLS: in as two records, the second from
+// at, in one segment when together; then close_notify and all that came
+// back.
+func exchangeTLS(t *testing.T, addr string, cfg *tls.Config, in []byte, at int, together bool) (string, bool) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(guard))
+	raw := &heldConn{Conn: nc}
+	c := tls.Client(raw, cfg)
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if together {
+		raw.hold()
+	}
+	if _, err := c.Write(in[:at]); err == nil && at < len(in) {
+		_, _ = c.Write(in[at:])
+	}
+	if together {
+		_ = raw.release()
+	}
+	_ = c.CloseWrite()
+	out, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("%s did not close the connection", addr)
+	}
+	return dateLine.ReplaceAllString(string(out), ""), err != nil && (isReset(err) || errors.Is(err, io.ErrUnexpectedEOF))
 }
