@@ -195,12 +195,12 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		c.setSocket(failedConn{err: err})
 		return ended, true
 	}
+	c.fd = fd
 	if fd >= maxLoopFD {
 		// No room in the loops' table: serve it as it came, from Go's poller.
 		c.loopable = false
-		return c.backToPoller(fd)
+		return ended, c.backToPoller() != nil
 	}
-	c.fd = fd
 	if c.batch == nil {
 		c.rwc = nil
 	} else {
@@ -209,7 +209,7 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		// event would announce: a loop takes c only once it has none.
 		switch _, err := c.br.Peek(1); {
 		case err == nil:
-			return c.backToPoller(fd)
+			return ended, c.backToPoller() != nil
 		case !wouldBlock(err):
 			_ = syscall.Close(fd)
 			c.fd = -1
@@ -226,19 +226,20 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 	return onLoop, true
 }
 
-// backToPoller gives fd, which c (c.lmu held) took out of Go's poller to
-// enter the loops, back to it: c's goroutine serves it on.
-func (c *conn) backToPoller(fd int) (out outcome, moved bool) {
-	sock, err := epoll.GiveFD(fd)
-	_ = syscall.Close(fd)
+// backToPoller gives c's descriptor (c.lmu held, c out of the epoll set)
+// back to Go's poller as its socket, for a goroutine to serve it, and
+// closes the loops' duplicate. On an error the socket fails every read
+// and write.
+func (c *conn) backToPoller() error {
+	sock, err := epoll.GiveFD(c.fd)
+	_ = syscall.Close(c.fd)
 	c.fd = -1
 	if err != nil {
-		c.setSocket(failedConn{err: err})
-		return ended, true
+		sock = failedConn{err: err}
 	}
 	c.setSocket(sock)
 	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
-	return ended, false
+	return err
 }
 
 // wouldBlock reports whether err, from a read or write on a loop's
@@ -733,13 +734,7 @@ func (c *conn) afterLoop(p any, keep bool) {
 func (set *loopSet) handOffConn(c *conn) {
 	c.lmu.Lock()
 	set.detach(c)
-	sock, err := epoll.GiveFD(c.fd)
-	_ = syscall.Close(c.fd)
-	c.fd = -1
-	if err != nil {
-		sock = failedConn{err: err}
-	}
-	c.setSocket(sock)
+	err := c.backToPoller()
 	c.lp.Store(nil)
 	c.lmu.Unlock()
 	if err != nil {
@@ -764,15 +759,9 @@ func (set *loopSet) handOffConn(c *conn) {
 func (set *loopSet) toGoroutine(c *conn) {
 	c.lmu.Lock()
 	set.detach(c)
-	sock, err := epoll.GiveFD(c.fd)
-	_ = syscall.Close(c.fd)
-	c.fd = -1
-	if err != nil {
+	if err := c.backToPoller(); err != nil {
 		set.s.logf("h1: moving a connection off its loop: %v", err)
-		sock = failedConn{err: err}
 	}
-	c.setSocket(sock)
-	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
 	c.lp.Store(nil)
 	c.lmu.Unlock()
 	c.state.CompareAndSwap(stateHead, stateIdle) // its goroutine reads the rest of a head
