@@ -239,9 +239,8 @@ func (s *server) baseURL(pr protocol) string {
 }
 
 // serves reports whether s speaks pr: the minimal server has no HTTP/2,
-// and the contenders that differ from theirs in the plain HTTP/1.1 lane
-// only (minimal-epoll, trendgate-loops, trendgate-goroutines) serve
-// plain HTTP/1.1 only.
+// and minimal-epoll, which differs from it on plain HTTP/1.1 only,
+// serves plain HTTP/1.1 only.
 func (s *server) serves(pr protocol) bool {
 	switch {
 	case s.name == "minimal-epoll":
