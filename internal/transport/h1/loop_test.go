@@ -156,12 +156,21 @@ func exchange(t *testing.T, addr string, in []byte, at int) (string, bool) {
 		_, _ = c.Write(in[at:])
 	}
 	_ = c.(*net.TCPConn).CloseWrite()
-	out, err := io.ReadAll(c)
+	out, err := readToClose(t, addr, c)
+	return out, errors.Is(err, syscall.ECONNRESET)
+}
+
+// readToClose reads r, a connection to addr, until the server ends it,
+// and returns what came, Date lines removed, and how it ended; a guard
+// timeout fails the test.
+func readToClose(t *testing.T, addr string, r io.Reader) (string, error) {
+	t.Helper()
+	out, err := io.ReadAll(r)
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		t.Fatalf("%s did not close the connection", addr)
 	}
-	return dateLine.ReplaceAllString(string(out), ""), errors.Is(err, syscall.ECONNRESET)
+	return dateLine.ReplaceAllString(string(out), ""), err
 }
 
 var dateLine = regexp.MustCompile(`(?m)^Date: [^\r]*\r\n`)
