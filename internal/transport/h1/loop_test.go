@@ -144,12 +144,7 @@ func FuzzLoopMatchesGoroutines(f *testing.F) {
 // whether the connection ended with a reset.
 func exchange(t *testing.T, addr string, in []byte, at int) (string, bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(guard))
+	c := dialConn(t, addr)
 	// The server may close before it read everything (a Connection:
 	// close, a refused head); what it answered is what counts.
 	if _, err := c.Write(in[:at]); err == nil {

@@ -138,13 +138,21 @@ type client struct {
 
 func dial(t *testing.T, addr string) *client {
 	t.Helper()
+	c := dialConn(t, addr)
+	return &client{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// dialConn connects to addr with the guard deadline set; the connection
+// is closed when the test ends.
+func dialConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetDeadline(time.Now().Add(guard))
 	t.Cleanup(func() { _ = c.Close() })
-	return &client{t: t, c: c, br: bufio.NewReader(c)}
+	return c
 }
 
 func (c *client) send(raw string) {

@@ -63,12 +63,7 @@ type tlsLoopClient struct {
 
 func dialTLSLoop(t *testing.T, ls *laneServer, cfg *tls.Config) *tlsLoopClient {
 	t.Helper()
-	nc, err := net.Dial("tcp", ls.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = nc.SetDeadline(time.Now().Add(guard))
-	raw := &heldConn{Conn: nc}
+	raw := &heldConn{Conn: dialConn(t, ls.addr)}
 	tc := tls.Client(raw, cfg)
 	t.Cleanup(func() { _ = tc.Close() })
 	if err := tc.Handshake(); err != nil {
@@ -326,13 +321,7 @@ func FuzzTLSLoopMatchesGoroutines(f *testing.F) {
 // back.
 func exchangeTLS(t *testing.T, addr string, cfg *tls.Config, in []byte, at int, together bool) (string, bool) {
 	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(guard))
-	raw := &heldConn{Conn: nc}
+	raw := &heldConn{Conn: dialConn(t, addr)}
 	c := tls.Client(raw, cfg)
 	if err := c.Handshake(); err != nil {
 		t.Fatal(err)
