@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"trendgate/internal/transport/batchconn"
+	"trendgate/internal/transport/hosted"
 )
 
 // Connection states, for Shutdown: an idle connection waits for a
@@ -70,6 +71,7 @@ type conn struct {
 	lmu      sync.Mutex
 	lp       atomic.Pointer[loop] // the loop that took the connection last; nil: a goroutine owns it
 	fd       int                  // the descriptor, while on a loop or leaving one; -1 otherwise
+	guest    hosted.Guest         // H2's connection, once it parked on the loops (set under lmu)
 	loopConn
 }
 
@@ -164,7 +166,7 @@ func (c *conn) serve() {
 				if !c.state.CompareAndSwap(stateIdle, stateActive) {
 					return // closed by Shutdown
 				}
-				c.s.H2.ServeConn(tc)
+				c.serveH2(tc)
 				return
 			}
 			if c.handOffTLS(tc) {

@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"trendgate/internal/transport/epoll"
+	"trendgate/internal/transport/hosted"
 )
 
 // Event loops (Server.Loops) serve plain connections as nginx's workers
@@ -442,8 +444,17 @@ func (c *conn) leaveLoop() {
 	}
 	c.setSocket(sock)
 	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	start := c.headStart
+	if c.guest != nil {
+		// A guest has no request head of its own here, and keeps no use
+		// for the loops' descriptor: its lane arms its own deadlines from
+		// its next write on.
+		start = time.Now()
+		_ = syscall.Close(c.fd)
+		c.fd = -1
+	}
 	if d := c.s.Fallback.WriteTimeout; d > 0 {
-		c.setWriteDeadline(c.headStart.Add(d), 0)
+		c.setWriteDeadline(start.Add(d), 0)
 	}
 	c.lp.Store(nil)
 	c.s.loopHandovers.Add(1)
@@ -518,11 +529,19 @@ func (set *loopSet) sweepConns(now int64) {
 	set.mu.Unlock()
 
 	idle, header := int64(set.s.idleTimeout()), int64(set.s.headerTimeout())
+	wall := set.base.Add(time.Duration(now))
 	kept := set.owned[:0]
 	for _, o := range set.owned {
 		c := o.c
 		if c.lp.Load() == nil || c.gen.Load() != o.gen {
 			continue // left, and maybe back with a newer entry
+		}
+		if c.guest != nil {
+			if c.guest.LoopDue(wall) {
+				(*hostConn)(c).wake(o.gen)
+			}
+			kept = append(kept, o)
+			continue
 		}
 		switch c.state.Load() {
 		case stateIdle:
@@ -579,6 +598,9 @@ func (set *loopSet) exit() {
 	}
 	for i := range set.conns {
 		if c := set.conns[i].Load(); c != nil && c.lk.CompareAndSwap(0, heldBit) {
+			if c.guest != nil {
+				c.guest.LoopAbandon()
+			}
 			set.drop(c)
 		}
 	}
@@ -609,6 +631,16 @@ func (l *loop) serveReady(c *conn, events uint32) (stays, leads bool) {
 	if c.state.Load() == stateClosed { // by Shutdown, which made it readable
 		l.set.drop(c)
 		return false, true
+	}
+	if c.guest != nil {
+		switch c.guest.LoopReady() {
+		case hosted.Waits:
+			return true, true
+		case hosted.Ended:
+			l.set.drop(c)
+			return false, true
+		}
+		return false, false
 	}
 	for reads := 0; ; reads++ {
 		if reads == maxLoopReads {
@@ -801,3 +833,91 @@ func (f failedConn) RemoteAddr() net.Addr             { return nil }
 func (f failedConn) SetDeadline(time.Time) error      { return nil }
 func (f failedConn) SetReadDeadline(time.Time) error  { return nil }
 func (f failedConn) SetWriteDeadline(time.Time) error { return nil }
+
+// hostConn is a connection of the lane that negotiated h2 over TLS, as
+// the hosted.Host of the HTTP/2 lane's connection: it parks on the loops
+// between its frames through fdConn, as an HTTPS/1.1 one does between
+// requests. Its h1 state stays stateActive throughout (Shutdown waits for
+// it as for a request in progress; the HTTP/2 lane sends its GOAWAY).
+type hostConn conn
+
+// serveH2 gives tc, which negotiated h2, to the Server's H2, hosted on the
+// loops when the lane has them and H2 can be.
+func (c *conn) serveH2(tc *tls.Conn) {
+	if hs, ok := c.s.H2.(hosted.ConnServer); ok && c.loopable && c.batch != nil {
+		hs.ServeHosted(tc, (*hostConn)(c))
+		return
+	}
+	c.s.H2.ServeConn(tc)
+}
+
+func (h *hostConn) Park(g hosted.Guest, peek func() error) bool {
+	c := (*conn)(h)
+	if !c.loopable {
+		return false // its descriptor has no room in the loops' table
+	}
+	set := c.s.loops[0].set
+	set.mu.Lock()
+	stopped := set.stopped
+	set.mu.Unlock()
+	if stopped {
+		return false
+	}
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	sock := c.socket()
+	c.laddr, c.raddr = sock.LocalAddr(), sock.RemoteAddr()
+	fd, err := epoll.TakeFD(sock) // closes sock
+	if err != nil {
+		c.setSocket(failedConn{err: err}) // the guest's next read fails: it ends
+		return false
+	}
+	c.fd = fd
+	if fd >= maxLoopFD {
+		c.loopable = false
+		_ = c.backToPoller()
+		return false
+	}
+	if c.guest == nil {
+		c.guest = g // once: the loops read it without c.lmu
+	}
+	c.batch.Conn = (*fdConn)(c)
+	// TLS may hold records it read, which no event would announce: the
+	// loops take the connection only once it has none.
+	if err := peek(); err == nil || !wouldBlock(err) {
+		_ = c.backToPoller()
+		return false
+	}
+	if !set.add(c, c.s.loops[0]) {
+		_ = c.backToPoller()
+		return false
+	}
+	return true
+}
+
+func (h *hostConn) OnLoop() bool { return h.lp.Load() != nil }
+
+func (h *hostConn) Leave() { (*conn)(h).leaveLoop() }
+
+func (h *hostConn) Wake() bool { return h.wake(h.gen.Load()) }
+
+// wake is Wake for the connection's stay gen on the loops.
+func (h *hostConn) wake(gen uint32) bool {
+	c := (*conn)(h)
+	c.lmu.Lock()
+	defer c.lmu.Unlock()
+	l := c.lp.Load()
+	if l == nil || c.gen.Load() != gen {
+		return false
+	}
+	if !c.take() {
+		return true // its holder serves it again before letting go
+	}
+	l.set.detach(c)
+	if err := c.backToPoller(); err != nil {
+		c.s.logf("h1: moving a connection off its loop: %v", err)
+	}
+	c.lp.Store(nil)
+	go c.guest.LoopResume()
+	return true
+}

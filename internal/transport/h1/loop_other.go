@@ -3,6 +3,7 @@
 package h1
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 )
@@ -40,3 +41,5 @@ func (c *conn) closeIdle() {
 		_ = c.rwc.Close()
 	}
 }
+
+func (c *conn) serveH2(tc *tls.Conn) { c.s.H2.ServeConn(tc) }

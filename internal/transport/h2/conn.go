@@ -17,6 +17,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
+	"trendgate/internal/transport/hosted"
+
 	"trendgate/internal/transport/batchconn"
 )
 
@@ -92,6 +94,7 @@ var errDetached = errors.New("h2: reading moved to another goroutine")
 type conn struct {
 	s        *Server
 	nc       net.Conn
+	host     hosted.Host     // the loops it parks on between frames; nil: it never does
 	batch    *batchconn.Conn // under nc with TLS: one write system call per flush; nil without
 	remote   string
 	tlsState *tls.ConnectionState
@@ -137,6 +140,8 @@ type conn struct {
 	peerMaxFrame      uint32
 	maxClientStream   uint32
 	running           int  // handlers not returned
+	lingering         int  // returned handlers off the reader still flushing their response
+	due               bool // on the loops, a deadline passed (LoopDue): its reader meets it off them
 	opening           bool // the reader is taking a new stream: its handler is about to run
 	idleSince         time.Time
 	goingAway         bool // GOAWAY sent or received: no new streams
@@ -284,51 +289,161 @@ func (c *conn) serve() {
 	<-c.done
 }
 
-// readLoop reads and handles frames until the connection ends (it then
-// finishes it) or its reading moves to another goroutine.
-func (c *conn) readLoop() {
+// readLoop reads and handles frames on the calling goroutine until the
+// connection ends (it then finishes it), its reading moves to another
+// goroutine, or it parks on the loops.
+func (c *conn) readLoop() { c.readFrames() }
+
+// maxLoopFrames bounds the frames a loop reads for one event of a
+// connection: a client that keeps sending goes on on a goroutine of its
+// own, not at the cost of the loop's other connections.
+const maxLoopFrames = 64
+
+// readFrames is readLoop's work, and a loop's while the connection is on
+// the loops (c.host). It reports hosted.Waits when the connection is on
+// the loops with nothing more to read, hosted.Ended when it ended there
+// and hosted.Left otherwise: it ended, parked, or its reading moved,
+// from Go's poller.
+func (c *conn) readFrames() hosted.Outcome {
+	frames := 0
 	for {
 		if c.br.Buffered() == 0 {
 			// Everything the batch read produced leaves in one write.
 			if err := c.flush(); err != nil {
-				c.finish()
-				return
+				return c.end()
+			}
+			if c.host != nil && !c.host.OnLoop() && c.park() {
+				return hosted.Left // a loop has it now
 			}
 		}
-		f, err := c.readFrame()
+		onLoop := c.onLoop()
+		if onLoop && frames == maxLoopFrames {
+			c.host.Leave()
+			onLoop = false
+		}
+		f, err := c.readFrame(onLoop)
 		if err != nil {
+			if onLoop && hosted.WouldBlock(err) {
+				return hosted.Waits
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if c.timedOut(time.Now()) {
-					c.finish()
-					return
+					return c.end()
 				}
 				continue
 			}
 			if c.frameError(err) {
 				continue
 			}
-			c.finish()
-			return
+			return c.end()
 		}
+		frames++
 		if err := c.processFrame(f); err != nil {
 			if err == errDetached {
-				return
+				return hosted.Left
 			}
 			if c.frameError(err) {
 				continue
 			}
-			c.finish()
-			return
+			return c.end()
 		}
 		if c.outLen() >= flushAt {
 			// Enough for one large write: send it rather than grow the
 			// buffer while the client keeps sending.
 			if err := c.flush(); err != nil {
-				c.finish()
-				return
+				return c.end()
 			}
 		}
 	}
+}
+
+// onLoop reports whether the connection is on the loops.
+func (c *conn) onLoop() bool { return c.host != nil && c.host.OnLoop() }
+
+// end finishes the connection for readFrames.
+func (c *conn) end() hosted.Outcome {
+	c.finish()
+	if c.onLoop() {
+		return hosted.Ended
+	}
+	return hosted.Left
+}
+
+// park moves the connection onto the loops when it waits for nothing but
+// its next frames: no handler runs or flushes, nothing is queued, no
+// deadline but the idle one is armed, and it is not going away. It
+// reports whether it did; the caller then lets go of the connection.
+func (c *conn) park() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.goingAway || c.closeAfterFlush || c.werr != nil || c.writing || len(c.out) > 0 ||
+		c.running > 0 || c.lingering > 0 || c.opening || len(c.blocked) > 0 || c.hb.active ||
+		!c.settingsAckDue.IsZero() || !c.hbDue.IsZero() {
+		return false
+	}
+	if t, _ := c.nextDeadlineLocked(); !t.IsZero() && !time.Now().Before(t) {
+		return false // due: the reader meets it here
+	}
+	// The socket under TLS is a new one after Park, on the loops or back
+	// in Go's poller, with no deadline armed.
+	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	if c.host.Park(c, c.peek) {
+		return true
+	}
+	_ = c.nc.SetDeadline(time.Time{}) // in case it is the old one
+	return false
+}
+
+// peek reads one byte ahead for Park.
+func (c *conn) peek() error {
+	_, err := c.br.Peek(1)
+	return err
+}
+
+// LoopReady serves the frames that arrived on the loops (hosted.Guest).
+func (c *conn) LoopReady() hosted.Outcome {
+	c.mu.Lock()
+	off := c.goingAway || c.due
+	c.due = false
+	c.mu.Unlock()
+	if off {
+		// Going away, or a deadline passed: its reader meets that in Go's
+		// poller, where it can wait.
+		c.host.Leave()
+		c.readLoop()
+		return hosted.Left
+	}
+	return c.readFrames()
+}
+
+// LoopDue reports whether a deadline of the connection passed at now
+// (hosted.Guest).
+func (c *conn) LoopDue(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, _ := c.nextDeadlineLocked()
+	if t.IsZero() || now.Before(t) {
+		return false
+	}
+	c.due = true
+	return true
+}
+
+// LoopResume serves the connection from Go's poller once the loops moved
+// it off (hosted.Guest).
+func (c *conn) LoopResume() {
+	c.mu.Lock()
+	c.due = false
+	c.mu.Unlock()
+	c.readLoop()
+}
+
+// LoopAbandon ends the connection, writing nothing (hosted.Guest).
+func (c *conn) LoopAbandon() {
+	c.mu.Lock()
+	c.writeFailed = true // finish closes the socket without a close_notify
+	c.mu.Unlock()
+	c.finish()
 }
 
 // outLen is how many bytes of frames wait to be written.
@@ -339,10 +454,12 @@ func (c *conn) outLen() int {
 }
 
 // readFrame waits, within the deadline readDeadlineFor arms, until a
-// whole frame is buffered, then decodes it. Waiting happens only at a
+// whole frame is buffered, then decodes it; on the loops it does not wait. Waiting happens only at a
 // frame boundary, so a deadline never leaves half a frame read.
-func (c *conn) readFrame() (http2.Frame, error) {
-	c.armReadDeadline()
+func (c *conn) readFrame(onLoop bool) (http2.Frame, error) {
+	if !onLoop { // the loops keep deadlines themselves (LoopDue)
+		c.armReadDeadline()
+	}
 	hdr, err := c.br.Peek(frameHeaderLen)
 	if err != nil {
 		return nil, err
@@ -396,6 +513,9 @@ func (c *conn) goAway(code http2.ErrCode, debug string) {
 	if c.flush() != nil || code == http2.ErrCodeNo {
 		return
 	}
+	if c.host != nil {
+		c.host.Leave() // the linger waits: in Go's poller
+	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
 	_, _ = io.Copy(io.Discard, io.LimitReader(c.nc, 1<<20))
 }
@@ -411,6 +531,9 @@ func (c *conn) goAwayGraceful() {
 	c.goingAway = true
 	_ = c.wfr.WriteGoAway(c.maxClientStream, http2.ErrCodeNo, nil)
 	c.mu.Unlock()
+	if c.host != nil && c.host.Wake() {
+		return // on the loops: its reader, moved off them, sends it
+	}
 	_ = c.flush()
 	// With nothing left to do, the reader's deadline is now: it wakes
 	// and finishes (timedOut). Otherwise the last stream to end closes
@@ -512,8 +635,8 @@ func (c *conn) flush() error {
 // write sends b to the connection within the write timeout, in one
 // system call under TLS. Only the goroutine that set writing calls it.
 func (c *conn) write(b []byte) error {
-	if d := c.s.Base.WriteTimeout; d > 0 {
-		// Re-arming costs a timer update: a deadline up to d/64
+	if d := c.s.Base.WriteTimeout; d > 0 && !c.onLoop() {
+		// On the loops a write never waits. Re-arming costs a timer update: a deadline up to d/64
 		// earlier than asked is as good.
 		t := time.Now().Add(d)
 		if dd := t.Sub(c.writeDeadline); c.writeDeadline.IsZero() || dd < 0 || dd >= d/64 {

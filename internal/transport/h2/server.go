@@ -60,6 +60,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"trendgate/internal/transport/hosted"
 )
 
 // Server serves HTTP/2 connections handed to ServeConn. Handler and Base
@@ -113,12 +115,22 @@ const DefaultMaxConcurrentStreams = 128
 // MaxHeaderBytes bounds the decoded header list of a request
 // (SETTINGS_MAX_HEADER_LIST_SIZE; http.DefaultMaxHeaderBytes when zero).
 func (s *Server) ServeConn(nc net.Conn) {
+	s.serveConn(nc, nil)
+}
+
+// ServeHosted is ServeConn for a connection that waits for its next
+// frames on host's event loops (hosted.ConnServer): a loop reads and
+// serves its frames, and its handlers run there until one waits.
+func (s *Server) ServeHosted(nc net.Conn, host hosted.Host) { s.serveConn(nc, host) }
+
+func (s *Server) serveConn(nc net.Conn, host hosted.Host) {
 	if s.Handler == nil || s.Base == nil {
 		_ = nc.Close()
 		s.logf("h2: Server needs a Handler and a Base")
 		return
 	}
 	c := newConn(s, nc)
+	c.host = host
 	if !s.track(c) {
 		_ = nc.Close()
 		return

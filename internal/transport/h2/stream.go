@@ -494,14 +494,21 @@ func (c *conn) runHandler(st *stream, r *http.Request, h http.Handler) {
 		if p == nil {
 			w.finish()
 		}
+		off := ctx.mode.Load() != modeInline
 		c.mu.Lock()
 		c.running--
+		if off {
+			c.lingering++ // until its flush: the connection does not park before
+		}
 		c.maybeIdleLocked()
 		c.unrefLocked(st)
 		c.mu.Unlock()
-		if ctx.mode.Load() != modeInline {
+		if off {
 			// Not on the reader: nobody else flushes this response.
 			_ = c.flush()
+			c.mu.Lock()
+			c.lingering--
+			c.mu.Unlock()
 		}
 		c.handlers.Done()
 	}()
@@ -543,6 +550,9 @@ func (x *streamCtx) Done() <-chan struct{} {
 // handler runs on the reading one: it is about to wait.
 func (x *streamCtx) detach() {
 	if x.mode.CompareAndSwap(modeInline, modeDetached) {
+		if x.c.host != nil {
+			x.c.host.Leave() // the handler waits: not on a loop
+		}
 		go x.c.readLoop()
 	}
 }
