@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	handovers := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "trendgate_event_loop_handovers_total",
-		Help: "Requests served on an event loop (server.event_loops) that left it to wait: for the upstream, for Redis, or for room in a socket that did not take the whole answer at once. A cached answer never leaves.",
+		Help: "Requests served on an event loop (server.event_loops) that left it to wait: for the upstream, for Redis, or for room in a socket that did not take the whole answer at once; and HTTP/2 connections that left a loop between frames (a client that kept sending past 64 frames in one go, a protocol error). A cached answer never leaves.",
 	}, func() float64 {
 		if s := m.loops.Load(); s != nil {
 			return float64(s.LoopHandovers())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"trendgate/internal/transport/h1"
 	"trendgate/internal/transport/h2"
@@ -274,5 +275,75 @@ func TestH2OnLoopsShutdown(t *testing.T) {
 	}
 	if err := <-shut; err != nil {
 		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+// A loop that has read a request and the start of the next frame answers
+// the request at once, not once the rest of that frame arrives.
+func TestH2OnLoopsAnswersBeforeAPartialFrame(t *testing.T) {
+	ls, cfg := startH2Loops(t, 1, hostedHandler(nil, nil), nil)
+	tc := tls.Client(dialConn(t, ls.addr), cfg)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	for acked, sent := false, false; !acked || !sent; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok {
+			if sf.IsAck() {
+				acked = true
+			} else if err := fr.WriteSettingsAck(); err != nil {
+				t.Fatal(err)
+			} else {
+				sent = true
+			}
+		}
+	}
+	waitGuests(t, ls, 1)
+
+	var block, out bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/hit"}, {":authority", "127.0.0.1"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	bfr := http2.NewFramer(&out, nil)
+	_ = bfr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
+	_ = bfr.WritePing(false, [8]byte{7})
+	b := out.Bytes()
+	cut := len(b) - 12 // the whole HEADERS frame and 5 bytes of the PING's 17
+	if _, err := tc.Write(b[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	var body []byte
+	for done := false; !done; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for the answer with a frame in part sent: %v", err)
+		}
+		if df, ok := f.(*http2.DataFrame); ok && df.StreamID == 1 {
+			body = append(body, df.Data()...)
+			done = df.StreamEnded()
+		}
+	}
+	if string(body) != "hit /hit?" {
+		t.Fatalf("body %q", body)
+	}
+	if _, err := tc.Write(b[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for the PING's answer: %v", err)
+		}
+		if pf, ok := f.(*http2.PingFrame); ok && pf.IsAck() && pf.Data == [8]byte{7} {
+			return
+		}
 	}
 }

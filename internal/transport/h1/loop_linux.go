@@ -60,6 +60,15 @@ import (
 // the shorter timeout, between 5 ms and 1 s, by whichever loop finds it
 // due), so a connection may outlive either by that much. A loop never
 // waits to write.
+//
+// A TLS connection that negotiated h2 is the HTTP/2 lane's, which the
+// loops host between its frames (package hosted, hostConn): the lane
+// parks it on the loops when it waits for nothing but its next frames,
+// and a loop that takes its event hands it to the lane (Guest.LoopReady),
+// which reads and serves what arrived and leaves the loops (Host.Leave)
+// the moment something would wait, as a request of this lane does. Its
+// deadlines are the lane's: the sweep asks it (Guest.LoopDue) and moves
+// it off for its reader to meet them.
 
 // maxLoopFD bounds the descriptors the loops serve: they find their
 // connections in a table indexed by descriptor. A connection on a higher

@@ -150,8 +150,10 @@ type Server struct {
 }
 
 // LoopHandovers returns how many requests left an event loop to wait
-// (Loops): a cached answer served on a loop never does, so a count that
-// grows with the hits means the handler asks for Done on them.
+// (Loops), counting the hosted HTTP/2 connections that left one between
+// their frames (hosted.Host.Leave): a cached answer served on a loop
+// never does, so a count that grows with the hits means the handler asks
+// for Done on them.
 func (s *Server) LoopHandovers() uint64 { return s.loopHandovers.Load() }
 
 // ConnServer serves whole connections: the HTTP/2 lane's side of H2.

@@ -324,7 +324,18 @@ func (c *conn) readFrames() hosted.Outcome {
 		f, err := c.readFrame(onLoop)
 		if err != nil {
 			if onLoop && hosted.WouldBlock(err) {
-				return hosted.Waits
+				// Part of a frame may be buffered, after frames whose
+				// answers are queued: they go out now, not with the rest.
+				if c.outLen() == 0 {
+					return hosted.Waits
+				}
+				if err := c.flush(); err != nil {
+					return c.end()
+				}
+				if c.onLoop() {
+					return hosted.Waits
+				}
+				continue // it left on the way: read on from Go's poller
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				if c.timedOut(time.Now()) {
@@ -387,6 +398,7 @@ func (c *conn) park() bool {
 	// The socket under TLS is a new one after Park, on the loops or back
 	// in Go's poller, with no deadline armed.
 	c.readDeadline, c.writeDeadline = time.Time{}, time.Time{}
+	c.due = false
 	if c.host.Park(c, c.peek) {
 		return true
 	}
