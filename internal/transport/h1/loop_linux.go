@@ -860,6 +860,8 @@ func (c *conn) serveH2(tc *tls.Conn) {
 	c.s.H2.ServeConn(tc)
 }
 
+// Park, OnLoop, Leave and Wake are the hosted.Host of the connection.
+
 func (h *hostConn) Park(g hosted.Guest, peek func() error) bool {
 	c := (*conn)(h)
 	if !c.loopable {

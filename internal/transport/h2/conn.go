@@ -17,9 +17,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"trendgate/internal/transport/hosted"
-
 	"trendgate/internal/transport/batchconn"
+	"trendgate/internal/transport/hosted"
 )
 
 // Protocol constants (RFC 9113).
@@ -466,8 +465,10 @@ func (c *conn) outLen() int {
 }
 
 // readFrame waits, within the deadline readDeadlineFor arms, until a
-// whole frame is buffered, then decodes it; on the loops it does not wait. Waiting happens only at a
-// frame boundary, so a deadline never leaves half a frame read.
+// whole frame is buffered, then decodes it. Waiting happens only at a
+// frame boundary, so a deadline never leaves half a frame read. On the
+// loops (onLoop) it does not wait: a frame not all there yet fails it
+// with an error that hosted.WouldBlock.
 func (c *conn) readFrame(onLoop bool) (http2.Frame, error) {
 	if !onLoop { // the loops keep deadlines themselves (LoopDue)
 		c.armReadDeadline()
@@ -648,8 +649,10 @@ func (c *conn) flush() error {
 // system call under TLS. Only the goroutine that set writing calls it.
 func (c *conn) write(b []byte) error {
 	if d := c.s.Base.WriteTimeout; d > 0 && !c.onLoop() {
-		// On the loops a write never waits. Re-arming costs a timer update: a deadline up to d/64
-		// earlier than asked is as good.
+		// On the loops a write never waits (a socket that does not take
+		// it all moves the connection off them, with a deadline). Here,
+		// re-arming costs a timer update: a deadline up to d/64 earlier
+		// than asked is as good.
 		t := time.Now().Add(d)
 		if dd := t.Sub(c.writeDeadline); c.writeDeadline.IsZero() || dd < 0 || dd >= d/64 {
 			c.writeDeadline = t
