@@ -191,26 +191,13 @@ func (s *Server) stopLoops() <-chan struct{} {
 // as it was; otherwise out is what that goroutine must do.
 func (c *conn) enterLoop() (out outcome, moved bool) {
 	set := c.s.loops[0].set
-	set.mu.Lock()
-	stopped := set.stopped
-	set.mu.Unlock()
-	if stopped {
+	if set.isStopped() {
 		return ended, false
 	}
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	sock := c.socket()
-	c.laddr, c.raddr = sock.LocalAddr(), sock.RemoteAddr()
-	fd, err := epoll.TakeFD(sock) // closes sock
-	if err != nil {
-		c.setSocket(failedConn{err: err})
-		return ended, true
-	}
-	c.fd = fd
-	if fd >= maxLoopFD {
-		// No room in the loops' table: serve it as it came, from Go's poller.
-		c.loopable = false
-		return ended, c.backToPoller() != nil
+	if ok, err := c.takeSocket(); !ok {
+		return ended, err != nil
 	}
 	if c.batch == nil {
 		c.rwc = nil
@@ -222,7 +209,7 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 		case err == nil:
 			return ended, c.backToPoller() != nil
 		case !wouldBlock(err):
-			_ = syscall.Close(fd)
+			_ = syscall.Close(c.fd)
 			c.fd = -1
 			c.setSocket(failedConn{err: err})
 			return ended, true
@@ -230,11 +217,39 @@ func (c *conn) enterLoop() (out outcome, moved bool) {
 	}
 	// lp only says "on the loops" until a loop takes c and names itself.
 	if !set.add(c, c.s.loops[0]) {
-		_ = syscall.Close(fd)
+		_ = syscall.Close(c.fd)
 		c.fd = -1
 		return ended, true
 	}
 	return onLoop, true
+}
+
+// isStopped reports whether the loops have stopped.
+func (set *loopSet) isStopped() bool {
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	return set.stopped
+}
+
+// takeSocket moves c's socket (c.lmu held) out of Go's poller onto c.fd,
+// for the loops. When it cannot, ok is false and c stays off the loops:
+// with err nil its socket is back in Go's poller (a descriptor with no
+// room in the loops' table, served as it came: c is no longer loopable);
+// with err, its socket fails every read and write.
+func (c *conn) takeSocket() (ok bool, err error) {
+	sock := c.socket()
+	c.laddr, c.raddr = sock.LocalAddr(), sock.RemoteAddr()
+	fd, err := epoll.TakeFD(sock) // closes sock
+	if err != nil {
+		c.setSocket(failedConn{err: err})
+		return false, err
+	}
+	c.fd = fd
+	if fd >= maxLoopFD {
+		c.loopable = false
+		return false, c.backToPoller()
+	}
+	return true, nil
 }
 
 // backToPoller gives c's descriptor (c.lmu held, c out of the epoll set)
@@ -868,26 +883,13 @@ func (h *hostConn) Park(g hosted.Guest, peek func() error) bool {
 		return false // its descriptor has no room in the loops' table
 	}
 	set := c.s.loops[0].set
-	set.mu.Lock()
-	stopped := set.stopped
-	set.mu.Unlock()
-	if stopped {
+	if set.isStopped() {
 		return false
 	}
 	c.lmu.Lock()
 	defer c.lmu.Unlock()
-	sock := c.socket()
-	c.laddr, c.raddr = sock.LocalAddr(), sock.RemoteAddr()
-	fd, err := epoll.TakeFD(sock) // closes sock
-	if err != nil {
-		c.setSocket(failedConn{err: err}) // the guest's next read fails: it ends
-		return false
-	}
-	c.fd = fd
-	if fd >= maxLoopFD {
-		c.loopable = false
-		_ = c.backToPoller()
-		return false
+	if ok, _ := c.takeSocket(); !ok {
+		return false // back in Go's poller, or failed: the guest's next read ends it
 	}
 	if c.guest == nil {
 		c.guest = g // once: the loops read it without c.lmu
