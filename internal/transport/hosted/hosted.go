@@ -31,7 +31,8 @@ const (
 )
 
 // Guest is a connection served by another lane while it is on the loops.
-// The loops call it from the goroutine that holds it, one at a time.
+// LoopReady and LoopAbandon are called by the loop goroutine that holds
+// the connection, one at a time; LoopDue by the loops' sweep, whenever.
 type Guest interface {
 	// LoopReady serves what arrived: it reads, without waiting, until the
 	// socket has nothing more. The socket reads and writes without
