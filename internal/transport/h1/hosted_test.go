@@ -40,27 +40,12 @@ func startH2Loops(t *testing.T, loops int, h http.Handler, tune func(*http.Serve
 	return ls, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}}
 }
 
-// watchedConn closes ended once a read of the connection (TLS, under the
-// HTTP/2 client) fails: the server closed it.
-type watchedConn struct {
-	net.Conn
-	once  sync.Once
-	ended chan struct{}
-}
-
-func (c *watchedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.once.Do(func() { close(c.ended) })
-	}
-	return n, err
-}
-
-// h2Conn is one HTTP/2 client connection to the lane.
+// h2Conn is one HTTP/2 client connection to the lane; ended is closed
+// once the connection can no longer be used (the server closed it).
 type h2Conn struct {
-	t  *testing.T
-	cc *http2.ClientConn
-	tc *watchedConn
+	t     *testing.T
+	cc    *http.ClientConn
+	ended chan struct{}
 }
 
 func dialH2(t *testing.T, ls *laneServer, cfg *tls.Config) *h2Conn {
@@ -69,13 +54,25 @@ func dialH2(t *testing.T, ls *laneServer, cfg *tls.Config) *h2Conn {
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)
 	}
-	wc := &watchedConn{Conn: tc, ended: make(chan struct{})}
-	cc, err := (&http2.Transport{}).NewClientConn(wc)
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	tr := &http.Transport{
+		Protocols:      &protos,
+		DialTLSContext: func(context.Context, string, string) (net.Conn, error) { return tc, nil },
+	}
+	cc, err := tr.NewClientConn(context.Background(), "https", ls.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c := &h2Conn{t: t, cc: cc, ended: make(chan struct{})}
+	var once sync.Once
+	cc.SetStateHook(func(cc *http.ClientConn) {
+		if cc.Err() != nil {
+			once.Do(func() { close(c.ended) })
+		}
+	})
 	t.Cleanup(func() { _ = cc.Close() })
-	return &h2Conn{t: t, cc: cc, tc: wc}
+	return c
 }
 
 // get returns the status and body of GET path.
@@ -223,7 +220,7 @@ func TestH2OnLoopsIdleTimeout(t *testing.T) {
 		t.Fatalf("GET /hit: %d %q", status, body)
 	}
 	select {
-	case <-c.tc.ended:
+	case <-c.ended:
 	case <-time.After(guard):
 		t.Fatal("the idle connection was not closed")
 	}
@@ -265,7 +262,7 @@ func TestH2OnLoopsShutdown(t *testing.T) {
 		shut <- ls.srv.Shutdown(ctx)
 	}()
 	select {
-	case <-idle.tc.ended:
+	case <-idle.ended:
 	case <-time.After(guard):
 		t.Fatal("the idle connection on the loops was not closed by Shutdown")
 	}
