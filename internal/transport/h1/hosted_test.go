@@ -344,3 +344,57 @@ func TestH2OnLoopsAnswersBeforeAPartialFrame(t *testing.T) {
 		}
 	}
 }
+
+// A response held up by the client's flow control on a connection that
+// waits on the loops is reset at the stall timeout (the write timeout):
+// the loops' sweep moves the connection off, and its reader, in Go's
+// poller, arms that deadline.
+func TestH2OnLoopsStalledResponseReset(t *testing.T) {
+	ls, cfg := startH2Loops(t, 1, hostedHandler(nil, nil), func(s *http.Server) { s.WriteTimeout = 100 * time.Millisecond })
+	tc := tls.Client(dialConn(t, ls.addr), cfg)
+	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(tc, tc)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	for acked, sent := false, false; !acked || !sent; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok {
+			if sf.IsAck() {
+				acked = true
+			} else if err := fr.WriteSettingsAck(); err != nil {
+				t.Fatal(err)
+			} else {
+				sent = true
+			}
+		}
+	}
+	waitGuests(t, ls, 1)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/hit"}, {":authority", "127.0.0.1"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for the stalled stream's reset: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return
+			}
+		case *http2.DataFrame:
+			t.Fatalf("DATA on a zero window: %d bytes", len(f.Data()))
+		}
+	}
+}

@@ -681,6 +681,11 @@ func (c *conn) armReadDeadline() {
 }
 
 func (c *conn) armReadDeadlineLocked() {
+	if c.onLoop() {
+		// The loops keep its deadlines (LoopDue); the socket it reads
+		// once it leaves them has none armed, as the cleared cache says.
+		return
+	}
 	t, idle := c.nextDeadlineLocked()
 	slack := c.s.idleTimeout() / 64
 	if d := c.readDeadline.Sub(t); !t.IsZero() && !c.readDeadline.IsZero() && d >= 0 && d <= slack || t.IsZero() && c.readDeadline.IsZero() {
