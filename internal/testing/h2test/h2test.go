@@ -212,6 +212,15 @@ func (c *Conn) WriteRequest(streamID uint32, block []byte, endStream bool) {
 	}
 }
 
+// WriteRaw buffers b as it is, for bytes no Framer call writes: a frame
+// cut short, sent with the frames before it in one write.
+func (c *Conn) WriteRaw(b []byte) {
+	c.t.Helper()
+	if _, err := c.bw.Write(b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // Response is what the server sent on one stream.
 type Response struct {
 	Status int

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
+	"trendgate/internal/testing/h2test"
 	"trendgate/internal/transport/h1"
 	"trendgate/internal/transport/h2"
 )
@@ -279,51 +279,25 @@ func TestH2OnLoopsShutdown(t *testing.T) {
 // the request at once, not once the rest of that frame arrives.
 func TestH2OnLoopsAnswersBeforeAPartialFrame(t *testing.T) {
 	ls, cfg := startH2Loops(t, 1, hostedHandler(nil, nil), nil)
-	tc := tls.Client(dialConn(t, ls.addr), cfg)
-	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(tc, tc)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	for acked, sent := false, false; !acked || !sent; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sf, ok := f.(*http2.SettingsFrame); ok {
-			if sf.IsAck() {
-				acked = true
-			} else if err := fr.WriteSettingsAck(); err != nil {
-				t.Fatal(err)
-			} else {
-				sent = true
-			}
-		}
-	}
+	c := h2test.Dial(t, ls.addr, cfg)
+	c.Handshake()
 	waitGuests(t, ls, 1)
 
-	var block, out bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/hit"}, {":authority", "127.0.0.1"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	bfr := http2.NewFramer(&out, nil)
-	_ = bfr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true})
-	_ = bfr.WritePing(false, [8]byte{7})
-	b := out.Bytes()
-	cut := len(b) - 12 // the whole HEADERS frame and 5 bytes of the PING's 17
-	if _, err := tc.Write(b[:cut]); err != nil {
-		t.Fatal(err)
-	}
+	var ping bytes.Buffer
+	_ = http2.NewFramer(&ping, nil).WritePing(false, [8]byte{7})
+	id := c.NextStreamID()
+	c.WriteRequest(id, c.Encode(h2test.GET("127.0.0.1", "/hit", "")...), true)
+	c.WriteRaw(ping.Bytes()[:5]) // 5 bytes of the PING's 17, in the same write
+	c.MustFlush()
+	// Read without writing (ReadResponse would send WINDOW_UPDATEs into
+	// the middle of the PING).
 	var body []byte
 	for done := false; !done; {
-		f, err := fr.ReadFrame()
+		f, err := c.ReadFrame(h2test.IOTimeout)
 		if err != nil {
 			t.Fatalf("waiting for the answer with a frame in part sent: %v", err)
 		}
-		if df, ok := f.(*http2.DataFrame); ok && df.StreamID == 1 {
+		if df, ok := f.(*http2.DataFrame); ok && df.StreamID == id {
 			body = append(body, df.Data()...)
 			done = df.StreamEnded()
 		}
@@ -331,11 +305,10 @@ func TestH2OnLoopsAnswersBeforeAPartialFrame(t *testing.T) {
 	if string(body) != "hit /hit?" {
 		t.Fatalf("body %q", body)
 	}
-	if _, err := tc.Write(b[cut:]); err != nil {
-		t.Fatal(err)
-	}
+	c.WriteRaw(ping.Bytes()[5:])
+	c.MustFlush()
 	for {
-		f, err := fr.ReadFrame()
+		f, err := c.ReadFrame(h2test.IOTimeout)
 		if err != nil {
 			t.Fatalf("waiting for the PING's answer: %v", err)
 		}
@@ -351,50 +324,13 @@ func TestH2OnLoopsAnswersBeforeAPartialFrame(t *testing.T) {
 // poller, arms that deadline.
 func TestH2OnLoopsStalledResponseReset(t *testing.T) {
 	ls, cfg := startH2Loops(t, 1, hostedHandler(nil, nil), func(s *http.Server) { s.WriteTimeout = 100 * time.Millisecond })
-	tc := tls.Client(dialConn(t, ls.addr), cfg)
-	if _, err := io.WriteString(tc, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(tc, tc)
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
-		t.Fatal(err)
-	}
-	for acked, sent := false, false; !acked || !sent; {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sf, ok := f.(*http2.SettingsFrame); ok {
-			if sf.IsAck() {
-				acked = true
-			} else if err := fr.WriteSettingsAck(); err != nil {
-				t.Fatal(err)
-			} else {
-				sent = true
-			}
-		}
-	}
+	c := h2test.Dial(t, ls.addr, cfg)
+	c.Handshake(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	waitGuests(t, ls, 1)
-	var block bytes.Buffer
-	enc := hpack.NewEncoder(&block)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/hit"}, {":authority", "127.0.0.1"}} {
-		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("waiting for the stalled stream's reset: %v", err)
-		}
-		switch f := f.(type) {
-		case *http2.RSTStreamFrame:
-			if f.StreamID == 1 {
-				return
-			}
-		case *http2.DataFrame:
-			t.Fatalf("DATA on a zero window: %d bytes", len(f.Data()))
-		}
+	id := c.NextStreamID()
+	c.WriteRequest(id, c.Encode(h2test.GET("127.0.0.1", "/hit", "")...), true)
+	c.MustFlush()
+	if r := c.ReadResponse(id); !r.WasReset || len(r.Body) != 0 {
+		t.Fatalf("a response on a zero window: reset %v (%v), %d bytes of body; want a reset and none", r.WasReset, r.Reset, len(r.Body))
 	}
 }
